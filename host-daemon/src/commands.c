@@ -1,0 +1,285 @@
+/*
+ * The commands of vmced's control socket.
+ *
+ *   query-status                      daemon, journal, VMs
+ *   query-vm      {vm}                one VM with its RAM layout
+ *   query-events  {vm?, limit?}       recent journal records
+ *   subscribe                         events from now on
+ *   attach        {pid, qmp, name?, agent?}
+ *   detach        {vm}
+ *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, timeout-ms?}
+ *   inject        {vm, gpa, kind?, cpu?}
+ *   translate     {vm, gpa|hva}
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-control"
+
+#include "commands.h"
+#include "forward.h"
+#include "json-util.h"
+#include "sim-poison.h"
+
+#define VMCE_POISON_DEFAULT_TIMEOUT_MS 30000
+
+static VmceVm *
+vmce_commands_get_vm (VmceDaemon *daemon, VmceControlRequest *req, JsonObject *args)
+{
+  g_autoptr(GError) error = NULL;
+  VmceVm *vm = vmce_daemon_lookup_vm (daemon, vmce_json_object_get_string_opt (args, "vm"),
+                                      &error);
+
+  if (vm == NULL) {
+    vmce_control_request_error_literal (req, error);
+    return NULL;
+  }
+  if (vm->state != VMCE_VM_READY) {
+    vmce_control_request_error (req, "GenericError", "vm %s is not attached", vm->name);
+    return NULL;
+  }
+  return vm;
+}
+
+static gboolean
+vmce_commands_get_kind (VmceControlRequest *req, JsonObject *args, VmceMceKind *kind)
+{
+  const gchar *str = vmce_json_object_get_string_opt (args, "kind");
+
+  *kind = VMCE_MCE_KIND_AO;
+  if (str == NULL || vmce_mce_kind_from_string (str, kind))
+    return TRUE;
+  vmce_control_request_error (req, "InvalidParameter", "'kind' must be \"ao\" or \"ar\", not \"%s\"",
+                              str);
+  return FALSE;
+}
+
+/* gpa, or hva translated to a gpa */
+static gboolean
+vmce_commands_get_gpa (VmceVm *vm, VmceControlRequest *req, JsonObject *args, guint64 *gpa)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean have_gpa = FALSE, have_hva = FALSE;
+  guint64 hva = 0;
+
+  if (!vmce_json_object_get_u64_opt (args, "gpa", gpa, &have_gpa, &error) ||
+      !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error)) {
+    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    return FALSE;
+  }
+  if (have_gpa == have_hva) {
+    vmce_control_request_error (req, "InvalidParameter", "give exactly one of 'gpa' and 'hva'");
+    return FALSE;
+  }
+  if (have_hva && !vmce_ram_layout_hva_to_gpa (vm->layout, hva, gpa, NULL)) {
+    vmce_control_request_error (req, "InvalidParameter",
+                                "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", hva,
+                                vm->name);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+vmce_cmd_query_status (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(JsonNode) status = vmce_daemon_status_to_json (user_data);
+
+  vmce_control_request_return (req, status);
+}
+
+static void
+vmce_cmd_query_vm (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) json = NULL;
+  VmceVm *vm = vmce_daemon_lookup_vm (user_data, vmce_json_object_get_string_opt (args, "vm"),
+                                      &error);
+
+  if (vm == NULL) {
+    vmce_control_request_error_literal (req, error);
+    return;
+  }
+  json = vmce_vm_to_json (vm, TRUE);
+  vmce_control_request_return (req, json);
+}
+
+static void
+vmce_cmd_query_events (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) events = NULL;
+  guint64 limit = 100;
+
+  if (!vmce_json_object_get_u64_opt (args, "limit", &limit, NULL, &error)) {
+    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    return;
+  }
+  events = vmce_daemon_get_recent (user_data, vmce_json_object_get_string_opt (args, "vm"),
+                                   (guint) MIN (limit, G_MAXUINT));
+  vmce_control_request_return (req, events);
+}
+
+static void
+vmce_cmd_subscribe (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  vmce_control_request_subscribe (req);
+  vmce_control_request_return (req, NULL);
+}
+
+static void
+vmce_cmd_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceControlRequest *req = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (NULL, res, &error);
+  g_autoptr(JsonNode) json = NULL;
+
+  if (vm == NULL) {
+    vmce_control_request_error_literal (req, error);
+    return;
+  }
+  json = vmce_vm_to_json (vm, FALSE);
+  vmce_control_request_return (req, json);
+}
+
+static void
+vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  const gchar *qmp = vmce_json_object_get_string_opt (args, "qmp");
+  guint64 pid = 0;
+
+  if (!vmce_json_object_get_u64 (args, "pid", &pid, &error) || pid == 0 || pid > G_MAXINT) {
+    vmce_control_request_error (req, "InvalidParameter", "'pid': %s",
+                                error != NULL ? error->message : "not a process id");
+    return;
+  }
+  if (qmp == NULL) {
+    vmce_control_request_error (req, "InvalidParameter", "'qmp' (the monitor socket) is missing");
+    return;
+  }
+  vmce_daemon_attach_async (user_data, (pid_t) pid, qmp,
+                            vmce_json_object_get_string_opt (args, "name"),
+                            vmce_json_object_get_string_opt (args, "agent"), vmce_cmd_attach_cb,
+                            req);
+}
+
+static void
+vmce_cmd_detach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+
+  if (vm == NULL)
+    return;
+  vmce_vm_detach (vm, "asked by a client");
+  vmce_control_request_return (req, NULL);
+}
+
+static void
+vmce_cmd_event_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceControlRequest *req = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) event = g_task_propagate_pointer (G_TASK (res), &error);
+
+  if (event == NULL) {
+    vmce_control_request_error_literal (req, error);
+    return;
+  }
+  vmce_control_request_return (req, event);
+}
+
+static void
+vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  const gchar *trigger_str;
+  VmceSimTrigger trigger = VMCE_SIM_TRIGGER_AUTO;
+  VmceMceKind kind;
+  guint64 gpa = 0, cpu = 0, timeout = VMCE_POISON_DEFAULT_TIMEOUT_MS;
+  gboolean have_cpu = FALSE;
+
+  if (vm == NULL || !vmce_commands_get_kind (req, args, &kind) ||
+      !vmce_commands_get_gpa (vm, req, args, &gpa))
+    return;
+  trigger_str = vmce_json_object_get_string_opt (args, "trigger");
+  if (trigger_str != NULL && !vmce_sim_trigger_from_string (trigger_str, &trigger)) {
+    vmce_control_request_error (req, "InvalidParameter",
+                                "'trigger' must be auto, access or now, not \"%s\"", trigger_str);
+    return;
+  }
+  if (!vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
+      !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error)) {
+    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    return;
+  }
+  vmce_sim_poison_async (vm, gpa, kind, trigger, have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
+                         (guint) MIN (timeout, G_MAXUINT), vmce_cmd_event_cb, req);
+}
+
+static void
+vmce_cmd_inject (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  VmceMceKind kind;
+  guint64 gpa = 0, cpu = 0;
+  gboolean have_cpu = FALSE;
+
+  if (vm == NULL || !vmce_commands_get_kind (req, args, &kind))
+    return;
+  if (!vmce_json_object_get_u64 (args, "gpa", &gpa, &error) ||
+      !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error)) {
+    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    return;
+  }
+  vmce_forward_inject_async (vm, gpa, kind, have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
+                             vmce_cmd_event_cb, req);
+}
+
+static void
+vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  const VmceRamRange *range = NULL;
+  guint64 gpa = 0, hva = 0;
+
+  if (vm == NULL || !vmce_commands_get_gpa (vm, req, args, &gpa))
+    return;
+  if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
+    vmce_control_request_error (req, "InvalidParameter",
+                                "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
+                                vm->name);
+    return;
+  }
+  json_builder_begin_object (b);
+  vmce_json_builder_add_hex (b, "gpa", gpa);
+  vmce_json_builder_add_hex (b, "hva", hva);
+  json_builder_set_member_name (b, "block");
+  json_builder_add_string_value (b, range->block);
+  vmce_json_builder_add_hex (b, "offset", range->offset + (gpa - range->gpa));
+  json_builder_set_member_name (b, "rom");
+  json_builder_add_boolean_value (b, range->rom);
+  json_builder_end_object (b);
+  ret = json_builder_get_root (b);
+  vmce_control_request_return (req, ret);
+}
+
+void
+vmce_commands_register (VmceControl *control, VmceDaemon *daemon)
+{
+  vmce_control_add_command (control, "query-status", vmce_cmd_query_status, daemon);
+  vmce_control_add_command (control, "query-vm", vmce_cmd_query_vm, daemon);
+  vmce_control_add_command (control, "query-events", vmce_cmd_query_events, daemon);
+  vmce_control_add_command (control, "subscribe", vmce_cmd_subscribe, daemon);
+  vmce_control_add_command (control, "attach", vmce_cmd_attach, daemon);
+  vmce_control_add_command (control, "detach", vmce_cmd_detach, daemon);
+  vmce_control_add_command (control, "poison", vmce_cmd_poison, daemon);
+  vmce_control_add_command (control, "inject", vmce_cmd_inject, daemon);
+  vmce_control_add_command (control, "translate", vmce_cmd_translate, daemon);
+}

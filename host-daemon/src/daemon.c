@@ -1,0 +1,293 @@
+/*
+ * What vmced is: the VMs it watches, its journal, its control socket.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-daemon"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "control.h"
+#include "daemon.h"
+#include "journal.h"
+#include "json-util.h"
+
+/* records kept in memory for `vmcectl events` */
+#define VMCE_RECENT_MAX 1000
+
+struct _VmceDaemon {
+  VmceJournal *journal;
+  VmceControl *control;
+  GPtrArray *vms; /* of VmceVm, owned */
+  GQueue recent;  /* of JsonNode */
+  guint64 next_seq;
+  guint inject_gap_ms;
+  gint64 start_time_us;
+};
+
+VmceDaemon *
+vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
+{
+  g_autoptr(VmceDaemon) self = g_new0 (VmceDaemon, 1);
+
+  self->vms = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_vm_unref);
+  g_queue_init (&self->recent);
+  self->inject_gap_ms = options->inject_gap_ms;
+  self->start_time_us = g_get_monotonic_time ();
+  self->journal = vmce_journal_open (options->journal_path, error);
+  if (self->journal == NULL)
+    return NULL;
+  self->control = vmce_control_new (options->socket_path, error);
+  if (self->control == NULL)
+    return NULL;
+  vmce_commands_register (self->control, self);
+  return g_steal_pointer (&self);
+}
+
+void
+vmce_daemon_shutdown (VmceDaemon *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  /* copy: shutting a VM down removes it from the list */
+  while (self->vms->len > 0) {
+    g_autoptr(VmceVm) vm = vmce_vm_ref (g_ptr_array_index (self->vms, self->vms->len - 1));
+    vmce_vm_shutdown_sync (vm);
+    g_ptr_array_remove (self->vms, vm);
+  }
+  if (self->journal != NULL && !vmce_journal_flush_sync (self->journal, &error))
+    g_warning ("%s", error->message);
+}
+
+void
+vmce_daemon_free (VmceDaemon *self)
+{
+  if (self == NULL)
+    return;
+  vmce_daemon_shutdown (self);
+  g_clear_pointer (&self->control, vmce_control_free);
+  g_clear_pointer (&self->journal, vmce_journal_free);
+  g_ptr_array_unref (self->vms);
+  g_queue_clear_full (&self->recent, (GDestroyNotify) json_node_unref);
+  g_free (self);
+}
+
+static void
+vmce_daemon_keep_recent (VmceDaemon *self, JsonNode *record)
+{
+  g_queue_push_tail (&self->recent, json_node_ref (record));
+  while (self->recent.length > VMCE_RECENT_MAX)
+    json_node_unref (g_queue_pop_head (&self->recent));
+}
+
+JsonNode *
+vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
+{
+  JsonNode *json;
+
+  ev->seq = ++self->next_seq;
+  json = vmce_mce_event_to_json (ev);
+  vmce_journal_append (self->journal, json);
+  vmce_daemon_keep_recent (self, json);
+  vmce_control_broadcast (self->control, "MEMORY_ERROR", json);
+  g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x, GPA 0x%" G_GINT64_MODIFIER "x: %s%s%s",
+             ev->vm, ev->si_code != 0 ? vmce_si_code_to_string (ev->si_code) : "injection",
+             ev->hva, ev->gpa, vmce_result_to_string (ev->result),
+             ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
+  return json;
+}
+
+void
+vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *record)
+{
+  vmce_journal_append (self->journal, record);
+  vmce_daemon_keep_recent (self, record);
+  vmce_control_broadcast (self->control, event, record);
+}
+
+static const gchar *
+vmce_record_vm_name (JsonNode *record)
+{
+  JsonObject *obj = json_node_get_object (record);
+  JsonNode *vm = json_object_get_member (obj, "vm");
+
+  /* attach records carry the whole vm object */
+  if (vm != NULL && JSON_NODE_HOLDS_OBJECT (vm))
+    return vmce_json_object_get_string_opt (json_node_get_object (vm), "name");
+  return vmce_json_object_get_string_opt (obj, "vm");
+}
+
+JsonNode *
+vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit)
+{
+  g_autoptr(JsonArray) arr = json_array_new ();
+  g_autoptr(GPtrArray) matching = g_ptr_array_new ();
+  JsonNode *node = json_node_new (JSON_NODE_ARRAY);
+  guint first;
+
+  for (GList *l = self->recent.head; l != NULL; l = l->next) {
+    if (vm == NULL || g_strcmp0 (vmce_record_vm_name (l->data), vm) == 0)
+      g_ptr_array_add (matching, l->data);
+  }
+  first = limit > 0 && matching->len > limit ? matching->len - limit : 0;
+  for (guint i = first; i < matching->len; i++)
+    json_array_add_element (arr, json_node_ref (g_ptr_array_index (matching, i)));
+  json_node_set_array (node, arr);
+  return node;
+}
+
+typedef struct {
+  VmceDaemon *daemon;
+  VmceVm *vm;
+} VmceAttachData;
+
+static void
+vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  VmceAttachData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!vmce_vm_attach_finish (data->vm, res, &error)) {
+    g_ptr_array_remove (data->daemon->vms, data->vm);
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  g_task_return_pointer (task, vmce_vm_ref (data->vm), (GDestroyNotify) vmce_vm_unref);
+}
+
+static void
+vmce_attach_data_free (VmceAttachData *data)
+{
+  vmce_vm_unref (data->vm);
+  g_free (data);
+}
+
+void
+vmce_daemon_attach_async (VmceDaemon *self,
+                          pid_t pid,
+                          const gchar *qmp_path,
+                          const gchar *name,
+                          const gchar *agent_path,
+                          GAsyncReadyCallback callback,
+                          gpointer user_data)
+{
+  GTask *task = g_task_new (NULL, NULL, callback, user_data);
+  VmceAttachData *data = g_new0 (VmceAttachData, 1);
+
+  for (guint i = 0; i < self->vms->len; i++) {
+    VmceVm *vm = g_ptr_array_index (self->vms, i);
+    if (vm->pid == pid || (name != NULL && g_strcmp0 (vm->name, name) == 0)) {
+      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                               "vmced already watches %s (pid %d)", vm->name, vm->pid);
+      g_object_unref (task);
+      g_free (data);
+      return;
+    }
+  }
+  data->daemon = self;
+  data->vm = vmce_vm_new (self, pid, qmp_path, name, agent_path);
+  g_task_set_task_data (task, data, (GDestroyNotify) vmce_attach_data_free);
+  g_ptr_array_add (self->vms, vmce_vm_ref (data->vm));
+  vmce_vm_attach_async (data->vm, vmce_daemon_attach_cb, task);
+}
+
+VmceVm *
+vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (res), error);
+}
+
+VmceVm *
+vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **error)
+{
+  guint64 pid = 0;
+
+  if (name_or_pid == NULL) {
+    if (self->vms->len == 1)
+      return g_ptr_array_index (self->vms, 0);
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                 "name the vm: vmced watches %u", self->vms->len);
+    return NULL;
+  }
+  (void) vmce_parse_u64 (name_or_pid, &pid, NULL);
+  for (guint i = 0; i < self->vms->len; i++) {
+    VmceVm *vm = g_ptr_array_index (self->vms, i);
+    if (g_strcmp0 (vm->name, name_or_pid) == 0 || (pid != 0 && (guint64) vm->pid == pid))
+      return vm;
+  }
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "vmced watches no vm named %s",
+               name_or_pid);
+  return NULL;
+}
+
+GPtrArray *
+vmce_daemon_get_vms (VmceDaemon *self)
+{
+  return self->vms;
+}
+
+void
+vmce_daemon_remove_vm (VmceDaemon *self, VmceVm *vm)
+{
+  g_ptr_array_remove (self->vms, vm);
+}
+
+guint
+vmce_daemon_get_inject_gap_ms (VmceDaemon *self)
+{
+  return self->inject_gap_ms;
+}
+
+static gint64
+vmce_daemon_rss_kb (void)
+{
+  g_autofree gchar *status = NULL;
+  const gchar *line;
+
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    return -1;
+  line = strstr (status, "\nVmRSS:");
+  return line != NULL ? g_ascii_strtoll (line + 7, NULL, 10) : -1;
+}
+
+JsonNode *
+vmce_daemon_status_to_json (VmceDaemon *self)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "version");
+  json_builder_add_string_value (b, PACKAGE_VERSION);
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, getpid ());
+  json_builder_set_member_name (b, "uptime_s");
+  json_builder_add_int_value (b, (g_get_monotonic_time () - self->start_time_us) / G_USEC_PER_SEC);
+  json_builder_set_member_name (b, "rss_kb");
+  json_builder_add_int_value (b, vmce_daemon_rss_kb ());
+  json_builder_set_member_name (b, "journal");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "path");
+  json_builder_add_string_value (b, vmce_journal_get_path (self->journal));
+  json_builder_set_member_name (b, "records");
+  json_builder_add_int_value (b, (gint64) vmce_journal_get_n_appended (self->journal));
+  json_builder_set_member_name (b, "synced");
+  json_builder_add_int_value (b, (gint64) vmce_journal_get_n_synced (self->journal));
+  json_builder_set_member_name (b, "error");
+  if (vmce_journal_get_last_error (self->journal) != NULL)
+    json_builder_add_string_value (b, vmce_journal_get_last_error (self->journal));
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "vms");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < self->vms->len; i++)
+    json_builder_add_value (b, vmce_vm_to_json (g_ptr_array_index (self->vms, i), FALSE));
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}

@@ -1,0 +1,49 @@
+/*
+ * What vmced is: the VMs it watches, its journal, its control socket.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+#include "mce-event.h"
+#include "vm.h"
+
+typedef struct {
+  const gchar *socket_path;
+  const gchar *journal_path;
+  guint inject_gap_ms;
+} VmceDaemonOptions;
+
+VmceDaemon *vmce_daemon_new (const VmceDaemonOptions *options, GError **error);
+/* Lets every QEMU go and writes the journal out */
+void vmce_daemon_shutdown (VmceDaemon *self);
+void vmce_daemon_free (VmceDaemon *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceDaemon, vmce_daemon_free)
+
+void vmce_daemon_attach_async (VmceDaemon *self,
+                               pid_t pid,
+                               const gchar *qmp_path,
+                               const gchar *name,
+                               const gchar *agent_path,
+                               GAsyncReadyCallback callback,
+                               gpointer user_data);
+VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error);
+
+/* By name, or by pid given as a decimal string */
+VmceVm *vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **error);
+GPtrArray *vmce_daemon_get_vms (VmceDaemon *self);
+void vmce_daemon_remove_vm (VmceDaemon *self, VmceVm *vm);
+
+/* Numbers the event, journals it, tells subscribers; returns its JSON */
+JsonNode *vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev);
+/* Journals a record that is not a memory error and tells subscribers */
+void vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *record);
+/* Newest last; @vm NULL for all; @limit 0 for all kept */
+JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit);
+
+guint vmce_daemon_get_inject_gap_ms (VmceDaemon *self);
+JsonNode *vmce_daemon_status_to_json (VmceDaemon *self);

@@ -1,0 +1,479 @@
+/*
+ * From a memory-error SIGBUS in QEMU to a machine check in the guest.
+ *
+ * The thread that took the signal is stopped while this runs, and with it
+ * (for a vCPU) the guest. So nothing here waits: the machine check goes to
+ * QEMU's monitor as a non-blocking write, the thread is let go, and the
+ * monitor's answer comes back through the main loop.
+ *
+ * HMP `mce` runs on the target vCPU (run_on_cpu), so the monitor cannot
+ * answer while that vCPU's thread is stopped; the thread is resumed first,
+ * with the signal suppressed so QEMU itself neither injects a second
+ * machine check (KVM) nor dies (TCG).
+ *
+ * Injections go out one at a time per VM, with a short gap: QEMU's HMP
+ * injection is unconditional, and a second uncorrected error on a vCPU
+ * whose guest has not finished the first one (MCG_STATUS.MCIP still set)
+ * makes QEMU reset the guest, as a real CPU would shut down.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-forward"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "forward.h"
+#include "json-util.h"
+#include "sim-poison.h"
+
+#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
+/* how long a TCG vCPU that consumed poison may be held while QEMU queues
+ * the machine check for it */
+#define VMCE_HOLD_MAX_US 20000
+#define VMCE_HOLD_POLL_NS 100000
+
+struct _VmceInjection {
+  VmceVm *vm;
+  VmceMceEvent *ev;
+  pid_t hold_tid; /* a vCPU thread kept stopped until QEMU waits for it */
+  int hold_fd;
+  guint hold_source;
+  gint64 hold_deadline_us;
+  GTask *task; /* for vmcectl inject */
+};
+
+static void vmce_forward_send_next (VmceVm *vm);
+
+static void
+vmce_injection_release_hold (VmceInjection *inj)
+{
+  g_clear_handle_id (&inj->hold_source, g_source_remove);
+  if (inj->hold_fd >= 0) {
+    close (inj->hold_fd);
+    inj->hold_fd = -1;
+  }
+  if (inj->hold_tid > 0 && inj->vm->watch != NULL) {
+    vmce_ptrace_watch_resume (inj->vm->watch, inj->hold_tid, 0);
+    inj->ev->held_us = g_get_monotonic_time () - inj->ev->stop_us;
+  }
+  inj->hold_tid = 0;
+}
+
+static void
+vmce_injection_free (VmceInjection *inj)
+{
+  vmce_injection_release_hold (inj);
+  vmce_mce_event_free (inj->ev);
+  g_clear_object (&inj->task);
+  vmce_vm_unref (inj->vm);
+  g_free (inj);
+}
+
+static VmceInjection *
+vmce_injection_new (VmceVm *vm, VmceMceEvent *ev)
+{
+  VmceInjection *inj = g_new0 (VmceInjection, 1);
+
+  inj->vm = vmce_vm_ref (vm);
+  inj->ev = ev;
+  inj->hold_fd = -1;
+  return inj;
+}
+
+/* Journal it, tell subscribers and waiters, remember the page */
+static void
+vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
+{
+  g_autoptr(JsonNode) json = NULL;
+
+  if (ev->result == VMCE_RESULT_INJECTED)
+    vmce_vm_record_poisoned (vm, ev);
+  vm->n_events++;
+  json = vmce_daemon_emit_event (vm->daemon, ev);
+  vmce_sim_event_done (vm, ev, json);
+  if (task != NULL)
+    g_task_return_pointer (task, json_node_ref (json), (GDestroyNotify) json_node_unref);
+}
+
+static gboolean
+vmce_forward_main_thread_waits (VmceVm *vm)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/syscall", vm->pid, vm->pid);
+  g_autofree gchar *text = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return TRUE; /* nothing to wait for */
+  return g_str_has_prefix (text, "202 "); /* futex: run_on_cpu() waits */
+}
+
+/* A TCG vCPU stopped at the load that consumed poison is let go once the
+ * main thread has queued the machine check for it and waits for it to run:
+ * the vCPU then leaves its translation block and takes the machine check
+ * right away, still in the context (the guest process) that consumed the
+ * poison. Let go earlier, it may run on into a timer interrupt, and an SRAR
+ * taken in guest kernel context panics the guest. */
+static gboolean
+vmce_forward_hold_cb (gint fd, GIOCondition condition, gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+  guint64 expirations;
+
+  (void) read (fd, &expirations, sizeof expirations);
+  if (!vmce_forward_main_thread_waits (inj->vm) &&
+      g_get_monotonic_time () < inj->hold_deadline_us)
+    return G_SOURCE_CONTINUE;
+  if (g_get_monotonic_time () >= inj->hold_deadline_us)
+    g_debug ("vm %s: thread %d let go after %d us without QEMU waiting for it", inj->vm->name,
+             inj->hold_tid, VMCE_HOLD_MAX_US);
+  inj->hold_source = 0;
+  vmce_injection_release_hold (inj);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_forward_start_hold (VmceInjection *inj)
+{
+  struct itimerspec its = {
+    .it_interval = { .tv_nsec = VMCE_HOLD_POLL_NS },
+    .it_value = { .tv_nsec = VMCE_HOLD_POLL_NS },
+  };
+
+  inj->hold_fd = timerfd_create (CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (inj->hold_fd < 0 || timerfd_settime (inj->hold_fd, 0, &its, NULL) < 0) {
+    vmce_injection_release_hold (inj);
+    return;
+  }
+  inj->hold_deadline_us = g_get_monotonic_time () + VMCE_HOLD_MAX_US;
+  inj->hold_source = g_unix_fd_add (inj->hold_fd, G_IO_IN, vmce_forward_hold_cb, inj);
+}
+
+static void
+vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+  VmceVm *vm = inj->vm;
+  VmceMceEvent *ev = inj->ev;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+  gint64 reply_us = 0;
+
+  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
+  vmce_injection_release_hold (inj);
+  ev->handled_by = g_strdup ("vmced");
+  if (text == NULL) {
+    ev->result = VMCE_RESULT_FAILED;
+    g_free (ev->detail);
+    ev->detail = g_strdup (error->message);
+  } else {
+    g_strstrip (text);
+    /* HMP mce prints nothing when it injected, and a reason when not */
+    if (text[0] != '\0') {
+      ev->result = VMCE_RESULT_FAILED;
+      g_free (ev->detail);
+      ev->detail = g_strdup_printf ("QEMU did not inject: %s", text);
+    } else {
+      ev->result = VMCE_RESULT_INJECTED;
+    }
+    ev->latency_us = reply_us - ev->stop_us;
+  }
+  if (ev->result == VMCE_RESULT_FAILED)
+    g_warning ("vm %s: machine check at GPA 0x%" G_GINT64_MODIFIER "x failed: %s", vm->name,
+               ev->gpa, ev->detail);
+  vm->inflight = NULL;
+  vm->last_injection_us = g_get_monotonic_time ();
+  vmce_forward_finish (vm, ev, inj->task);
+  vmce_vm_ref (vm);
+  vmce_injection_free (inj);
+  vmce_forward_send_next (vm);
+  vmce_vm_unref (vm);
+}
+
+static gboolean
+vmce_forward_gap_cb (gpointer user_data)
+{
+  VmceVm *vm = user_data;
+
+  vm->gap_source = 0;
+  vmce_forward_send_next (vm);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_forward_send_next (VmceVm *vm)
+{
+  VmceInjection *inj;
+  g_autofree gchar *hmp = NULL;
+  gint64 gap_us = (gint64) vmce_daemon_get_inject_gap_ms (vm->daemon) * 1000;
+  gint64 wait_us;
+
+  if (vm->inflight != NULL || vm->gap_source != 0 || g_queue_is_empty (&vm->injections))
+    return;
+  if (vm->qmp == NULL || !vmce_qmp_client_is_open (vm->qmp)) {
+    vmce_forward_cancel_all (vm, "the monitor is gone");
+    return;
+  }
+  wait_us = vm->last_injection_us + gap_us - g_get_monotonic_time ();
+  if (vm->last_injection_us != 0 && wait_us > 0) {
+    /* a held vCPU must not wait for the gap, nor for an injection that may
+     * itself need that vCPU to run */
+    for (GList *l = vm->injections.head; l != NULL; l = l->next)
+      vmce_injection_release_hold (l->data);
+    vm->gap_source = g_timeout_add (MAX (1, wait_us / 1000), vmce_forward_gap_cb, vm);
+    return;
+  }
+  inj = g_queue_pop_head (&vm->injections);
+  vm->inflight = inj;
+  hmp = vmce_mce_to_hmp (&inj->ev->mce);
+  g_debug ("vm %s: %s", vm->name, hmp);
+  vmce_qmp_client_hmp_async (vm->qmp, hmp, NULL, vmce_forward_hmp_cb, inj);
+  if (inj->hold_tid > 0)
+    vmce_forward_start_hold (inj);
+}
+
+static void
+vmce_forward_enqueue (VmceVm *vm, VmceInjection *inj)
+{
+  if (vm->inflight != NULL)
+    vmce_injection_release_hold (inj);
+  g_queue_push_tail (&vm->injections, inj);
+  vmce_forward_send_next (vm);
+}
+
+/* A repeat of an error whose machine check is on its way: KVM re-enters
+ * the guest and faults on the page again until the machine check is in */
+static VmceInjection *
+vmce_forward_find_same_page (VmceVm *vm, guint64 gpa)
+{
+  if (vm->inflight != NULL && (vm->inflight->ev->gpa & VMCE_PAGE_MASK) == (gpa & VMCE_PAGE_MASK))
+    return vm->inflight;
+  for (GList *l = vm->injections.head; l != NULL; l = l->next) {
+    VmceInjection *inj = l->data;
+    if ((inj->ev->gpa & VMCE_PAGE_MASK) == (gpa & VMCE_PAGE_MASK))
+      return inj;
+  }
+  return NULL;
+}
+
+static void
+vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo, const gchar *why)
+{
+  ev->result = VMCE_RESULT_PASSED;
+  ev->handled_by = g_strdup ("qemu");
+  ev->detail = g_strdup (why);
+  vmce_ptrace_watch_resume (vm->watch, ev->tid, signo);
+  ev->held_us = g_get_monotonic_time () - ev->stop_us;
+  g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x passed on to QEMU: %s", vm->name,
+             vmce_si_code_to_string (ev->si_code), ev->hva, why);
+  vmce_forward_finish (vm, ev, NULL);
+  vmce_mce_event_free (ev);
+}
+
+void
+vmce_forward_signal (VmceVm *vm,
+                     pid_t tid,
+                     const siginfo_t *info,
+                     gint64 stop_time_us,
+                     const gchar *source,
+                     guint64 request_id)
+{
+  g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
+  const VmceRamRange *range = NULL;
+  const VmceVcpu *vcpu = NULL;
+  VmceInjection *same;
+  VmceInjection *inj;
+  gboolean hold = FALSE;
+  guint cpu;
+
+  ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop_time_us);
+  ev->stop_us = stop_time_us;
+  ev->vm = g_strdup (vm->name);
+  ev->pid = vm->pid;
+  ev->tid = tid;
+  ev->thread = vmce_vm_describe_thread (vm, tid);
+  ev->si_code = info->si_code;
+  ev->hva = (guint64) (guintptr) info->si_addr;
+  ev->lsb = info->si_addr_lsb;
+  ev->source = source;
+  ev->request_id = request_id;
+  ev->kind = info->si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+
+  if (vm->layout == NULL || !vmce_ram_layout_hva_to_gpa (vm->layout, ev->hva, &ev->gpa, &range)) {
+    const gchar *block = NULL;
+    guint64 offset = 0;
+    g_autofree gchar *why = NULL;
+
+    if (vm->layout != NULL && vmce_ram_layout_hva_to_block (vm->layout, ev->hva, &block, &offset)) {
+      ev->block = g_strdup (block);
+      why = g_strdup_printf ("HVA is in RAM block %s at offset 0x%" G_GINT64_MODIFIER "x, "
+                             "which no guest physical address maps", block, offset);
+    } else {
+      why = g_strdup ("HVA is not guest RAM");
+    }
+    /* the layout may be out of date: look again for the next one */
+    vmce_vm_refresh_layout (vm);
+    vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo, why);
+    return;
+  }
+  ev->have_gpa = TRUE;
+  ev->block = g_strdup (range->block);
+  ev->block_offset = range->offset + (ev->gpa - range->gpa);
+
+  vcpu = vmce_vm_find_vcpu_by_tid (vm, tid);
+  if (ev->kind == VMCE_MCE_KIND_AR && vcpu == NULL) {
+    /* QEMU itself (device emulation, migration) read the bad page, not the
+     * guest. With KVM, QEMU exits in that case; here the guest is told
+     * (SRAO, as nothing in it consumed the data), and a simulated page is
+     * given back so QEMU can go on. A real one cannot be. */
+    guint64 page = ev->hva & VMCE_PAGE_MASK;
+    g_autoptr(GError) error = NULL;
+
+    if (!vmce_sim_is_protected (vm, page)) {
+      vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo,
+                         "QEMU itself consumed the poison (not a vCPU thread)");
+      return;
+    }
+    if (!vmce_sim_unprotect (vm, tid, page, &error)) {
+      vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo, error->message);
+      return;
+    }
+    ev->kind = VMCE_MCE_KIND_AO;
+    ev->detail = g_strdup ("consumed by QEMU itself, not a vCPU: the guest is told with SRAO; "
+                           "simulated page given back so QEMU can go on");
+  }
+
+  same = ev->kind == VMCE_MCE_KIND_AR ? vmce_forward_find_same_page (vm, ev->gpa) : NULL;
+  if (same != NULL) {
+    same->ev->repeats++;
+    vmce_ptrace_watch_resume (vm->watch, tid, 0);
+    return;
+  }
+
+  cpu = vcpu != NULL && ev->kind == VMCE_MCE_KIND_AR ? vcpu->index
+        : vm->vcpus->len > 0 ? g_array_index (vm->vcpus, VmceVcpu, 0).index
+                             : 0;
+  vmce_mce_encode (ev->kind, ev->gpa, cpu, &vm->cpu_model, &ev->mce);
+  ev->have_mce = TRUE;
+  ev->via = g_strdup ("hmp");
+
+  if (!vm->kvm && ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL) {
+    /* TCG: the vCPU is stopped inside a translated load. QEMU cannot take
+     * the machine check until that block ends, so the load must be able to
+     * complete: a simulated page is given back. */
+    guint64 page = ev->hva & VMCE_PAGE_MASK;
+    g_autoptr(GError) error = NULL;
+
+    if (vmce_sim_is_protected (vm, page)) {
+      if (!vmce_sim_unprotect (vm, tid, page, &error))
+        g_warning ("vm %s: %s", vm->name, error->message);
+      ev->detail = g_strdup ("TCG: the simulated page is given back so the vCPU's load "
+                             "completes; the vCPU takes the machine check as it leaves its "
+                             "translation block");
+    } else {
+      /* TODO(host lab): a really poisoned page must be replaced, or the
+       * vCPU faults on it again and again */
+      ev->detail = g_strdup ("TCG: the vCPU takes the machine check as it leaves its "
+                             "translation block");
+    }
+    hold = TRUE;
+  }
+
+  inj = vmce_injection_new (vm, g_steal_pointer (&ev));
+  if (hold) {
+    inj->hold_tid = tid;
+    vmce_forward_enqueue (vm, inj);
+    return;
+  }
+  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  inj->ev->held_us = g_get_monotonic_time () - inj->ev->stop_us;
+  vmce_forward_enqueue (vm, inj);
+}
+
+void
+vmce_forward_inject_async (VmceVm *vm,
+                           guint64 gpa,
+                           VmceMceKind kind,
+                           gint cpu,
+                           GAsyncReadyCallback callback,
+                           gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
+  g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
+  const VmceRamRange *range = NULL;
+  VmceInjection *inj;
+
+  if (vm->layout == NULL || !vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &ev->hva, &range)) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
+                             vm->name);
+    return;
+  }
+  if (cpu < 0)
+    cpu = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : 0;
+  if (vmce_vm_find_vcpu (vm, (guint) cpu) == NULL) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "vm %s has no vCPU %d", vm->name, cpu);
+    return;
+  }
+  ev->stop_us = g_get_monotonic_time ();
+  ev->time_us = g_get_real_time ();
+  ev->vm = g_strdup (vm->name);
+  ev->pid = vm->pid;
+  ev->source = "inject";
+  ev->kind = kind;
+  ev->gpa = gpa;
+  ev->have_gpa = TRUE;
+  ev->block = g_strdup (range->block);
+  ev->block_offset = range->offset + (gpa - range->gpa);
+  vmce_mce_encode (kind, gpa, (guint) cpu, &vm->cpu_model, &ev->mce);
+  ev->have_mce = TRUE;
+  ev->via = g_strdup ("hmp");
+
+  inj = vmce_injection_new (vm, g_steal_pointer (&ev));
+  inj->task = g_steal_pointer (&task);
+  vmce_forward_enqueue (vm, inj);
+}
+
+JsonNode *
+vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (res), error);
+}
+
+void
+vmce_forward_qemu_event (VmceVm *vm, JsonObject *data)
+{
+  JsonNode *node;
+
+  /* QEMU sends it from the vCPU, before the monitor answers */
+  if (vm->inflight == NULL || vm->inflight->ev->qemu_event != NULL)
+    return;
+  node = json_node_new (JSON_NODE_OBJECT);
+  json_node_set_object (node, data);
+  vm->inflight->ev->qemu_event = node;
+}
+
+void
+vmce_forward_cancel_all (VmceVm *vm, const gchar *why)
+{
+  VmceInjection *inj;
+
+  g_clear_handle_id (&vm->gap_source, g_source_remove);
+  if (vm->inflight != NULL)
+    vmce_injection_release_hold (vm->inflight);
+  while ((inj = g_queue_pop_head (&vm->injections)) != NULL) {
+    vmce_injection_release_hold (inj);
+    inj->ev->result = VMCE_RESULT_FAILED;
+    inj->ev->handled_by = g_strdup ("vmced");
+    g_free (inj->ev->detail);
+    inj->ev->detail = g_strdup_printf ("not injected: %s", why);
+    vmce_forward_finish (vm, inj->ev, inj->task);
+    vmce_injection_free (inj);
+  }
+}

@@ -1,0 +1,37 @@
+/*
+ * From a memory-error SIGBUS in QEMU to a machine check in the guest.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <signal.h>
+
+#include "vm.h"
+
+/* A thread of @vm is in signal-delivery-stop with SIGBUS BUS_MCEERR_AO/AR
+ * (@info as the kernel sent it, or as vmced rewrote it). Takes the stop:
+ * the thread is resumed from here. */
+void vmce_forward_signal (VmceVm *vm,
+                          pid_t tid,
+                          const siginfo_t *info,
+                          gint64 stop_time_us,
+                          const gchar *source,
+                          guint64 request_id);
+
+/* A machine check at @gpa with no host side (vmcectl inject); @cpu < 0
+ * picks what a forwarded error would. Completes with the event as JSON. */
+void vmce_forward_inject_async (VmceVm *vm,
+                                guint64 gpa,
+                                VmceMceKind kind,
+                                gint cpu,
+                                GAsyncReadyCallback callback,
+                                gpointer user_data);
+JsonNode *vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **error);
+
+/* QEMU's MEMORY_FAILURE event, to be kept with the injection it belongs to */
+void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
+
+/* At detach: lets held threads go and fails what was not sent */
+void vmce_forward_cancel_all (VmceVm *vm, const gchar *why);

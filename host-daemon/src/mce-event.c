@@ -1,0 +1,184 @@
+/*
+ * One memory error as vmced saw and handled it.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-event"
+
+#include <signal.h>
+
+#include "json-util.h"
+#include "mce-event.h"
+
+VmceMceEvent *
+vmce_mce_event_new (void)
+{
+  VmceMceEvent *ev = g_new0 (VmceMceEvent, 1);
+
+  ev->latency_us = -1;
+  ev->held_us = -1;
+  return ev;
+}
+
+void
+vmce_mce_event_free (VmceMceEvent *ev)
+{
+  if (ev == NULL)
+    return;
+  g_free (ev->vm);
+  g_free (ev->thread);
+  g_free (ev->block);
+  g_free (ev->via);
+  g_free (ev->handled_by);
+  g_free (ev->detail);
+  g_clear_pointer (&ev->qemu_event, json_node_unref);
+  g_free (ev);
+}
+
+const gchar *
+vmce_result_to_string (VmceResult result)
+{
+  switch (result) {
+  case VMCE_RESULT_PENDING:
+    return "pending";
+  case VMCE_RESULT_INJECTED:
+    return "injected";
+  case VMCE_RESULT_COALESCED:
+    return "coalesced";
+  case VMCE_RESULT_PASSED:
+    return "passed";
+  case VMCE_RESULT_FAILED:
+    return "failed";
+  }
+  return "unknown";
+}
+
+const gchar *
+vmce_si_code_to_string (int si_code)
+{
+  switch (si_code) {
+  case BUS_MCEERR_AO:
+    return "BUS_MCEERR_AO";
+  case BUS_MCEERR_AR:
+    return "BUS_MCEERR_AR";
+  case BUS_ADRALN:
+    return "BUS_ADRALN";
+  case BUS_ADRERR:
+    return "BUS_ADRERR";
+  case BUS_OBJERR:
+    return "BUS_OBJERR";
+  }
+  return "unknown";
+}
+
+gchar *
+vmce_format_time (gint64 time_us)
+{
+  g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc (time_us / G_USEC_PER_SEC);
+  g_autofree gchar *secs = NULL;
+
+  if (dt == NULL)
+    return g_strdup ("invalid");
+  secs = g_date_time_format (dt, "%Y-%m-%dT%H:%M:%S");
+  return g_strdup_printf ("%s.%06" G_GINT64_FORMAT "Z", secs, time_us % G_USEC_PER_SEC);
+}
+
+static void
+vmce_add_string (JsonBuilder *b, const gchar *member, const gchar *value)
+{
+  json_builder_set_member_name (b, member);
+  if (value != NULL)
+    json_builder_add_string_value (b, value);
+  else
+    json_builder_add_null_value (b);
+}
+
+static void
+vmce_add_int (JsonBuilder *b, const gchar *member, gint64 value)
+{
+  json_builder_set_member_name (b, member);
+  json_builder_add_int_value (b, value);
+}
+
+JsonNode *
+vmce_mce_event_to_json (const VmceMceEvent *ev)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *time = vmce_format_time (ev->time_us);
+
+  json_builder_begin_object (b);
+  vmce_add_string (b, "type", "memory-error");
+  vmce_add_int (b, "seq", (gint64) ev->seq);
+  vmce_add_string (b, "time", time);
+  vmce_add_string (b, "vm", ev->vm);
+  vmce_add_int (b, "pid", ev->pid);
+  json_builder_set_member_name (b, "tid");
+  if (ev->tid > 0)
+    json_builder_add_int_value (b, ev->tid);
+  else
+    json_builder_add_null_value (b);
+  vmce_add_string (b, "thread", ev->thread);
+  vmce_add_string (b, "source", ev->source);
+  if (ev->si_code != 0) {
+    vmce_add_string (b, "si_code", vmce_si_code_to_string (ev->si_code));
+    vmce_json_builder_add_hex (b, "hva", ev->hva);
+    vmce_add_int (b, "lsb", ev->lsb);
+  } else {
+    vmce_add_string (b, "si_code", NULL);
+    if (ev->hva != 0)
+      vmce_json_builder_add_hex (b, "hva", ev->hva);
+    else
+      vmce_add_string (b, "hva", NULL);
+    vmce_add_string (b, "lsb", NULL);
+  }
+  if (ev->have_gpa) {
+    vmce_json_builder_add_hex (b, "gpa", ev->gpa);
+    vmce_add_string (b, "block", ev->block);
+    vmce_json_builder_add_hex (b, "block_offset", ev->block_offset);
+  } else {
+    vmce_add_string (b, "gpa", NULL);
+    vmce_add_string (b, "block", ev->block);
+  }
+  json_builder_set_member_name (b, "vcpu");
+  if (ev->have_mce)
+    json_builder_add_int_value (b, ev->mce.cpu);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "mce");
+  if (ev->have_mce) {
+    json_builder_begin_object (b);
+    vmce_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind));
+    vmce_add_int (b, "bank", ev->mce.bank);
+    vmce_json_builder_add_hex (b, "status", ev->mce.status);
+    vmce_json_builder_add_hex (b, "mcg_status", ev->mce.mcg_status);
+    vmce_json_builder_add_hex (b, "addr", ev->mce.addr);
+    vmce_json_builder_add_hex (b, "misc", ev->mce.misc);
+    json_builder_set_member_name (b, "broadcast");
+    json_builder_add_boolean_value (b, ev->mce.broadcast);
+    json_builder_end_object (b);
+  } else {
+    json_builder_add_null_value (b);
+  }
+  vmce_add_string (b, "via", ev->via);
+  vmce_add_string (b, "handled_by", ev->handled_by);
+  vmce_add_string (b, "result", vmce_result_to_string (ev->result));
+  vmce_add_string (b, "detail", ev->detail);
+  json_builder_set_member_name (b, "latency_us");
+  if (ev->latency_us >= 0)
+    json_builder_add_int_value (b, ev->latency_us);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "held_us");
+  if (ev->held_us >= 0)
+    json_builder_add_int_value (b, ev->held_us);
+  else
+    json_builder_add_null_value (b);
+  vmce_add_int (b, "repeats", ev->repeats);
+  if (ev->qemu_event != NULL) {
+    json_builder_set_member_name (b, "qemu_event");
+    json_builder_add_value (b, json_node_copy (ev->qemu_event));
+  }
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}

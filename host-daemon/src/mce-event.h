@@ -1,0 +1,61 @@
+/*
+ * One memory error as vmced saw and handled it: the journal's main record.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <json-glib/json-glib.h>
+#include <sys/types.h>
+
+#include "mce-encode.h"
+
+typedef enum {
+  VMCE_RESULT_PENDING,
+  VMCE_RESULT_INJECTED,  /* the guest got its machine check */
+  VMCE_RESULT_COALESCED, /* a repeat of an error being injected */
+  VMCE_RESULT_PASSED,    /* the signal went to QEMU unchanged */
+  VMCE_RESULT_FAILED,    /* vmced tried and could not */
+} VmceResult;
+
+typedef struct {
+  guint64 seq;
+  gint64 time_us; /* wall clock at the signal-stop */
+  gint64 stop_us; /* monotonic, at the signal-stop */
+  gchar *vm;
+  pid_t pid;
+  pid_t tid;
+  gchar *thread; /* "main", "vcpu N", or the thread's name */
+  int si_code;
+  guint64 hva;
+  guint lsb;
+  const gchar *source; /* "kernel", "simulated" (vmcectl poison) or "inject" (no signal) */
+  guint64 request_id;  /* the vmcectl request it answers, 0 if none */
+  gboolean have_gpa;
+  guint64 gpa;
+  gchar *block;
+  guint64 block_offset;
+  VmceMceKind kind;
+  gboolean have_mce;
+  VmceMce mce;
+  gchar *via;        /* "hmp" */
+  gchar *handled_by; /* "vmced" or "qemu" */
+  VmceResult result;
+  gchar *detail; /* why it failed or was passed on; what was done */
+  gint64 latency_us; /* signal-stop to the monitor's answer */
+  gint64 held_us;    /* signal-stop to the thread running again */
+  guint repeats; /* coalesced repeats of this error */
+  JsonNode *qemu_event; /* QEMU's MEMORY_FAILURE event, if it sent one */
+} VmceMceEvent;
+
+VmceMceEvent *vmce_mce_event_new (void);
+void vmce_mce_event_free (VmceMceEvent *ev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceMceEvent, vmce_mce_event_free)
+
+const gchar *vmce_result_to_string (VmceResult result);
+const gchar *vmce_si_code_to_string (int si_code);
+/* "2026-12-03T11:40:30.123456Z" */
+gchar *vmce_format_time (gint64 time_us);
+
+JsonNode *vmce_mce_event_to_json (const VmceMceEvent *ev);

@@ -1,0 +1,914 @@
+/*
+ * Guest RAM layout of a QEMU process, learned from HMP `info mtree -f` and
+ * `gpa2hva` (QEMU 7.2: softmmu/memory.c mtree_print_flatview(),
+ * monitor/misc.c hmp_gpa2hva()).
+ *
+ * The text comes from the process vmced is about to ptrace, so it is parsed
+ * strictly: every line of the output must have one of the shapes QEMU
+ * prints, and anything else fails the whole parse rather than giving a
+ * layout that would send a machine check to the wrong guest page.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-layout"
+
+#include <gio/gio.h>
+
+#include "ram-layout.h"
+
+typedef struct {
+  gchar *name;
+  guint64 extent;     /* max offset+size over the block's ranges */
+  guint64 hva;        /* valid when has_hva */
+  gboolean has_hva;
+  guint64 probe_gpa;  /* start of the block's largest range */
+  guint64 probe_size;
+} VmceRamBlock;
+
+typedef struct {
+  VmceRamRange pub;   /* first: get_range() hands out &entry->pub */
+  VmceRamBlock *blk;
+} VmceRamRangeEntry;
+
+/* A piece of the HVA axis where one range gives the lowest GPA. */
+typedef struct {
+  guint64 hva;
+  guint64 last;       /* inclusive, so a piece may end at G_MAXUINT64 */
+  guint idx;          /* into ranges */
+} VmceHvaPiece;
+
+struct _VmceRamLayout {
+  GArray *ranges;           /* of VmceRamRangeEntry, sorted by gpa, disjoint */
+  GPtrArray *blocks;        /* of VmceRamBlock*, in order of their first range */
+  GHashTable *blocks_by_name; /* name (borrowed) -> VmceRamBlock* */
+  GArray *hva_pieces;       /* of VmceHvaPiece, sorted by hva, disjoint */
+  GPtrArray *blocks_by_hva; /* of VmceRamBlock* (borrowed) with an HVA, sorted by hva */
+};
+
+static void
+vmce_ram_block_free (VmceRamBlock *blk)
+{
+  g_free (blk->name);
+  g_free (blk);
+}
+
+VmceRamLayout *
+vmce_ram_layout_new (void)
+{
+  VmceRamLayout *self = g_new0 (VmceRamLayout, 1);
+
+  self->ranges = g_array_new (FALSE, TRUE, sizeof (VmceRamRangeEntry));
+  self->blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_ram_block_free);
+  self->blocks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  self->hva_pieces = g_array_new (FALSE, TRUE, sizeof (VmceHvaPiece));
+  self->blocks_by_hva = g_ptr_array_new ();
+  return self;
+}
+
+void
+vmce_ram_layout_free (VmceRamLayout *self)
+{
+  if (self == NULL)
+    return;
+  g_array_unref (self->ranges);
+  g_hash_table_unref (self->blocks_by_name);
+  g_ptr_array_unref (self->blocks_by_hva);
+  g_ptr_array_unref (self->blocks);
+  g_array_unref (self->hva_pieces);
+  g_free (self);
+}
+
+/* ---- parsing `info mtree -f` ---- */
+
+typedef enum {
+  VMCE_MTREE_OUTSIDE,  /* after a view's blank line: expect "FlatView #n" */
+  VMCE_MTREE_AS,       /* after the title: expect the first " AS" line */
+  VMCE_MTREE_HEADER,   /* more " AS" lines or " Root memory region" */
+  VMCE_MTREE_RANGES,   /* range lines, "No rendered FlatView", or the blank end */
+  VMCE_MTREE_EMPTY,    /* after "No rendered FlatView": only the blank end */
+} VmceMtreeState;
+
+typedef struct {
+  GRegex *re_title;
+  GRegex *re_as;
+  GRegex *re_root;
+  GRegex *re_range;
+} VmceMtreeRegexes;
+
+static const VmceMtreeRegexes *
+vmce_mtree_regexes (void)
+{
+  static gsize once = 0;
+  static VmceMtreeRegexes re;
+
+  if (g_once_init_enter (&once)) {
+    /* The patterns are constants: failing to compile them is a programming
+     * error, which g_regex_new() reports as a critical. */
+    re.re_title = g_regex_new ("^FlatView #[0-9]{1,10}$", G_REGEX_OPTIMIZE, 0, NULL);
+    re.re_as = g_regex_new ("^ AS \"([^\"]*)\", root: .+$", G_REGEX_OPTIMIZE, 0, NULL);
+    re.re_root = g_regex_new ("^ Root memory region: .+$", G_REGEX_OPTIMIZE, 0, NULL);
+    /* TARGET_FMT_plx is %016 PRIx64, so exactly 16 digits; " KVM" is added
+     * per address space that has a KVM memslot for the range. */
+    re.re_range = g_regex_new ("^  ([0-9a-f]{16})-([0-9a-f]{16}) "
+                               "\\(prio (-?[0-9]{1,10}), (nv-)?(ram|rom|romd|ramd|i/o)\\): "
+                               "(.+?)(?: @([0-9a-f]{16}))?(?: KVM)*$",
+                               G_REGEX_OPTIMIZE, 0, NULL);
+    g_once_init_leave (&once, 1);
+  }
+  return &re;
+}
+
+static guint64
+vmce_mtree_hex16 (const GMatchInfo *match, gint group)
+{
+  g_autofree gchar *str = g_match_info_fetch (match, group);
+  guint64 value = 0;
+
+  /* the regex guarantees 16 hex digits, which always fit */
+  g_ascii_string_to_unsigned (str, 16, 0, G_MAXUINT64, &value, NULL);
+  return value;
+}
+
+typedef struct {
+  GArray *ranges;
+  GPtrArray *blocks;
+  GHashTable *blocks_by_name;
+  guint64 prev_last;      /* last address of the previous range of this view */
+  gboolean have_prev;
+  gboolean in_memory;     /* this view lists AS "memory" */
+  gboolean memory_seen;
+  gboolean memory_rendered;
+} VmceMtreeParse;
+
+static gboolean
+vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GError **error)
+{
+  const VmceMtreeRegexes *re = vmce_mtree_regexes ();
+  g_autoptr(GMatchInfo) match = NULL;
+  g_autofree gchar *prio = NULL;
+  g_autofree gchar *kind = NULL;
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *offset_str = NULL;
+  VmceRamRangeEntry entry = { 0 };
+  VmceRamBlock *blk;
+  guint64 first, last, offset = 0, size;
+  gint64 prio_value;
+  gboolean rom;
+
+  if (!g_regex_match (re->re_range, line, 0, &match)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: not a flat view range", lineno);
+    return FALSE;
+  }
+  first = vmce_mtree_hex16 (match, 1);
+  last = vmce_mtree_hex16 (match, 2);
+  prio = g_match_info_fetch (match, 3);
+  kind = g_match_info_fetch (match, 5);
+  name = g_match_info_fetch (match, 6);
+  offset_str = g_match_info_fetch (match, 7);
+
+  if (!g_ascii_string_to_signed (prio, 10, G_MININT, G_MAXINT, &prio_value, NULL)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: priority %s is out of range", lineno, prio);
+    return FALSE;
+  }
+  if (last < first) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: range ends at 0x%" G_GINT64_MODIFIER "x before it starts", lineno,
+                 last);
+    return FALSE;
+  }
+  /* QEMU renders a flat view sorted and without overlaps; anything else
+   * would make the binary searches wrong */
+  if (p->have_prev && first <= p->prev_last) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: range at 0x%" G_GINT64_MODIFIER "x overlaps or precedes the previous one",
+                 lineno, first);
+    return FALSE;
+  }
+  p->have_prev = TRUE;
+  p->prev_last = last;
+
+  if (!p->in_memory)
+    return TRUE;
+  /* i/o is MMIO; ramd is device memory (e.g. a VFIO BAR) that no memory
+   * error of guest RAM can be in */
+  if (g_strcmp0 (kind, "i/o") == 0 || g_strcmp0 (kind, "ramd") == 0)
+    return TRUE;
+  rom = g_strcmp0 (kind, "rom") == 0 || g_strcmp0 (kind, "romd") == 0;
+
+  if (first == 0 && last == G_MAXUINT64) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: RAM range covers the whole address space", lineno);
+    return FALSE;
+  }
+  size = last - first + 1;
+  if (offset_str != NULL && offset_str[0] != '\0')
+    offset = vmce_mtree_hex16 (match, 7);
+  if (offset > G_MAXUINT64 - size) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: offset 0x%" G_GINT64_MODIFIER "x + size overflows", lineno, offset);
+    return FALSE;
+  }
+  /* the name is free text in QEMU; a space before '@' or at either end
+   * means the line was not cut where we think */
+  if (g_ascii_isspace (name[0]) || g_ascii_isspace (name[strlen (name) - 1]) ||
+      strstr (name, " @") != NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: malformed memory region name '%s'", lineno, name);
+    return FALSE;
+  }
+  if (p->ranges->len >= VMCE_RAM_LAYOUT_MAX_RANGES) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: more than %u RAM ranges", lineno, (guint) VMCE_RAM_LAYOUT_MAX_RANGES);
+    return FALSE;
+  }
+
+  blk = g_hash_table_lookup (p->blocks_by_name, name);
+  if (blk == NULL) {
+    blk = g_new0 (VmceRamBlock, 1);
+    blk->name = g_steal_pointer (&name);
+    g_ptr_array_add (p->blocks, blk);
+    g_hash_table_insert (p->blocks_by_name, blk->name, blk);
+  }
+  blk->extent = MAX (blk->extent, offset + size);
+  /* probe in the largest range: small ones (PAM, SMRAM) are the ones the
+   * guest remaps between our two commands */
+  if (size > blk->probe_size) {
+    blk->probe_size = size;
+    blk->probe_gpa = first;
+  }
+
+  entry.pub.gpa = first;
+  entry.pub.size = size;
+  entry.pub.block = blk->name;
+  entry.pub.offset = offset;
+  entry.pub.rom = rom;
+  entry.blk = blk;
+  g_array_append_val (p->ranges, entry);
+  return TRUE;
+}
+
+static gboolean
+vmce_mtree_parse_header (VmceMtreeParse *p, guint lineno, const gchar *line, GError **error)
+{
+  const VmceMtreeRegexes *re = vmce_mtree_regexes ();
+  g_autoptr(GMatchInfo) match = NULL;
+  g_autofree gchar *as = NULL;
+
+  if (!g_regex_match (re->re_as, line, 0, &match)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: expected an address space line", lineno);
+    return FALSE;
+  }
+  as = g_match_info_fetch (match, 1);
+  if (g_strcmp0 (as, "memory") != 0)
+    return TRUE;
+  /* QEMU's views are per root region; two views of "memory" would mean
+   * this is not one snapshot of one QEMU */
+  if (p->memory_seen) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: a second flat view of address space \"memory\"", lineno);
+    return FALSE;
+  }
+  p->memory_seen = TRUE;
+  p->in_memory = TRUE;
+  return TRUE;
+}
+
+static gboolean
+vmce_mtree_parse_line (VmceMtreeParse *p,
+                       VmceMtreeState *state,
+                       guint lineno,
+                       const gchar *line,
+                       GError **error)
+{
+  const VmceMtreeRegexes *re = vmce_mtree_regexes ();
+
+  switch (*state) {
+  case VMCE_MTREE_OUTSIDE:
+    if (!g_regex_match (re->re_title, line, 0, NULL)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "line %u: expected 'FlatView #n'", lineno);
+      return FALSE;
+    }
+    p->in_memory = FALSE;
+    p->have_prev = FALSE;
+    *state = VMCE_MTREE_AS;
+    return TRUE;
+  case VMCE_MTREE_AS:
+    if (!vmce_mtree_parse_header (p, lineno, line, error))
+      return FALSE;
+    *state = VMCE_MTREE_HEADER;
+    return TRUE;
+  case VMCE_MTREE_HEADER:
+    if (g_regex_match (re->re_root, line, 0, NULL)) {
+      *state = VMCE_MTREE_RANGES;
+      return TRUE;
+    }
+    return vmce_mtree_parse_header (p, lineno, line, error);
+  case VMCE_MTREE_RANGES:
+    if (line[0] == '\0') {
+      if (p->in_memory && p->have_prev)
+        p->memory_rendered = TRUE;
+      *state = VMCE_MTREE_OUTSIDE;
+      return TRUE;
+    }
+    if (!p->have_prev && g_strcmp0 (line, "  No rendered FlatView") == 0) {
+      *state = VMCE_MTREE_EMPTY;
+      return TRUE;
+    }
+    return vmce_mtree_parse_range (p, lineno, line, error);
+  case VMCE_MTREE_EMPTY:
+    if (line[0] != '\0') {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "line %u: text after 'No rendered FlatView'", lineno);
+      return FALSE;
+    }
+    *state = VMCE_MTREE_OUTSIDE;
+    return TRUE;
+  default:
+    g_assert_not_reached ();
+  }
+}
+
+static gboolean
+vmce_mtree_line_is_clean (const gchar *line)
+{
+  for (const guchar *c = (const guchar *) line; *c != '\0'; c++) {
+    if (*c < 0x20 || *c == 0x7f)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self);
+
+gboolean
+vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **error)
+{
+  g_autoptr(GArray) ranges = NULL;
+  g_autoptr(GPtrArray) blocks = NULL;
+  g_autoptr(GHashTable) blocks_by_name = NULL;
+  g_auto(GStrv) lines = NULL;
+  VmceMtreeState state = VMCE_MTREE_OUTSIDE;
+  VmceMtreeParse p = { 0 };
+  guint n_lines;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
+
+  if (!g_utf8_validate (text, -1, NULL)) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "mtree output is not UTF-8");
+    return FALSE;
+  }
+  if (!g_str_has_prefix (text, "FlatView #")) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "not the output of 'info mtree -f'");
+    return FALSE;
+  }
+  /* every line QEMU prints ends in a newline: without one the text was cut */
+  if (!g_str_has_suffix (text, "\n")) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "mtree output is truncated (no final newline)");
+    return FALSE;
+  }
+
+  ranges = g_array_new (FALSE, TRUE, sizeof (VmceRamRangeEntry));
+  blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_ram_block_free);
+  blocks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  p.ranges = ranges;
+  p.blocks = blocks;
+  p.blocks_by_name = blocks_by_name;
+
+  lines = g_strsplit (text, "\n", -1);
+  n_lines = g_strv_length (lines);
+  /* the element after the final newline is empty and not a line */
+  for (guint i = 0; i + 1 < n_lines; i++) {
+    gchar *line = lines[i];
+    gsize len = strlen (line);
+
+    /* the monitor turns "\n" into "\r\n" (monitor_puts_locked) */
+    if (len > 0 && line[len - 1] == '\r')
+      line[len - 1] = '\0';
+    if (!vmce_mtree_line_is_clean (line)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "line %u: control character in mtree output", i + 1);
+      return FALSE;
+    }
+    if (!vmce_mtree_parse_line (&p, &state, i + 1, line, error))
+      return FALSE;
+  }
+  if (state != VMCE_MTREE_OUTSIDE) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "mtree output is truncated (flat view not terminated)");
+    return FALSE;
+  }
+  if (!p.memory_seen) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                         "no flat view of address space \"memory\"");
+    return FALSE;
+  }
+  if (!p.memory_rendered || ranges->len == 0) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                         "the flat view of address space \"memory\" has no RAM");
+    return FALSE;
+  }
+
+  g_array_unref (self->ranges);
+  self->ranges = g_steal_pointer (&ranges);
+  g_hash_table_unref (self->blocks_by_name);
+  self->blocks_by_name = g_steal_pointer (&blocks_by_name);
+  g_ptr_array_set_size (self->blocks_by_hva, 0);
+  g_ptr_array_unref (self->blocks);
+  self->blocks = g_steal_pointer (&blocks);
+  vmce_ram_layout_rebuild_hva_index (self);
+  g_debug ("%u RAM ranges in %u blocks", self->ranges->len, self->blocks->len);
+  return TRUE;
+}
+
+/* ---- block HVAs ---- */
+
+GPtrArray *
+vmce_ram_layout_dup_unresolved_blocks (VmceRamLayout *self)
+{
+  GPtrArray *names = g_ptr_array_new_with_free_func (g_free);
+
+  g_return_val_if_fail (self != NULL, names);
+  for (guint i = 0; i < self->blocks->len; i++) {
+    VmceRamBlock *blk = g_ptr_array_index (self->blocks, i);
+    if (!blk->has_hva)
+      g_ptr_array_add (names, g_strdup (blk->name));
+  }
+  return names;
+}
+
+gboolean
+vmce_ram_layout_probe_gpa (VmceRamLayout *self, const gchar *block, guint64 *gpa)
+{
+  VmceRamBlock *blk;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (block != NULL, FALSE);
+
+  blk = g_hash_table_lookup (self->blocks_by_name, block);
+  if (blk == NULL)
+    return FALSE;
+  if (gpa != NULL)
+    *gpa = blk->probe_gpa;
+  return TRUE;
+}
+
+static gint
+vmce_ram_block_cmp_hva (gconstpointer a, gconstpointer b)
+{
+  const VmceRamBlock *x = *(VmceRamBlock *const *) a;
+  const VmceRamBlock *y = *(VmceRamBlock *const *) b;
+
+  if (x->hva != y->hva)
+    return x->hva < y->hva ? -1 : 1;
+  return 0;
+}
+
+gboolean
+vmce_ram_layout_set_block_hva (VmceRamLayout *self,
+                               const gchar *block,
+                               guint64 hva,
+                               GError **error)
+{
+  VmceRamBlock *blk;
+  guint64 last;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (block != NULL, FALSE);
+
+  blk = g_hash_table_lookup (self->blocks_by_name, block);
+  if (blk == NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "no RAM block %s in the layout", block);
+    return FALSE;
+  }
+  if (blk->has_hva) {
+    if (blk->hva == hva)
+      return TRUE;
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "RAM block %s is already at HVA 0x%" G_GINT64_MODIFIER "x, not 0x%"
+                 G_GINT64_MODIFIER "x", block, blk->hva, hva);
+    return FALSE;
+  }
+  if (hva > G_MAXUINT64 - (blk->extent - 1)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "RAM block %s at HVA 0x%" G_GINT64_MODIFIER "x would end past the address space",
+                 block, hva);
+    return FALSE;
+  }
+  last = hva + (blk->extent - 1);
+  /* separate RAM blocks are separate mappings; an overlap means one of
+   * the answers is wrong, and lookups by HVA would be ambiguous */
+  for (guint i = 0; i < self->blocks_by_hva->len; i++) {
+    VmceRamBlock *other = g_ptr_array_index (self->blocks_by_hva, i);
+    guint64 other_last = other->hva + (other->extent - 1);
+    if (hva <= other_last && other->hva <= last) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "RAM block %s at HVA 0x%" G_GINT64_MODIFIER "x overlaps RAM block %s at 0x%"
+                   G_GINT64_MODIFIER "x", block, hva, other->name, other->hva);
+      return FALSE;
+    }
+  }
+
+  blk->hva = hva;
+  blk->has_hva = TRUE;
+  g_ptr_array_add (self->blocks_by_hva, blk);
+  g_ptr_array_sort (self->blocks_by_hva, vmce_ram_block_cmp_hva);
+  vmce_ram_layout_rebuild_hva_index (self);
+  g_debug ("RAM block %s is at HVA 0x%" G_GINT64_MODIFIER "x (extent 0x%" G_GINT64_MODIFIER "x)",
+           block, hva, blk->extent);
+  return TRUE;
+}
+
+static const GRegex *
+vmce_gpa2hva_regex (void)
+{
+  static gsize once = 0;
+  static GRegex *re = NULL;
+
+  if (g_once_init_enter (&once)) {
+    /* "Host virtual address for 0x%" HWADDR_PRIx " (%s) is %p"; %p of a
+     * NULL pointer would print "(nil)", which no RAM block has */
+    re = g_regex_new ("\\AHost virtual address for 0x([0-9a-f]{1,16}) \\((.+)\\) "
+                      "is 0x([0-9a-f]{1,16})\\z", G_REGEX_OPTIMIZE, 0, NULL);
+    g_once_init_leave (&once, 1);
+  }
+  return re;
+}
+
+static gboolean
+vmce_gpa2hva_fetch_hex (const GMatchInfo *match, gint group, guint64 *value)
+{
+  g_autofree gchar *str = g_match_info_fetch (match, group);
+
+  return g_ascii_string_to_unsigned (str, 16, 0, G_MAXUINT64, value, NULL);
+}
+
+/* index of the range containing @gpa, or -1; binary search, no allocation */
+static gint
+vmce_ram_layout_find_gpa (VmceRamLayout *self, guint64 gpa)
+{
+  guint lo = 0, hi = self->ranges->len;
+
+  /* find the last range starting at or below @gpa */
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    if (g_array_index (self->ranges, VmceRamRangeEntry, mid).pub.gpa <= gpa)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return -1;
+  {
+    const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, lo - 1);
+    if (gpa - e->pub.gpa >= e->pub.size)
+      return -1;
+  }
+  return (gint) (lo - 1);
+}
+
+gboolean
+vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
+                                      guint64 gpa,
+                                      const gchar *answer,
+                                      GError **error)
+{
+  g_autoptr(GMatchInfo) match = NULL;
+  g_autofree gchar *line = NULL;
+  g_autofree gchar *name = NULL;
+  const VmceRamRangeEntry *e;
+  guint64 answer_gpa = 0, hva = 0, offset;
+  gsize len;
+  gint idx;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (answer != NULL, FALSE);
+
+  /* one line, as human-monitor-command returns it: with "\r\n" */
+  len = strlen (answer);
+  if (len > 0 && answer[len - 1] == '\n')
+    len--;
+  if (len > 0 && answer[len - 1] == '\r')
+    len--;
+  line = g_utf8_make_valid (answer, len);
+  if (!g_regex_match (vmce_gpa2hva_regex (), line, 0, &match)) {
+    /* QEMU's error ("... is not RAM") is the most useful thing to show:
+     * its first line, and not all of it if it is garbage */
+    g_autofree gchar *first = g_strndup (line, strcspn (line, "\r\n"));
+    g_autofree gchar *shown = g_utf8_substring (first, 0, MIN (g_utf8_strlen (first, -1), 200));
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "unexpected gpa2hva answer: '%s'", g_strstrip (shown));
+    return FALSE;
+  }
+  name = g_match_info_fetch (match, 2);
+  if (!vmce_gpa2hva_fetch_hex (match, 1, &answer_gpa) ||
+      !vmce_gpa2hva_fetch_hex (match, 3, &hva)) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "gpa2hva answer has a malformed number");
+    return FALSE;
+  }
+  if (answer_gpa != gpa) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "gpa2hva answered for 0x%" G_GINT64_MODIFIER "x, not 0x%" G_GINT64_MODIFIER "x",
+                 answer_gpa, gpa);
+    return FALSE;
+  }
+  idx = vmce_ram_layout_find_gpa (self, gpa);
+  if (idx < 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "GPA 0x%" G_GINT64_MODIFIER "x is not RAM in the layout", gpa);
+    return FALSE;
+  }
+  e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
+  if (g_strcmp0 (name, e->blk->name) != 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "gpa2hva says 0x%" G_GINT64_MODIFIER "x is in %s, the layout says %s "
+                 "(did the guest remap it?)", gpa, name, e->blk->name);
+    return FALSE;
+  }
+  offset = e->pub.offset + (gpa - e->pub.gpa);
+  if (hva < offset) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "gpa2hva answer HVA 0x%" G_GINT64_MODIFIER "x is below the block offset 0x%"
+                 G_GINT64_MODIFIER "x", hva, offset);
+    return FALSE;
+  }
+  return vmce_ram_layout_set_block_hva (self, e->blk->name, hva - offset, error);
+}
+
+gboolean
+vmce_ram_layout_is_complete (VmceRamLayout *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->blocks->len > 0 && self->blocks_by_hva->len == self->blocks->len;
+}
+
+guint
+vmce_ram_layout_get_n_ranges (VmceRamLayout *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->ranges->len;
+}
+
+const VmceRamRange *
+vmce_ram_layout_get_range (VmceRamLayout *self, guint idx)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (idx < self->ranges->len, NULL);
+  return &g_array_index (self->ranges, VmceRamRangeEntry, idx).pub;
+}
+
+gboolean
+vmce_ram_layout_get_block_hva (VmceRamLayout *self, const gchar *block, guint64 *hva)
+{
+  VmceRamBlock *blk;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (block != NULL, FALSE);
+
+  blk = g_hash_table_lookup (self->blocks_by_name, block);
+  if (blk == NULL || !blk->has_hva)
+    return FALSE;
+  if (hva != NULL)
+    *hva = blk->hva;
+  return TRUE;
+}
+
+gboolean
+vmce_ram_layout_get_block_extent (VmceRamLayout *self, const gchar *block, guint64 *extent)
+{
+  VmceRamBlock *blk;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (block != NULL, FALSE);
+
+  blk = g_hash_table_lookup (self->blocks_by_name, block);
+  if (blk == NULL)
+    return FALSE;
+  if (extent != NULL)
+    *extent = blk->extent;
+  return TRUE;
+}
+
+/* ---- HVA index ---- */
+
+static inline guint64
+vmce_ram_range_entry_hva (const VmceRamRangeEntry *e)
+{
+  return e->blk->hva + e->pub.offset;
+}
+
+static gint
+vmce_guint64_cmp (gconstpointer a, gconstpointer b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+typedef struct {
+  guint64 hva;
+  guint idx;
+} VmceHvaStart;
+
+static gint
+vmce_hva_start_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmceHvaStart *x = a, *y = b;
+
+  if (x->hva != y->hva)
+    return x->hva < y->hva ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx ? 1 : 0;
+}
+
+/*
+ * Cut the HVA axis at every start and end of a mapped range, and give each
+ * piece the range with the lowest GPA there. Ranges overlap in HVA only
+ * where one block is mapped at several GPAs (aliases); every range has the
+ * same slope (gpa = hva + constant), so which one is lowest does not change
+ * inside a piece. This runs when the layout changes, never on the signal path.
+ */
+static void
+vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self)
+{
+  g_autoptr(GArray) starts = g_array_new (FALSE, FALSE, sizeof (VmceHvaStart));
+  g_autoptr(GArray) cuts = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr(GArray) active = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint next = 0;
+
+  g_array_set_size (self->hva_pieces, 0);
+  for (guint i = 0; i < self->ranges->len; i++) {
+    const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, i);
+    VmceHvaStart s;
+    guint64 first, last;
+
+    if (!e->blk->has_hva)
+      continue;
+    /* set_block_hva checked that hva + extent - 1 fits */
+    first = vmce_ram_range_entry_hva (e);
+    last = first + (e->pub.size - 1);
+    s.hva = first;
+    s.idx = i;
+    g_array_append_val (starts, s);
+    g_array_append_val (cuts, first);
+    if (last != G_MAXUINT64) {
+      guint64 after = last + 1;
+      g_array_append_val (cuts, after);
+    }
+  }
+  g_array_sort (starts, vmce_hva_start_cmp);
+  g_array_sort (cuts, vmce_guint64_cmp);
+
+  for (guint c = 0; c < cuts->len; c++) {
+    guint64 at = g_array_index (cuts, guint64, c);
+    guint64 piece_last;
+    const VmceRamRangeEntry *best = NULL;
+    guint best_idx = 0;
+
+    if (c > 0 && g_array_index (cuts, guint64, c - 1) == at)
+      continue;
+    while (next < starts->len && g_array_index (starts, VmceHvaStart, next).hva <= at) {
+      g_array_append_val (active, g_array_index (starts, VmceHvaStart, next).idx);
+      next++;
+    }
+    for (guint a = 0; a < active->len;) {
+      guint idx = g_array_index (active, guint, a);
+      const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
+      guint64 last = vmce_ram_range_entry_hva (e) + (e->pub.size - 1);
+      if (last < at) {
+        g_array_remove_index_fast (active, a);
+        continue;
+      }
+      if (best == NULL ||
+          e->pub.gpa + (at - vmce_ram_range_entry_hva (e)) <
+              best->pub.gpa + (at - vmce_ram_range_entry_hva (best))) {
+        best = e;
+        best_idx = idx;
+      }
+      a++;
+    }
+    if (best == NULL)
+      continue;
+
+    /* the next distinct cut, or the end of the address space */
+    piece_last = G_MAXUINT64;
+    for (guint n = c + 1; n < cuts->len; n++) {
+      guint64 cut = g_array_index (cuts, guint64, n);
+      if (cut != at) {
+        piece_last = cut - 1;
+        break;
+      }
+    }
+    if (self->hva_pieces->len > 0) {
+      VmceHvaPiece *prev = &g_array_index (self->hva_pieces, VmceHvaPiece,
+                                           self->hva_pieces->len - 1);
+      if (prev->idx == best_idx && prev->last + 1 == at) {
+        prev->last = piece_last;
+        continue;
+      }
+    }
+    {
+      VmceHvaPiece piece = { .hva = at, .last = piece_last, .idx = best_idx };
+      g_array_append_val (self->hva_pieces, piece);
+    }
+  }
+}
+
+/* ---- lookups: signal path ---- */
+
+gboolean
+vmce_ram_layout_hva_to_gpa (VmceRamLayout *self,
+                            guint64 hva,
+                            guint64 *gpa,
+                            const VmceRamRange **range)
+{
+  const VmceHvaPiece *piece;
+  const VmceRamRangeEntry *e;
+  guint lo = 0, hi;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  hi = self->hva_pieces->len;
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    if (g_array_index (self->hva_pieces, VmceHvaPiece, mid).hva <= hva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return FALSE;
+  piece = &g_array_index (self->hva_pieces, VmceHvaPiece, lo - 1);
+  if (hva > piece->last)
+    return FALSE;
+  e = &g_array_index (self->ranges, VmceRamRangeEntry, piece->idx);
+  if (gpa != NULL)
+    *gpa = e->pub.gpa + (hva - vmce_ram_range_entry_hva (e));
+  if (range != NULL)
+    *range = &e->pub;
+  return TRUE;
+}
+
+gboolean
+vmce_ram_layout_gpa_to_hva (VmceRamLayout *self,
+                            guint64 gpa,
+                            guint64 *hva,
+                            const VmceRamRange **range)
+{
+  const VmceRamRangeEntry *e;
+  gint idx;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  idx = vmce_ram_layout_find_gpa (self, gpa);
+  if (idx < 0)
+    return FALSE;
+  e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
+  if (!e->blk->has_hva)
+    return FALSE;
+  if (hva != NULL)
+    *hva = vmce_ram_range_entry_hva (e) + (gpa - e->pub.gpa);
+  if (range != NULL)
+    *range = &e->pub;
+  return TRUE;
+}
+
+gboolean
+vmce_ram_layout_hva_to_block (VmceRamLayout *self,
+                              guint64 hva,
+                              const gchar **block,
+                              guint64 *offset)
+{
+  const VmceRamBlock *blk;
+  guint lo = 0, hi;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  hi = self->blocks_by_hva->len;
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    if (((const VmceRamBlock *) g_ptr_array_index (self->blocks_by_hva, mid))->hva <= hva)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return FALSE;
+  blk = g_ptr_array_index (self->blocks_by_hva, lo - 1);
+  if (hva - blk->hva >= blk->extent)
+    return FALSE;
+  if (block != NULL)
+    *block = blk->name;
+  if (offset != NULL)
+    *offset = hva - blk->hva;
+  return TRUE;
+}

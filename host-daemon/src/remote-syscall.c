@@ -1,0 +1,193 @@
+/*
+ * Making a traced, stopped thread run one system call for us.
+ *
+ * vmced needs this to change QEMU's own mappings (mprotect a guest page to
+ * stand for a host page the kernel has unmapped, and to undo it), which no
+ * system call can do to another process. The thread is pointed at a
+ * `syscall` instruction that already exists in the process (in the vDSO),
+ * single-stepped over it, and put back exactly as it was.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-ptrace"
+
+#include <errno.h>
+#include <gio/gio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "remote-syscall.h"
+
+#ifndef __x86_64__
+#error "remote-syscall.c knows only x86_64 registers"
+#endif
+
+static GHashTable *vmce_syscall_insn = NULL; /* pid -> address of "syscall" */
+
+static gboolean
+vmce_find_syscall_insn (pid_t pid, guint64 *addr, GError **error)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/maps", pid);
+  g_autofree gchar *maps = NULL;
+  g_auto(GStrv) lines = NULL;
+  gpointer cached;
+
+  if (vmce_syscall_insn == NULL)
+    vmce_syscall_insn = g_hash_table_new (g_direct_hash, g_direct_equal);
+  cached = g_hash_table_lookup (vmce_syscall_insn, GINT_TO_POINTER (pid));
+  if (cached != NULL) {
+    *addr = GPOINTER_TO_SIZE (cached);
+    return TRUE;
+  }
+  if (!g_file_get_contents (path, &maps, NULL, error))
+    return FALSE;
+  lines = g_strsplit (maps, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    guint64 start, end;
+    g_autofree guint8 *buf = NULL;
+    struct iovec local, remote;
+    const guint8 *hit;
+    gssize n;
+
+    /* the vDSO always has one (its syscall fallbacks) and is executable */
+    if (!g_str_has_suffix (lines[i], "[vdso]"))
+      continue;
+    if (sscanf (lines[i], "%" G_GINT64_MODIFIER "x-%" G_GINT64_MODIFIER "x", &start, &end) != 2 ||
+        end <= start || end - start > 1024 * 1024)
+      break;
+    buf = g_malloc (end - start);
+    local.iov_base = buf;
+    local.iov_len = end - start;
+    remote.iov_base = GSIZE_TO_POINTER (start);
+    remote.iov_len = end - start;
+    n = process_vm_readv (pid, &local, 1, &remote, 1, 0);
+    if (n <= 0)
+      break;
+    hit = memmem (buf, n, "\x0f\x05", 2);
+    if (hit == NULL)
+      break;
+    *addr = start + (hit - buf);
+    g_hash_table_insert (vmce_syscall_insn, GINT_TO_POINTER (pid), GSIZE_TO_POINTER (*addr));
+    return TRUE;
+  }
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+               "pid %d: no syscall instruction found in its vDSO", pid);
+  return FALSE;
+}
+
+/* Waits for the single-step trap. Other signals that arrive first are
+ * sent again afterwards, so the thread loses none. */
+static gboolean
+vmce_wait_step (pid_t pid, pid_t tid, GArray *resend, GError **error)
+{
+  for (;;) {
+    siginfo_t info;
+
+    memset (&info, 0, sizeof info);
+    if (waitid (P_PID, tid, &info, WSTOPPED | WEXITED | __WALL) < 0) {
+      int errsv = errno;
+      if (errsv == EINTR)
+        continue;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                   "thread %d: waitid: %s", tid, g_strerror (errsv));
+      return FALSE;
+    }
+    if (info.si_code != CLD_TRAPPED) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                   "thread %d ended during a remote system call", tid);
+      return FALSE;
+    }
+    if (info.si_status == SIGTRAP)
+      return TRUE;
+    if ((info.si_status >> 8) == 0) {
+      int sig = info.si_status & 0xff;
+      g_array_append_val (resend, sig);
+    }
+    if (ptrace (PTRACE_SINGLESTEP, tid, NULL, NULL) < 0) {
+      int errsv = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                   "thread %d: cannot step: %s", tid, g_strerror (errsv));
+      return FALSE;
+    }
+  }
+}
+
+gboolean
+vmce_remote_syscall (pid_t pid,
+                     pid_t tid,
+                     long nr,
+                     const long args[6],
+                     long *ret,
+                     GError **error)
+{
+  struct user_regs_struct saved, regs;
+  g_autoptr(GArray) resend = g_array_new (FALSE, FALSE, sizeof (int));
+  guint64 insn = 0;
+  gboolean ok;
+
+  if (!vmce_find_syscall_insn (pid, &insn, error))
+    return FALSE;
+  if (ptrace (PTRACE_GETREGS, tid, NULL, &saved) < 0) {
+    int errsv = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                 "thread %d: cannot read registers: %s", tid, g_strerror (errsv));
+    return FALSE;
+  }
+  regs = saved;
+  regs.rip = insn;
+  regs.rax = nr;
+  regs.rdi = args[0];
+  regs.rsi = args[1];
+  regs.rdx = args[2];
+  regs.r10 = args[3];
+  regs.r8 = args[4];
+  regs.r9 = args[5];
+  /* not in a syscall: the kernel must not "restart" anything on the way out */
+  regs.orig_rax = (unsigned long long) -1;
+  if (ptrace (PTRACE_SETREGS, tid, NULL, &regs) < 0) {
+    int errsv = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                 "thread %d: cannot set registers: %s", tid, g_strerror (errsv));
+    return FALSE;
+  }
+  ok = ptrace (PTRACE_SINGLESTEP, tid, NULL, NULL) == 0;
+  if (!ok) {
+    int errsv = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                 "thread %d: cannot step: %s", tid, g_strerror (errsv));
+  }
+  if (ok)
+    ok = vmce_wait_step (pid, tid, resend, error);
+  if (ok && ptrace (PTRACE_GETREGS, tid, NULL, &regs) == 0)
+    *ret = (long) regs.rax;
+  /* put it back even after a failure: it may still be stopped */
+  (void) ptrace (PTRACE_SETREGS, tid, NULL, &saved);
+  for (guint i = 0; i < resend->len; i++)
+    (void) syscall (SYS_tgkill, pid, tid, g_array_index (resend, int, i));
+  return ok;
+}
+
+gboolean
+vmce_remote_mprotect (pid_t pid, pid_t tid, guint64 addr, guint64 len, int prot, GError **error)
+{
+  long args[6] = { (long) addr, (long) len, prot, 0, 0, 0 };
+  long ret = 0;
+
+  if (!vmce_remote_syscall (pid, tid, SYS_mprotect, args, &ret, error))
+    return FALSE;
+  if (ret < 0) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
+                 "pid %d: mprotect(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", %d): %s",
+                 pid, addr, len, prot, g_strerror ((int) -ret));
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -1,0 +1,29 @@
+/*
+ * Making a traced, stopped thread run one system call for us.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <glib.h>
+#include <sys/types.h>
+
+/* @tid must be in a ptrace signal-delivery-stop or event-stop (not a
+ * group-stop). Afterwards it is in a signal-delivery-stop for SIGTRAP with
+ * its registers as before: resume it as you would have, with the signal
+ * you meant to deliver (or 0). Returns the syscall's return value in @ret
+ * (a negative errno on failure of the call itself). */
+gboolean vmce_remote_syscall (pid_t pid,
+                              pid_t tid,
+                              long nr,
+                              const long args[6],
+                              long *ret,
+                              GError **error);
+
+gboolean vmce_remote_mprotect (pid_t pid,
+                               pid_t tid,
+                               guint64 addr,
+                               guint64 len,
+                               int prot,
+                               GError **error);

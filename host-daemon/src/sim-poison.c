@@ -1,0 +1,412 @@
+/*
+ * Simulated host memory errors.
+ *
+ * This stands in for the host kernel's memory_failure() as closely as a
+ * tracer can, so that everything after the signal-stop runs exactly as for
+ * a real error:
+ *  - the host page is taken away from QEMU (mprotect PROT_NONE, done by
+ *    QEMU's own main thread through a remote syscall), as the kernel unmaps
+ *    a poisoned page. Under KVM this is not done: KVM would fail KVM_RUN on
+ *    a protected page where it would signal on a poisoned one;
+ *  - AO ("found, not consumed") is sent to QEMU's main thread, the early-kill
+ *    thread, at once;
+ *  - AR ("consumed") comes when a thread touches the page: its SIGSEGV is
+ *    the moment the kernel would send BUS_MCEERR_AR.
+ * Another process may not send a siginfo with a positive si_code, so the
+ * signal is sent as a plain tgkill() and rewritten by PTRACE_SETSIGINFO at
+ * its signal-delivery-stop into what force_sig_mceerr()/send_sig_mceerr()
+ * would have filled in.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-sim"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "remote-syscall.h"
+#include "sim-poison.h"
+
+#define VMCE_PAGE_SIZE 4096
+#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
+
+typedef struct {
+  int code;
+  guint64 addr;
+  guint lsb;
+  guint64 request_id;
+} VmceSimSignal;
+
+typedef struct {
+  VmceVm *vm;
+  guint64 id;
+  GTask *task;
+  guint64 host_page;
+  gboolean on_access;
+  guint timeout_source;
+} VmceSimWaiter;
+
+typedef struct {
+  VmceVm *vm;
+  guint64 host_page;
+  guint64 gpa;
+  int code;
+  pid_t target;
+  gboolean protect;
+  gboolean send;
+  guint64 request_id;
+} VmceSimOp;
+
+static guint64 vmce_sim_next_id = 0;
+
+gboolean
+vmce_sim_trigger_from_string (const gchar *str, VmceSimTrigger *trigger)
+{
+  if (g_strcmp0 (str, "auto") == 0)
+    *trigger = VMCE_SIM_TRIGGER_AUTO;
+  else if (g_strcmp0 (str, "access") == 0)
+    *trigger = VMCE_SIM_TRIGGER_ACCESS;
+  else if (g_strcmp0 (str, "now") == 0)
+    *trigger = VMCE_SIM_TRIGGER_NOW;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+static void
+vmce_sim_queue_free (gpointer queue)
+{
+  g_queue_free_full (queue, g_free);
+}
+
+static void
+vmce_sim_op_free (gpointer data)
+{
+  VmceSimOp *op = data;
+
+  vmce_vm_unref (op->vm);
+  g_free (op);
+}
+
+static void
+vmce_sim_tables_init (VmceVm *vm)
+{
+  if (vm->sim_protected != NULL)
+    return;
+  vm->sim_protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  vm->sim_pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                           vmce_sim_queue_free);
+  vm->sim_waiters = g_ptr_array_new ();
+}
+
+static void
+vmce_sim_waiter_free (VmceSimWaiter *w)
+{
+  g_clear_handle_id (&w->timeout_source, g_source_remove);
+  g_clear_object (&w->task);
+  g_free (w);
+}
+
+static void
+vmce_sim_waiter_fail (VmceSimWaiter *w, GError *error)
+{
+  g_ptr_array_remove (w->vm->sim_waiters, w);
+  g_task_return_error (w->task, error);
+  vmce_sim_waiter_free (w);
+}
+
+static VmceSimWaiter *
+vmce_sim_find_waiter (VmceVm *vm, guint64 id)
+{
+  for (guint i = 0; vm->sim_waiters != NULL && i < vm->sim_waiters->len; i++) {
+    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+    if (w->id == id)
+      return w;
+  }
+  return NULL;
+}
+
+static gboolean
+vmce_sim_waiter_timeout_cb (gpointer user_data)
+{
+  VmceSimWaiter *w = user_data;
+
+  w->timeout_source = 0;
+  vmce_sim_waiter_fail (
+      w, g_error_new (G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                      w->on_access ? "no thread of vm %s touched the page; it stays poisoned and "
+                                     "the error is reported when one does"
+                                   : "vm %s: the simulated signal was not seen in time",
+                      w->vm->name));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 request_id)
+{
+  VmceSimSignal *sig = g_new0 (VmceSimSignal, 1);
+  GQueue *queue = g_hash_table_lookup (vm->sim_pending, GINT_TO_POINTER (tid));
+
+  sig->code = code;
+  sig->addr = addr;
+  sig->lsb = 12;
+  sig->request_id = request_id;
+  if (queue == NULL) {
+    queue = g_queue_new ();
+    g_hash_table_insert (vm->sim_pending, GINT_TO_POINTER (tid), queue);
+  }
+  g_queue_push_tail (queue, sig);
+  /* a plain SIGBUS; its siginfo is written at the signal-delivery-stop */
+  if (syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
+    g_warning ("vm %s: tgkill %d: %s", vm->name, tid, g_strerror (errno));
+}
+
+static void
+vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceSimOp *op = user_data;
+  VmceVm *vm = op->vm;
+  g_autoptr(GError) error = NULL;
+
+  if (op->protect && !vmce_sim_is_protected (vm, op->host_page)) {
+    guint64 *key = g_new (guint64, 1);
+    guint64 *value = g_new (guint64, 1);
+
+    if (!vmce_remote_mprotect (vm->pid, tid, op->host_page, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
+      VmceSimWaiter *w = vmce_sim_find_waiter (vm, op->request_id);
+      g_free (key);
+      g_free (value);
+      g_prefix_error (&error, "cannot take the page away from QEMU: ");
+      if (w != NULL)
+        vmce_sim_waiter_fail (w, g_steal_pointer (&error));
+      vmce_sim_op_free (op);
+      return;
+    }
+    *key = op->host_page;
+    *value = op->gpa;
+    g_hash_table_insert (vm->sim_protected, key, value);
+  }
+  if (op->send)
+    vmce_sim_queue_signal (vm, op->target, op->code, op->host_page, op->request_id);
+  vmce_sim_op_free (op);
+}
+
+void
+vmce_sim_poison_async (VmceVm *vm,
+                       guint64 gpa,
+                       VmceMceKind kind,
+                       VmceSimTrigger trigger,
+                       gint cpu,
+                       guint timeout_ms,
+                       GAsyncReadyCallback callback,
+                       gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
+  const VmceRamRange *range = NULL;
+  const VmceVcpu *vcpu = NULL;
+  VmceSimWaiter *w;
+  VmceSimOp *op;
+  guint64 hva = 0;
+
+  vmce_sim_tables_init (vm);
+  if (vm->state != VMCE_VM_READY) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+                             "vm %s is not attached", vm->name);
+    return;
+  }
+  if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
+                             vm->name);
+    return;
+  }
+  if (range->rom) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "GPA 0x%" G_GINT64_MODIFIER "x of vm %s is ROM (%s)", gpa, vm->name,
+                             range->block);
+    return;
+  }
+  if (trigger == VMCE_SIM_TRIGGER_AUTO)
+    trigger = kind == VMCE_MCE_KIND_AR && !vm->kvm ? VMCE_SIM_TRIGGER_ACCESS : VMCE_SIM_TRIGGER_NOW;
+  if (trigger == VMCE_SIM_TRIGGER_ACCESS && kind == VMCE_MCE_KIND_AO) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "an AO error is reported when it is found, not on access; "
+                             "use --kind ar");
+    return;
+  }
+  if (trigger == VMCE_SIM_TRIGGER_ACCESS && vm->kvm) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                             "vm %s runs under KVM, which fails KVM_RUN on a protected page "
+                             "instead of faulting: simulate AR with --trigger now, or use the "
+                             "host lab for real errors",
+                             vm->name);
+    return;
+  }
+  if (kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW) {
+    vcpu = vmce_vm_find_vcpu (vm, cpu < 0 ? 0 : (guint) cpu);
+    if (vcpu == NULL) {
+      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                               "vm %s has no vCPU %d", vm->name, cpu < 0 ? 0 : cpu);
+      return;
+    }
+  }
+
+  w = g_new0 (VmceSimWaiter, 1);
+  w->vm = vm;
+  w->id = ++vmce_sim_next_id;
+  w->task = g_steal_pointer (&task);
+  w->host_page = hva & VMCE_PAGE_MASK;
+  w->on_access = trigger == VMCE_SIM_TRIGGER_ACCESS;
+  w->timeout_source = g_timeout_add (timeout_ms, vmce_sim_waiter_timeout_cb, w);
+  g_ptr_array_add (vm->sim_waiters, w);
+
+  op = g_new0 (VmceSimOp, 1);
+  op->vm = vmce_vm_ref (vm);
+  op->host_page = hva & VMCE_PAGE_MASK;
+  op->gpa = gpa & VMCE_PAGE_MASK;
+  op->request_id = w->id;
+  /* what the kernel does to QEMU's mapping, where KVM can take it */
+  op->protect = !vm->kvm && !(kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW);
+  op->send = trigger == VMCE_SIM_TRIGGER_NOW;
+  op->code = kind == VMCE_MCE_KIND_AR ? BUS_MCEERR_AR : BUS_MCEERR_AO;
+  op->target = vcpu != NULL ? vcpu->tid : vm->pid;
+  if (op->protect)
+    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_sim_op_cb, op, vmce_sim_op_free);
+  else
+    vmce_sim_op_cb (vm->watch, vm->pid, op);
+}
+
+JsonNode *
+vmce_sim_poison_finish (VmceVm *vm, GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (res), error);
+}
+
+static void
+vmce_sim_fill_siginfo (siginfo_t *info, int code, guint64 addr, guint lsb)
+{
+  /* what force_sig_mceerr()/send_sig_mceerr() fill in */
+  memset (info, 0, sizeof *info);
+  info->si_signo = SIGBUS;
+  info->si_errno = 0;
+  info->si_code = code;
+  info->si_addr = GSIZE_TO_POINTER (addr);
+  info->si_addr_lsb = (short) lsb;
+}
+
+gboolean
+vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
+{
+  g_autoptr(GError) error = NULL;
+  siginfo_t rewritten;
+
+  if (vm->sim_pending == NULL)
+    return FALSE;
+  *request_id = 0;
+  if (info->si_signo == SIGBUS && info->si_code == SI_TKILL && info->si_pid == getpid ()) {
+    GQueue *queue = g_hash_table_lookup (vm->sim_pending, GINT_TO_POINTER (tid));
+    g_autofree VmceSimSignal *sig = queue != NULL ? g_queue_pop_head (queue) : NULL;
+
+    if (sig == NULL)
+      return FALSE;
+    vmce_sim_fill_siginfo (&rewritten, sig->code, sig->addr, sig->lsb);
+    *request_id = sig->request_id;
+  } else if (info->si_signo == SIGSEGV &&
+             vmce_sim_is_protected (vm, (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK)) {
+    guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
+
+    /* the kernel reports the faulting address itself for a consumed page */
+    vmce_sim_fill_siginfo (&rewritten, BUS_MCEERR_AR, (guint64) (guintptr) info->si_addr, 12);
+    for (guint i = 0; i < vm->sim_waiters->len; i++) {
+      VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+      if (w->on_access && w->host_page == page)
+        *request_id = w->id;
+    }
+  } else {
+    return FALSE;
+  }
+  if (!vmce_ptrace_watch_set_siginfo (vm->watch, tid, &rewritten, &error)) {
+    g_warning ("vm %s: %s", vm->name, error->message);
+    return FALSE;
+  }
+  *info = rewritten;
+  return TRUE;
+}
+
+gboolean
+vmce_sim_is_protected (VmceVm *vm, guint64 host_page)
+{
+  return vm->sim_protected != NULL && g_hash_table_contains (vm->sim_protected, &host_page);
+}
+
+gboolean
+vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
+{
+  if (!vmce_remote_mprotect (vm->pid, tid, host_page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                             error)) {
+    g_prefix_error (error, "cannot give page 0x%" G_GINT64_MODIFIER "x back to QEMU: ",
+                    host_page);
+    return FALSE;
+  }
+  g_hash_table_remove (vm->sim_protected, &host_page);
+  return TRUE;
+}
+
+void
+vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json)
+{
+  VmceSimWaiter *w;
+
+  if (ev->request_id == 0 || (w = vmce_sim_find_waiter (vm, ev->request_id)) == NULL)
+    return;
+  g_ptr_array_remove (vm->sim_waiters, w);
+  g_task_return_pointer (w->task, json_node_ref (json), (GDestroyNotify) json_node_unref);
+  vmce_sim_waiter_free (w);
+}
+
+static void
+vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceVm *vm = user_data;
+  GHashTableIter iter;
+  gpointer key;
+
+  g_hash_table_iter_init (&iter, vm->sim_protected);
+  while (g_hash_table_iter_next (&iter, &key, NULL)) {
+    g_autoptr(GError) error = NULL;
+    guint64 page = *(guint64 *) key;
+    if (!vmce_remote_mprotect (vm->pid, tid, page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                               &error))
+      g_warning ("vm %s: %s", vm->name, error->message);
+    g_hash_table_iter_remove (&iter);
+  }
+  vmce_vm_unref (vm);
+}
+
+void
+vmce_sim_release_all (VmceVm *vm)
+{
+  if (vm->sim_protected == NULL || g_hash_table_size (vm->sim_protected) == 0 ||
+      vm->watch == NULL)
+    return;
+  g_debug ("vm %s: giving %u simulated-poisoned page(s) back", vm->name,
+           g_hash_table_size (vm->sim_protected));
+  vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_sim_release_cb, vmce_vm_ref (vm),
+                                  (GDestroyNotify) vmce_vm_unref);
+}
+
+void
+vmce_sim_cancel_all (VmceVm *vm, const gchar *why)
+{
+  while (vm->sim_waiters != NULL && vm->sim_waiters->len > 0) {
+    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, 0);
+    vmce_sim_waiter_fail (w, g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED, "vm %s: %s",
+                                          vm->name, why));
+  }
+  if (vm->sim_pending != NULL)
+    g_hash_table_remove_all (vm->sim_pending);
+}

@@ -1,0 +1,45 @@
+/*
+ * Simulated host memory errors, for hosts whose kernel cannot make real
+ * ones (no CONFIG_MEMORY_FAILURE, as on the machine vmce is developed on).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include "vm.h"
+
+typedef enum {
+  VMCE_SIM_TRIGGER_AUTO,   /* AO: now; AR: on access (TCG) or now (KVM) */
+  VMCE_SIM_TRIGGER_ACCESS, /* when a thread next touches the page */
+  VMCE_SIM_TRIGGER_NOW,    /* signal the thread at once */
+} VmceSimTrigger;
+
+gboolean vmce_sim_trigger_from_string (const gchar *str, VmceSimTrigger *trigger);
+
+/* Completes with the memory-error event (JSON) once vmced has handled it,
+ * or with an error after @timeout_ms (the page stays poisoned). */
+void vmce_sim_poison_async (VmceVm *vm,
+                            guint64 gpa,
+                            VmceMceKind kind,
+                            VmceSimTrigger trigger,
+                            gint cpu,
+                            guint timeout_ms,
+                            GAsyncReadyCallback callback,
+                            gpointer user_data);
+JsonNode *vmce_sim_poison_finish (VmceVm *vm, GAsyncResult *res, GError **error);
+
+/* At a signal-delivery-stop: turns vmced's stand-in signals into the
+ * siginfo the host kernel would have sent. Returns TRUE if it did; then
+ * @request_id names the vmcectl request (0 if none). */
+gboolean vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id);
+
+gboolean vmce_sim_is_protected (VmceVm *vm, guint64 host_page);
+/* Gives access to a simulated-poisoned page back; @tid must be stopped */
+gboolean vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error);
+
+/* An event was handled: answers the request waiting for it */
+void vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json);
+/* Before detaching: give every page back (at the main thread's next stop) */
+void vmce_sim_release_all (VmceVm *vm);
+void vmce_sim_cancel_all (VmceVm *vm, const gchar *why);

@@ -1,0 +1,891 @@
+/*
+ * One QEMU process that vmced watches.
+ *
+ * Attaching talks to the monitor first (vCPU threads, CPU model, RAM
+ * layout) and only then seizes the threads, so a QEMU whose monitor does
+ * not answer is never left traced.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-vm"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "daemon.h"
+#include "forward.h"
+#include "json-util.h"
+#include "sim-poison.h"
+#include "vm.h"
+
+static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
+
+/* --- monitor queries ----------------------------------------------------- */
+
+static JsonNode *
+vmce_vm_qom_get_args (const gchar *path, const gchar *property)
+{
+  g_autoptr(JsonObject) obj = json_object_new ();
+  JsonNode *node = json_node_new (JSON_NODE_OBJECT);
+
+  json_object_set_string_member (obj, "path", path);
+  json_object_set_string_member (obj, "property", property);
+  json_node_set_object (node, obj);
+  return node;
+}
+
+static gboolean
+vmce_vm_parse_vcpus (VmceVm *self, JsonNode *ret, GError **error)
+{
+  g_autoptr(GArray) vcpus = NULL;
+  JsonArray *arr;
+
+  if (!JSON_NODE_HOLDS_ARRAY (ret)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "query-cpus-fast did not return a list");
+    return FALSE;
+  }
+  arr = json_node_get_array (ret);
+  vcpus = g_array_new (FALSE, TRUE, sizeof (VmceVcpu));
+  g_array_set_clear_func (vcpus, (GDestroyNotify) NULL);
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonNode *node = json_array_get_element (arr, i);
+    JsonObject *obj;
+    VmceVcpu vcpu = { 0 };
+
+    if (!JSON_NODE_HOLDS_OBJECT (node))
+      continue;
+    obj = json_node_get_object (node);
+    vcpu.index = (guint) json_object_get_int_member_with_default (obj, "cpu-index", i);
+    vcpu.tid = (pid_t) json_object_get_int_member_with_default (obj, "thread-id", 0);
+    vcpu.qom_path = g_strdup (vmce_json_object_get_string_opt (obj, "qom-path"));
+    g_array_append_val (vcpus, vcpu);
+  }
+  if (vcpus->len == 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "QEMU reports no vCPUs");
+    return FALSE;
+  }
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++)
+    g_free (g_array_index (self->vcpus, VmceVcpu, i).qom_path);
+  g_clear_pointer (&self->vcpus, g_array_unref);
+  self->vcpus = g_steal_pointer (&vcpus);
+  return TRUE;
+}
+
+/* --- RAM layout ---------------------------------------------------------- */
+
+typedef struct {
+  VmceVm *vm;
+  VmceRamLayout *layout;
+  GPtrArray *blocks; /* still without a host address */
+  guint next;
+  guint64 probe_gpa;
+} VmceLayoutLoad;
+
+static void
+vmce_layout_load_free (VmceLayoutLoad *load)
+{
+  vmce_vm_unref (load->vm);
+  g_clear_pointer (&load->layout, vmce_ram_layout_free);
+  g_clear_pointer (&load->blocks, g_ptr_array_unref);
+  g_free (load);
+}
+
+static void vmce_vm_layout_probe_next (GTask *task);
+
+static void
+vmce_vm_layout_gpa2hva_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  VmceLayoutLoad *load = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+
+  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (text == NULL ||
+      !vmce_ram_layout_set_hva_from_gpa2hva (load->layout, load->probe_gpa, text, &error)) {
+    g_prefix_error (&error, "cannot learn where RAM block %s is mapped: ",
+                    (const gchar *) g_ptr_array_index (load->blocks, load->next));
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  load->next++;
+  vmce_vm_layout_probe_next (g_steal_pointer (&task));
+}
+
+static void
+vmce_vm_layout_probe_next (GTask *task)
+{
+  VmceLayoutLoad *load = g_task_get_task_data (task);
+  g_autofree gchar *cmd = NULL;
+  const gchar *block;
+
+  if (load->next >= load->blocks->len) {
+    g_task_return_pointer (task, g_steal_pointer (&load->layout),
+                           (GDestroyNotify) vmce_ram_layout_free);
+    g_object_unref (task);
+    return;
+  }
+  block = g_ptr_array_index (load->blocks, load->next);
+  if (!vmce_ram_layout_probe_gpa (load->layout, block, &load->probe_gpa)) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_FAILED,
+                             "RAM block %s has no guest address to ask about", block);
+    g_object_unref (task);
+    return;
+  }
+  cmd = g_strdup_printf ("gpa2hva 0x%" G_GINT64_MODIFIER "x", load->probe_gpa);
+  vmce_qmp_client_hmp_async (load->vm->qmp, cmd, NULL, vmce_vm_layout_gpa2hva_cb, task);
+}
+
+static void
+vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = user_data;
+  VmceLayoutLoad *load = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+
+  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (text == NULL || !vmce_ram_layout_parse_mtree (load->layout, text, &error)) {
+    g_prefix_error (&error, "cannot read the RAM layout: ");
+    g_task_return_error (task, g_steal_pointer (&error));
+    g_object_unref (task);
+    return;
+  }
+  load->blocks = vmce_ram_layout_dup_unresolved_blocks (load->layout);
+  vmce_vm_layout_probe_next (task);
+}
+
+static void
+vmce_vm_load_layout_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (NULL, NULL, callback, user_data);
+  VmceLayoutLoad *load = g_new0 (VmceLayoutLoad, 1);
+
+  load->vm = vmce_vm_ref (self);
+  load->layout = vmce_ram_layout_new ();
+  g_task_set_task_data (task, load, (GDestroyNotify) vmce_layout_load_free);
+  vmce_qmp_client_hmp_async (self->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb, task);
+}
+
+static void
+vmce_vm_refresh_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  VmceRamLayout *layout = g_task_propagate_pointer (G_TASK (res), &error);
+
+  self->layout_refreshing = FALSE;
+  if (layout == NULL) {
+    if (self->state == VMCE_VM_READY)
+      g_warning ("vm %s: %s (keeping the old layout)", self->name, error->message);
+    return;
+  }
+  g_clear_pointer (&self->layout, vmce_ram_layout_free);
+  self->layout = layout;
+  g_debug ("vm %s: RAM layout refreshed (%u ranges)", self->name,
+           vmce_ram_layout_get_n_ranges (layout));
+  if (self->layout_refresh_again) {
+    self->layout_refresh_again = FALSE;
+    vmce_vm_refresh_layout (self);
+  }
+}
+
+void
+vmce_vm_refresh_layout (VmceVm *self)
+{
+  if (self->state != VMCE_VM_READY || self->qmp == NULL)
+    return;
+  if (self->layout_refreshing) {
+    self->layout_refresh_again = TRUE;
+    return;
+  }
+  self->layout_refreshing = TRUE;
+  vmce_vm_load_layout_async (self, vmce_vm_refresh_layout_cb, vmce_vm_ref (self));
+}
+
+static void
+vmce_vm_refresh_vcpus_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (ret == NULL || !vmce_vm_parse_vcpus (self, ret, &error))
+    g_warning ("vm %s: cannot refresh the vCPU list: %s", self->name, error->message);
+}
+
+/* --- QMP events ---------------------------------------------------------- */
+
+static void
+vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
+                      const gchar *name,
+                      JsonObject *data,
+                      gint64 time_us,
+                      gpointer user_data)
+{
+  VmceVm *self = user_data;
+
+  if (g_strcmp0 (name, "MEMORY_FAILURE") == 0 && data != NULL) {
+    vmce_forward_qemu_event (self, data);
+    return;
+  }
+  /* what can move RAM in guest physical space or add vCPUs */
+  if (g_strcmp0 (name, "RESET") == 0 || g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0) {
+    vmce_vm_refresh_layout (self);
+    return;
+  }
+  if (g_strcmp0 (name, "DEVICE_ADDED") == 0 || g_strcmp0 (name, "DEVICE_DELETED") == 0) {
+    vmce_vm_refresh_layout (self);
+    if (self->state == VMCE_VM_READY)
+      vmce_qmp_client_execute_async (self->qmp, "query-cpus-fast", NULL, NULL,
+                                     vmce_vm_refresh_vcpus_cb, vmce_vm_ref (self));
+  }
+}
+
+static void
+vmce_vm_qmp_closed_cb (VmceQmpClient *qmp, GError *reason, gpointer user_data)
+{
+  VmceVm *self = user_data;
+
+  if (self->state != VMCE_VM_READY)
+    return;
+  /* without the monitor nothing can be injected: QEMU is better off
+   * handling its own signals than having them swallowed */
+  vmce_vm_detach (self, reason->message);
+}
+
+/* --- ptrace -------------------------------------------------------------- */
+
+static gboolean
+vmce_vm_signal_stop_cb (VmcePtraceWatch *watch,
+                        pid_t tid,
+                        siginfo_t *info,
+                        gint64 stop_time_us,
+                        gpointer user_data)
+{
+  VmceVm *self = user_data;
+  guint64 request_id = 0;
+  gboolean simulated;
+
+  if (self->state != VMCE_VM_READY)
+    return FALSE;
+  simulated = vmce_sim_rewrite (self, tid, info, &request_id);
+  if (info->si_signo != SIGBUS ||
+      (info->si_code != BUS_MCEERR_AO && info->si_code != BUS_MCEERR_AR))
+    return FALSE;
+  vmce_forward_signal (self, tid, info, stop_time_us, simulated ? "simulated" : "kernel",
+                       request_id);
+  return TRUE;
+}
+
+static void
+vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
+{
+  VmceVm *self = user_data;
+  g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  if (task == NULL)
+    return;
+  self->state = VMCE_VM_READY;
+  self->attached_time_us = g_get_real_time ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, "attach");
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_value (b, vmce_vm_to_json (self, FALSE));
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (self->daemon, "VM_ATTACHED", record);
+  g_message ("vm %s: attached to pid %d (%s, %u vCPU(s), %u threads)", self->name, self->pid,
+             self->kvm ? "kvm" : "tcg", self->vcpus->len,
+             vmce_ptrace_watch_get_n_threads (self->watch));
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+vmce_vm_exited_cb (VmcePtraceWatch *watch, int wait_status, gpointer user_data)
+{
+  VmceVm *self = user_data;
+  g_autofree gchar *reason = NULL;
+
+  if (WIFSIGNALED (wait_status))
+    reason = g_strdup_printf ("QEMU was killed by signal %d (%s)", WTERMSIG (wait_status),
+                              g_strsignal (WTERMSIG (wait_status)));
+  else
+    reason = g_strdup_printf ("QEMU exited with status %d", WEXITSTATUS (wait_status));
+  if (self->attach_task != NULL) {
+    g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "%s while being attached",
+                             reason);
+  }
+  g_message ("vm %s: %s", self->name, reason);
+  vmce_vm_set_gone (self, "vm-exit", reason);
+}
+
+static void
+vmce_vm_detached_cb (VmcePtraceWatch *watch, gpointer user_data)
+{
+  VmceVm *self = user_data;
+
+  if (self->state == VMCE_VM_DETACHING)
+    vmce_vm_set_gone (self, "detach", NULL);
+}
+
+static const VmcePtraceWatchFuncs vmce_vm_ptrace_funcs = {
+  .signal_stop = vmce_vm_signal_stop_cb,
+  .attached = vmce_vm_attached_cb,
+  .exited = vmce_vm_exited_cb,
+  .detached = vmce_vm_detached_cb,
+};
+
+/* --- attaching ----------------------------------------------------------- */
+
+static void
+vmce_vm_attach_fail (VmceVm *self, GError *error)
+{
+  g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
+
+  self->state = VMCE_VM_GONE;
+  if (self->qmp != NULL) {
+    g_signal_handlers_disconnect_by_data (self->qmp, self);
+    vmce_qmp_client_close (self->qmp, NULL);
+  }
+  g_clear_pointer (&self->watch, vmce_ptrace_watch_free);
+  if (task != NULL)
+    g_task_return_error (task, error);
+  else
+    g_error_free (error);
+}
+
+static void
+vmce_vm_attach_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  VmceRamLayout *layout = g_task_propagate_pointer (G_TASK (res), &error);
+
+  if (self->attach_task == NULL) {
+    g_clear_pointer (&layout, vmce_ram_layout_free);
+    return;
+  }
+  if (layout == NULL) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  self->layout = layout;
+  self->watch = vmce_ptrace_watch_new (self->pid, &vmce_vm_ptrace_funcs, self);
+  if (!vmce_ptrace_watch_attach (self->watch, &error)) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  /* continues in vmce_vm_attached_cb() */
+}
+
+typedef enum {
+  VMCE_QUERY_NAME,
+  VMCE_QUERY_KVM,
+  VMCE_QUERY_CPUS,
+  VMCE_QUERY_VENDOR,
+  VMCE_QUERY_FAMILY,
+  VMCE_QUERY_MODEL,
+  VMCE_QUERY_DONE,
+} VmceAttachQuery;
+
+typedef struct {
+  VmceVm *vm;
+  VmceAttachQuery query;
+} VmceAttachStep;
+
+static void vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query);
+
+static gboolean
+vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, GError **error)
+{
+  switch (query) {
+  case VMCE_QUERY_NAME:
+    if (self->name == NULL && JSON_NODE_HOLDS_OBJECT (ret))
+      self->name = g_strdup (vmce_json_object_get_string_opt (json_node_get_object (ret), "name"));
+    if (self->name == NULL)
+      self->name = g_strdup_printf ("qemu-%d", self->pid);
+    return TRUE;
+  case VMCE_QUERY_KVM:
+    if (JSON_NODE_HOLDS_OBJECT (ret))
+      self->kvm = json_object_get_boolean_member_with_default (json_node_get_object (ret),
+                                                               "enabled", FALSE);
+    return TRUE;
+  case VMCE_QUERY_CPUS:
+    return vmce_vm_parse_vcpus (self, ret, error);
+  case VMCE_QUERY_VENDOR:
+    if (JSON_NODE_HOLDS_VALUE (ret) && json_node_get_value_type (ret) == G_TYPE_STRING)
+      g_strlcpy (self->cpu_model.vendor, json_node_get_string (ret),
+                 sizeof self->cpu_model.vendor);
+    return TRUE;
+  case VMCE_QUERY_FAMILY:
+    if (JSON_NODE_HOLDS_VALUE (ret))
+      self->cpu_model.family = (guint) json_node_get_int (ret);
+    return TRUE;
+  case VMCE_QUERY_MODEL:
+    if (JSON_NODE_HOLDS_VALUE (ret))
+      self->cpu_model.model = (guint) json_node_get_int (ret);
+    return TRUE;
+  case VMCE_QUERY_DONE:
+    break;
+  }
+  return TRUE;
+}
+
+static void
+vmce_vm_attach_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autofree VmceAttachStep *step = user_data;
+  g_autoptr(VmceVm) self = step->vm;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (self->attach_task == NULL)
+    return;
+  if (ret == NULL || !vmce_vm_attach_take_answer (self, step->query, ret, &error)) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  vmce_vm_attach_query (self, step->query + 1);
+}
+
+static void
+vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
+{
+  VmceAttachStep *step;
+  const gchar *command = NULL;
+  g_autoptr(JsonNode) args = NULL;
+  const gchar *cpu_path = self->vcpus != NULL && self->vcpus->len > 0
+                              ? g_array_index (self->vcpus, VmceVcpu, 0).qom_path
+                              : NULL;
+
+  switch (query) {
+  case VMCE_QUERY_NAME:
+    command = "query-name";
+    break;
+  case VMCE_QUERY_KVM:
+    command = "query-kvm";
+    break;
+  case VMCE_QUERY_CPUS:
+    command = "query-cpus-fast";
+    break;
+  case VMCE_QUERY_VENDOR:
+  case VMCE_QUERY_FAMILY:
+  case VMCE_QUERY_MODEL:
+    if (cpu_path == NULL) {
+      vmce_vm_attach_query (self, VMCE_QUERY_DONE);
+      return;
+    }
+    command = "qom-get";
+    args = vmce_vm_qom_get_args (cpu_path, query == VMCE_QUERY_VENDOR   ? "vendor"
+                                           : query == VMCE_QUERY_FAMILY ? "family"
+                                                                        : "model");
+    break;
+  case VMCE_QUERY_DONE:
+    vmce_vm_load_layout_async (self, vmce_vm_attach_layout_cb, vmce_vm_ref (self));
+    return;
+  }
+  step = g_new0 (VmceAttachStep, 1);
+  step->vm = vmce_vm_ref (self);
+  step->query = query;
+  vmce_qmp_client_execute_async (self->qmp, command, args, NULL, vmce_vm_attach_query_cb, step);
+}
+
+static void
+vmce_vm_handshake_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vmce_qmp_client_handshake_finish (VMCE_QMP_CLIENT (source), res, &error)) {
+    if (self->attach_task != NULL)
+      vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  vmce_vm_attach_query (self, VMCE_QUERY_NAME);
+}
+
+static gboolean
+vmce_vm_check_process (VmceVm *self, GError **error)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/status", self->pid);
+  g_autofree gchar *status = NULL;
+  const gchar *line;
+
+  if (self->pid <= 0 || !g_file_get_contents (path, &status, NULL, NULL)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no process with pid %d", self->pid);
+    return FALSE;
+  }
+  /* say so before the monitor, which a second client would wait on */
+  line = strstr (status, "\nTracerPid:");
+  if (line != NULL && atoi (line + 11) != 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
+                 "pid %d is already traced by pid %d (another vmced, or a debugger)", self->pid,
+                 atoi (line + 11));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void
+vmce_vm_attach_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_return_if_fail (self->attach_task == NULL && self->qmp == NULL);
+  self->attach_task = g_task_new (NULL, NULL, callback, user_data);
+  self->state = VMCE_VM_ATTACHING;
+  if (!vmce_vm_check_process (self, &error)) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  self->qmp = vmce_qmp_client_connect (self->qmp_path, &error);
+  if (self->qmp == NULL) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  g_signal_connect (self->qmp, "event", G_CALLBACK (vmce_vm_qmp_event_cb), self);
+  g_signal_connect (self->qmp, "closed", G_CALLBACK (vmce_vm_qmp_closed_cb), self);
+  vmce_qmp_client_handshake_async (self->qmp, NULL, vmce_vm_handshake_cb, vmce_vm_ref (self));
+}
+
+gboolean
+vmce_vm_attach_finish (VmceVm *self, GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (res), error);
+}
+
+/* --- detaching ----------------------------------------------------------- */
+
+static void
+vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
+{
+  g_autoptr(VmceVm) keep = vmce_vm_ref (self);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+  gboolean was_ready = self->state == VMCE_VM_READY || self->state == VMCE_VM_DETACHING;
+
+  if (self->state == VMCE_VM_GONE)
+    return;
+  self->state = VMCE_VM_GONE;
+  vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
+  vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
+  if (self->qmp != NULL) {
+    g_signal_handlers_disconnect_by_data (self->qmp, self);
+    vmce_qmp_client_close (self->qmp, NULL);
+  }
+  if (was_ready) {
+    json_builder_begin_object (b);
+    json_builder_set_member_name (b, "type");
+    json_builder_add_string_value (b, type);
+    json_builder_set_member_name (b, "time");
+    json_builder_add_string_value (b, time);
+    json_builder_set_member_name (b, "vm");
+    json_builder_add_string_value (b, self->name);
+    json_builder_set_member_name (b, "pid");
+    json_builder_add_int_value (b, self->pid);
+    json_builder_set_member_name (b, "reason");
+    if (reason != NULL)
+      json_builder_add_string_value (b, reason);
+    else
+      json_builder_add_null_value (b);
+    json_builder_set_member_name (b, "events");
+    json_builder_add_int_value (b, (gint64) self->n_events);
+    json_builder_end_object (b);
+    record = json_builder_get_root (b);
+    vmce_daemon_emit_record (self->daemon, "VM_DETACHED", record);
+  }
+  vmce_daemon_remove_vm (self->daemon, self);
+}
+
+void
+vmce_vm_detach (VmceVm *self, const gchar *reason)
+{
+  g_autoptr(VmceVm) keep = vmce_vm_ref (self);
+
+  if (self->state != VMCE_VM_READY)
+    return;
+  self->state = VMCE_VM_DETACHING;
+  vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
+  vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
+  vmce_sim_release_all (self);
+  if (self->watch == NULL) {
+    vmce_vm_set_gone (self, "detach", reason);
+    return;
+  }
+  g_message ("vm %s: detaching%s%s", self->name, reason != NULL ? ": " : "",
+             reason != NULL ? reason : "");
+  /* vmce_vm_detached_cb() finishes, maybe at once */
+  vmce_ptrace_watch_detach (self->watch);
+}
+
+void
+vmce_vm_shutdown_sync (VmceVm *self)
+{
+  g_autoptr(VmceVm) keep = vmce_vm_ref (self);
+
+  if (self->state == VMCE_VM_GONE)
+    return;
+  if (self->state == VMCE_VM_READY)
+    self->state = VMCE_VM_DETACHING;
+  vmce_forward_cancel_all (self, "vmced is stopping");
+  vmce_sim_cancel_all (self, "vmced is stopping");
+  vmce_sim_release_all (self);
+  if (self->watch != NULL)
+    vmce_ptrace_watch_detach_sync (self->watch);
+  vmce_vm_set_gone (self, "detach", "vmced is stopping");
+}
+
+/* --- lookups and status ---------------------------------------------------- */
+
+const VmceVcpu *
+vmce_vm_find_vcpu_by_tid (VmceVm *self, pid_t tid)
+{
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
+    const VmceVcpu *vcpu = &g_array_index (self->vcpus, VmceVcpu, i);
+    if (vcpu->tid == tid)
+      return vcpu;
+  }
+  return NULL;
+}
+
+const VmceVcpu *
+vmce_vm_find_vcpu (VmceVm *self, guint index)
+{
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
+    const VmceVcpu *vcpu = &g_array_index (self->vcpus, VmceVcpu, i);
+    if (vcpu->index == index)
+      return vcpu;
+  }
+  return NULL;
+}
+
+gchar *
+vmce_vm_describe_thread (VmceVm *self, pid_t tid)
+{
+  const VmceVcpu *vcpu = vmce_vm_find_vcpu_by_tid (self, tid);
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *comm = NULL;
+
+  if (tid == self->pid)
+    return g_strdup ("main");
+  if (vcpu != NULL)
+    return g_strdup_printf ("vcpu %u", vcpu->index);
+  path = g_strdup_printf ("/proc/%d/task/%d/comm", self->pid, tid);
+  if (g_file_get_contents (path, &comm, NULL, NULL))
+    return g_strdup (g_strstrip (comm));
+  return g_strdup ("other");
+}
+
+void
+vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev)
+{
+  guint64 page = ev->gpa & ~G_GUINT64_CONSTANT (0xfff);
+  VmcePoisonedPage *p = g_hash_table_lookup (self->poisoned, &page);
+
+  if (p == NULL) {
+    p = g_new0 (VmcePoisonedPage, 1);
+    p->gpa = page;
+    g_hash_table_insert (self->poisoned, &p->gpa, p);
+  }
+  p->hva = ev->hva & ~G_GUINT64_CONSTANT (0xfff);
+  p->kind = ev->kind;
+  p->time_us = ev->time_us;
+  p->simulated = g_strcmp0 (ev->source, "simulated") == 0;
+  p->result = ev->result;
+  p->count++;
+}
+
+static const gchar *
+vmce_vm_state_to_string (VmceVmState state)
+{
+  switch (state) {
+  case VMCE_VM_ATTACHING:
+    return "attaching";
+  case VMCE_VM_READY:
+    return "attached";
+  case VMCE_VM_DETACHING:
+    return "detaching";
+  case VMCE_VM_GONE:
+    return "gone";
+  }
+  return "unknown";
+}
+
+static gint
+vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmcePoisonedPage *pa = *(VmcePoisonedPage *const *) a;
+  const VmcePoisonedPage *pb = *(VmcePoisonedPage *const *) b;
+
+  return pa->gpa < pb->gpa ? -1 : pa->gpa > pb->gpa;
+}
+
+JsonNode *
+vmce_vm_to_json (VmceVm *self, gboolean with_layout)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->poisoned);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (pages, value);
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, self->name);
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, self->pid);
+  json_builder_set_member_name (b, "qmp");
+  json_builder_add_string_value (b, self->qmp_path);
+  json_builder_set_member_name (b, "agent");
+  json_builder_add_string_value (b, self->agent_path);
+  json_builder_set_member_name (b, "state");
+  json_builder_add_string_value (b, vmce_vm_state_to_string (self->state));
+  json_builder_set_member_name (b, "accel");
+  json_builder_add_string_value (b, self->kvm ? "kvm" : "tcg");
+  json_builder_set_member_name (b, "cpu");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "vendor");
+  json_builder_add_string_value (b, self->cpu_model.vendor);
+  json_builder_set_member_name (b, "family");
+  json_builder_add_int_value (b, self->cpu_model.family);
+  json_builder_set_member_name (b, "model");
+  json_builder_add_int_value (b, self->cpu_model.model);
+  json_builder_set_member_name (b, "mca_broadcast");
+  json_builder_add_boolean_value (b, vmce_cpu_model_supports_mca_broadcast (&self->cpu_model));
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "vcpus");
+  json_builder_begin_array (b);
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
+    const VmceVcpu *vcpu = &g_array_index (self->vcpus, VmceVcpu, i);
+    json_builder_begin_object (b);
+    json_builder_set_member_name (b, "index");
+    json_builder_add_int_value (b, vcpu->index);
+    json_builder_set_member_name (b, "thread_id");
+    json_builder_add_int_value (b, vcpu->tid);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "threads");
+  json_builder_add_int_value (b, self->watch != NULL ? vmce_ptrace_watch_get_n_threads (self->watch)
+                                                     : 0);
+  json_builder_set_member_name (b, "events");
+  json_builder_add_int_value (b, (gint64) self->n_events);
+  json_builder_set_member_name (b, "simulated_poisoned_host_pages");
+  json_builder_add_int_value (b, self->sim_protected != NULL
+                                     ? g_hash_table_size (self->sim_protected)
+                                     : 0);
+
+  g_ptr_array_sort (pages, vmce_poisoned_cmp);
+  json_builder_set_member_name (b, "poisoned");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < pages->len; i++) {
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    g_autofree gchar *time = vmce_format_time (p->time_us);
+    json_builder_begin_object (b);
+    vmce_json_builder_add_hex (b, "gpa", p->gpa);
+    vmce_json_builder_add_hex (b, "hva", p->hva);
+    json_builder_set_member_name (b, "kind");
+    json_builder_add_string_value (b, vmce_mce_kind_to_string (p->kind));
+    json_builder_set_member_name (b, "time");
+    json_builder_add_string_value (b, time);
+    json_builder_set_member_name (b, "source");
+    json_builder_add_string_value (b, p->simulated ? "simulated" : "kernel");
+    json_builder_set_member_name (b, "count");
+    json_builder_add_int_value (b, p->count);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+
+  if (with_layout && self->layout != NULL) {
+    json_builder_set_member_name (b, "layout");
+    json_builder_begin_array (b);
+    for (guint i = 0; i < vmce_ram_layout_get_n_ranges (self->layout); i++) {
+      const VmceRamRange *r = vmce_ram_layout_get_range (self->layout, i);
+      guint64 hva = 0;
+      json_builder_begin_object (b);
+      vmce_json_builder_add_hex (b, "gpa", r->gpa);
+      vmce_json_builder_add_hex (b, "size", r->size);
+      json_builder_set_member_name (b, "block");
+      json_builder_add_string_value (b, r->block);
+      vmce_json_builder_add_hex (b, "offset", r->offset);
+      if (vmce_ram_layout_gpa_to_hva (self->layout, r->gpa, &hva, NULL))
+        vmce_json_builder_add_hex (b, "hva", hva);
+      json_builder_set_member_name (b, "rom");
+      json_builder_add_boolean_value (b, r->rom);
+      json_builder_end_object (b);
+    }
+    json_builder_end_array (b);
+  }
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* --- life cycle ------------------------------------------------------------ */
+
+VmceVm *
+vmce_vm_new (VmceDaemon *daemon,
+             pid_t pid,
+             const gchar *qmp_path,
+             const gchar *name,
+             const gchar *agent_path)
+{
+  VmceVm *self = g_new0 (VmceVm, 1);
+
+  self->ref_count = 1;
+  self->daemon = daemon;
+  self->pid = pid;
+  self->qmp_path = g_strdup (qmp_path);
+  self->name = g_strdup (name);
+  self->agent_path = g_strdup (agent_path);
+  self->poisoned = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_free);
+  g_queue_init (&self->injections);
+  return self;
+}
+
+VmceVm *
+vmce_vm_ref (VmceVm *self)
+{
+  g_atomic_int_inc (&self->ref_count);
+  return self;
+}
+
+void
+vmce_vm_unref (VmceVm *self)
+{
+  if (self == NULL || !g_atomic_int_dec_and_test (&self->ref_count))
+    return;
+  g_clear_pointer (&self->watch, vmce_ptrace_watch_free);
+  if (self->qmp != NULL)
+    g_signal_handlers_disconnect_by_data (self->qmp, self);
+  g_clear_object (&self->qmp);
+  g_clear_pointer (&self->layout, vmce_ram_layout_free);
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++)
+    g_free (g_array_index (self->vcpus, VmceVcpu, i).qom_path);
+  g_clear_pointer (&self->vcpus, g_array_unref);
+  g_hash_table_unref (self->poisoned);
+  g_clear_pointer (&self->sim_protected, g_hash_table_unref);
+  g_clear_pointer (&self->sim_pending, g_hash_table_unref);
+  g_clear_pointer (&self->sim_waiters, g_ptr_array_unref);
+  g_free (self->name);
+  g_free (self->qmp_path);
+  g_free (self->agent_path);
+  g_free (self);
+}

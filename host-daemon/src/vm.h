@@ -1,0 +1,105 @@
+/*
+ * One QEMU process that vmced watches.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+#include <sys/types.h>
+
+#include "mce-encode.h"
+#include "mce-event.h"
+#include "ptrace-watch.h"
+#include "qmp-client.h"
+#include "ram-layout.h"
+
+typedef struct _VmceDaemon VmceDaemon;
+typedef struct _VmceInjection VmceInjection;
+
+typedef struct {
+  guint index; /* QEMU's cpu-index */
+  pid_t tid;
+  gchar *qom_path;
+} VmceVcpu;
+
+typedef struct {
+  guint64 gpa; /* page address */
+  guint64 hva;
+  VmceMceKind kind;
+  gint64 time_us;
+  gboolean simulated;
+  VmceResult result;
+  guint count; /* errors reported on this page */
+} VmcePoisonedPage;
+
+typedef enum {
+  VMCE_VM_ATTACHING,
+  VMCE_VM_READY,
+  VMCE_VM_DETACHING,
+  VMCE_VM_GONE,
+} VmceVmState;
+
+typedef struct _VmceVm VmceVm;
+struct _VmceVm {
+  gint ref_count;
+  VmceDaemon *daemon;
+  gchar *name;
+  pid_t pid;
+  gchar *qmp_path;
+  gchar *agent_path;
+  VmceVmState state;
+  gint64 attached_time_us;
+
+  VmceQmpClient *qmp;
+  VmcePtraceWatch *watch;
+  VmceRamLayout *layout;
+  gboolean layout_refreshing;
+  gboolean layout_refresh_again;
+  GArray *vcpus; /* of VmceVcpu */
+  VmceCpuModel cpu_model;
+  gboolean kvm;
+  GTask *attach_task;
+
+  /* what the guest was told about, by guest page */
+  GHashTable *poisoned; /* gpa -> VmcePoisonedPage */
+
+  /* forward.c */
+  GQueue injections; /* waiting to be sent, of VmceInjection */
+  VmceInjection *inflight;
+  gint64 last_injection_us;
+  guint gap_source;
+  guint64 n_events;
+
+  /* sim-poison.c */
+  GHashTable *sim_protected; /* host page -> guest page, both guint64* */
+  GHashTable *sim_pending;   /* tid -> GQueue of VmceSimSignal */
+  GPtrArray *sim_waiters;    /* of VmceSimWaiter */
+};
+
+VmceVm *vmce_vm_new (VmceDaemon *daemon,
+                     pid_t pid,
+                     const gchar *qmp_path,
+                     const gchar *name,
+                     const gchar *agent_path);
+VmceVm *vmce_vm_ref (VmceVm *self);
+void vmce_vm_unref (VmceVm *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceVm, vmce_vm_unref)
+
+void vmce_vm_attach_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_data);
+gboolean vmce_vm_attach_finish (VmceVm *self, GAsyncResult *res, GError **error);
+/* Lets QEMU go (async); @reason goes to the journal */
+void vmce_vm_detach (VmceVm *self, const gchar *reason);
+/* Lets QEMU go before returning, for daemon shutdown */
+void vmce_vm_shutdown_sync (VmceVm *self);
+
+const VmceVcpu *vmce_vm_find_vcpu_by_tid (VmceVm *self, pid_t tid);
+const VmceVcpu *vmce_vm_find_vcpu (VmceVm *self, guint index);
+/* "main", "vcpu 0", or the thread's comm */
+gchar *vmce_vm_describe_thread (VmceVm *self, pid_t tid);
+void vmce_vm_refresh_layout (VmceVm *self);
+void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
+
+JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);

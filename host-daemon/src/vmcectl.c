@@ -1,0 +1,733 @@
+/*
+ * vmcectl: talk to vmced.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmcectl"
+
+#include <gio/gio.h>
+#include <gio/gunixsocketaddress.h>
+#include <locale.h>
+#include <stdlib.h>
+
+#include "json-util.h"
+
+#define VMCE_DEFAULT_SOCKET "/run/vmce/vmced.sock"
+
+typedef struct {
+  GSocketConnection *conn;
+  GDataInputStream *in;
+  GOutputStream *out;
+  gint64 next_id;
+} VmcectlConn;
+
+static gchar *opt_socket = NULL;
+static gboolean opt_json = FALSE;
+
+static void
+vmcectl_conn_free (VmcectlConn *c)
+{
+  g_clear_object (&c->in);
+  g_clear_object (&c->conn);
+  g_free (c);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcectlConn, vmcectl_conn_free)
+
+static JsonNode *
+vmcectl_read_message (VmcectlConn *c, GError **error)
+{
+  g_autofree gchar *line = NULL;
+  gsize len = 0;
+
+  line = g_data_input_stream_read_line (c->in, &len, NULL, error);
+  if (line == NULL) {
+    if (error != NULL && *error == NULL)
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CLOSED, "vmced closed the connection");
+    return NULL;
+  }
+  return vmce_json_parse_object (line, (gssize) len, "vmced", error);
+}
+
+static VmcectlConn *
+vmcectl_connect (GError **error)
+{
+  g_autoptr(VmcectlConn) c = g_new0 (VmcectlConn, 1);
+  g_autoptr(GSocketClient) client = g_socket_client_new ();
+  g_autoptr(GSocketAddress) addr = NULL;
+  g_autoptr(JsonNode) greeting = NULL;
+  const gchar *path = opt_socket != NULL ? opt_socket : g_getenv ("VMCE_SOCKET");
+
+  if (path == NULL)
+    path = VMCE_DEFAULT_SOCKET;
+  addr = g_unix_socket_address_new (path);
+  c->conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
+  if (c->conn == NULL) {
+    g_prefix_error (error, "cannot reach vmced at %s (is it running?): ", path);
+    return NULL;
+  }
+  c->in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (c->conn)));
+  c->out = g_io_stream_get_output_stream (G_IO_STREAM (c->conn));
+  greeting = vmcectl_read_message (c, error);
+  if (greeting == NULL || !json_object_has_member (json_node_get_object (greeting), "vmced")) {
+    if (greeting != NULL)
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s is not vmced's socket",
+                   path);
+    return NULL;
+  }
+  return g_steal_pointer (&c);
+}
+
+/* Sends a command, returns its "return" member; events are skipped */
+static JsonNode *
+vmcectl_call (VmcectlConn *c, const gchar *command, JsonObject *args, GError **error)
+{
+  g_autoptr(JsonObject) msg = json_object_new ();
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  g_autofree gchar *json = NULL;
+  g_autofree gchar *line = NULL;
+  gint64 id = ++c->next_id;
+
+  json_object_set_string_member (msg, "execute", command);
+  if (args != NULL)
+    json_object_set_object_member (msg, "arguments", json_object_ref (args));
+  json_object_set_int_member (msg, "id", id);
+  json_node_set_object (node, msg);
+  json = vmce_json_to_line (node);
+  line = g_strconcat (json, "\n", NULL);
+  if (!g_output_stream_write_all (c->out, line, strlen (line), NULL, NULL, error))
+    return NULL;
+  for (;;) {
+    g_autoptr(JsonNode) reply = vmcectl_read_message (c, error);
+    JsonObject *obj;
+    JsonNode *err;
+
+    if (reply == NULL)
+      return NULL;
+    obj = json_node_get_object (reply);
+    if (json_object_has_member (obj, "event"))
+      continue;
+    err = json_object_get_member (obj, "error");
+    if (err != NULL && JSON_NODE_HOLDS_OBJECT (err)) {
+      const gchar *desc = vmce_json_object_get_string_opt (json_node_get_object (err), "desc");
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", desc != NULL ? desc : "failed");
+      return NULL;
+    }
+    if (json_object_has_member (obj, "return"))
+      return json_node_copy (json_object_get_member (obj, "return"));
+  }
+}
+
+static void
+vmcectl_print_json (JsonNode *node)
+{
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autofree gchar *text = NULL;
+
+  json_generator_set_pretty (gen, TRUE);
+  json_generator_set_root (gen, node);
+  text = json_generator_to_data (gen, NULL);
+  g_print ("%s\n", text);
+}
+
+static const gchar *
+vmcectl_str (JsonObject *obj, const gchar *member)
+{
+  const gchar *s = vmce_json_object_get_string_opt (obj, member);
+  return s != NULL ? s : "-";
+}
+
+/* One memory-error record, as a person reads it */
+static void
+vmcectl_print_event (JsonObject *ev)
+{
+  JsonNode *mce = json_object_get_member (ev, "mce");
+  JsonNode *latency = json_object_get_member (ev, "latency_us");
+  const gchar *type = vmcectl_str (ev, "type");
+
+  if (g_strcmp0 (type, "memory-error") != 0) {
+    JsonNode *vm = json_object_get_member (ev, "vm");
+    const gchar *name = vm != NULL && JSON_NODE_HOLDS_OBJECT (vm)
+                            ? vmcectl_str (json_node_get_object (vm), "name")
+                            : vmcectl_str (ev, "vm");
+    g_print ("%s  %-8s vm %s%s%s\n", vmcectl_str (ev, "time"), type, name,
+             json_object_has_member (ev, "reason") && vmce_json_object_get_string_opt (ev, "reason")
+                 ? ": "
+                 : "",
+             vmce_json_object_get_string_opt (ev, "reason") ?: "");
+    return;
+  }
+  g_print ("%s  vm %s: %s %s at HVA %s (thread %s, %s)\n", vmcectl_str (ev, "time"),
+           vmcectl_str (ev, "vm"), vmcectl_str (ev, "source"), vmcectl_str (ev, "si_code"),
+           vmcectl_str (ev, "hva"), vmcectl_str (ev, "thread"),
+           json_object_get_int_member_with_default (ev, "tid", 0) ? "" : "no signal");
+  g_print ("  guest page  GPA %s (RAM block %s, offset %s)\n", vmcectl_str (ev, "gpa"),
+           vmcectl_str (ev, "block"), vmcectl_str (ev, "block_offset"));
+  if (mce != NULL && JSON_NODE_HOLDS_OBJECT (mce)) {
+    JsonObject *m = json_node_get_object (mce);
+    g_print ("  machine check  %s on vCPU %" G_GINT64_FORMAT ": bank %" G_GINT64_FORMAT
+             " status %s mcg_status %s addr %s misc %s%s\n",
+             vmcectl_str (m, "kind"), json_object_get_int_member_with_default (ev, "vcpu", 0),
+             json_object_get_int_member_with_default (m, "bank", 0), vmcectl_str (m, "status"),
+             vmcectl_str (m, "mcg_status"), vmcectl_str (m, "addr"), vmcectl_str (m, "misc"),
+             json_object_get_boolean_member_with_default (m, "broadcast", FALSE)
+                 ? " (broadcast)"
+                 : "");
+  }
+  g_print ("  result      %s by %s", vmcectl_str (ev, "result"), vmcectl_str (ev, "handled_by"));
+  if (latency != NULL && JSON_NODE_HOLDS_VALUE (latency))
+    g_print (", acknowledged %" G_GINT64_FORMAT " us after the signal-stop",
+             json_node_get_int (latency));
+  if (json_object_get_int_member_with_default (ev, "repeats", 0) > 0)
+    g_print (", %" G_GINT64_FORMAT " repeat(s) coalesced",
+             json_object_get_int_member_with_default (ev, "repeats", 0));
+  g_print ("\n");
+  if (vmce_json_object_get_string_opt (ev, "detail") != NULL)
+    g_print ("  note        %s\n", vmcectl_str (ev, "detail"));
+}
+
+static void
+vmcectl_print_vm_line (JsonObject *vm)
+{
+  JsonNode *poisoned = json_object_get_member (vm, "poisoned");
+
+  g_print ("%-16s pid %-8" G_GINT64_FORMAT " %-9s %s  %" G_GINT64_FORMAT
+           " vCPU(s)  %" G_GINT64_FORMAT " events  %u poisoned page(s)\n",
+           vmcectl_str (vm, "name"), json_object_get_int_member_with_default (vm, "pid", 0),
+           vmcectl_str (vm, "state"), vmcectl_str (vm, "accel"),
+           (gint64) json_array_get_length (json_object_get_array_member (vm, "vcpus")),
+           json_object_get_int_member_with_default (vm, "events", 0),
+           poisoned != NULL && JSON_NODE_HOLDS_ARRAY (poisoned)
+               ? json_array_get_length (json_node_get_array (poisoned))
+               : 0);
+}
+
+/* --- commands -------------------------------------------------------------- */
+
+typedef int (*VmcectlCommandFunc) (VmcectlConn *c, int argc, char **argv);
+
+static gboolean
+vmcectl_parse (const gchar *usage, GOptionEntry *entries, int *argc, char ***argv)
+{
+  g_autoptr(GOptionContext) ctx = g_option_context_new (usage);
+  g_autoptr(GError) error = NULL;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, argc, argv, &error)) {
+    g_printerr ("vmcectl: error: %s\n", error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static int
+vmcectl_fail (GError *error)
+{
+  g_printerr ("vmcectl: error: %s\n", error->message);
+  g_error_free (error);
+  return EXIT_FAILURE;
+}
+
+static GOptionEntry vmcectl_no_options[] = { { NULL } };
+
+static int
+vmcectl_cmd_status (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  JsonObject *st, *journal;
+  JsonArray *vms;
+
+  if (!vmcectl_parse ("- vmced, its journal and the VMs it watches", vmcectl_no_options, &argc,
+                      &argv))
+    return EXIT_FAILURE;
+  ret = vmcectl_call (c, "query-status", NULL, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json) {
+    vmcectl_print_json (ret);
+    return EXIT_SUCCESS;
+  }
+  st = json_node_get_object (ret);
+  journal = json_object_get_object_member (st, "journal");
+  vms = json_object_get_array_member (st, "vms");
+  g_print ("vmced %s, pid %" G_GINT64_FORMAT ", up %" G_GINT64_FORMAT " s, RSS %" G_GINT64_FORMAT
+           " kB\n",
+           vmcectl_str (st, "version"), json_object_get_int_member (st, "pid"),
+           json_object_get_int_member (st, "uptime_s"), json_object_get_int_member (st, "rss_kb"));
+  g_print ("journal %s: %" G_GINT64_FORMAT " record(s), %" G_GINT64_FORMAT " on disk%s%s\n",
+           vmcectl_str (journal, "path"), json_object_get_int_member (journal, "records"),
+           json_object_get_int_member (journal, "synced"),
+           vmce_json_object_get_string_opt (journal, "error") ? ", error: " : "",
+           vmce_json_object_get_string_opt (journal, "error") ?: "");
+  g_print ("%u vm(s)\n", json_array_get_length (vms));
+  for (guint i = 0; i < json_array_get_length (vms); i++)
+    vmcectl_print_vm_line (json_array_get_object_element (vms, i));
+  return EXIT_SUCCESS;
+}
+
+static int
+vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  JsonObject *vm;
+  JsonArray *arr;
+
+  if (!vmcectl_parse ("VM - vCPUs, RAM layout and poisoned pages of one VM", vmcectl_no_options,
+                      &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 2) {
+    g_printerr ("vmcectl: error: usage: vmcectl vm VM\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_string_member (args, "vm", argv[1]);
+  ret = vmcectl_call (c, "query-vm", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json) {
+    vmcectl_print_json (ret);
+    return EXIT_SUCCESS;
+  }
+  vm = json_node_get_object (ret);
+  vmcectl_print_vm_line (vm);
+  arr = json_object_get_array_member (vm, "vcpus");
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonObject *v = json_array_get_object_element (arr, i);
+    g_print ("  vCPU %" G_GINT64_FORMAT ": thread %" G_GINT64_FORMAT "\n",
+             json_object_get_int_member (v, "index"), json_object_get_int_member (v, "thread_id"));
+  }
+  g_print ("  RAM layout (guest physical -> block, host virtual):\n");
+  arr = json_object_get_array_member (vm, "layout");
+  for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++) {
+    JsonObject *r = json_array_get_object_element (arr, i);
+    guint64 gpa = 0, size = 0;
+    (void) vmce_parse_u64 (vmcectl_str (r, "gpa"), &gpa, NULL);
+    (void) vmce_parse_u64 (vmcectl_str (r, "size"), &size, NULL);
+    g_print ("    0x%012" G_GINT64_MODIFIER "x-0x%012" G_GINT64_MODIFIER "x  %-12s +%-12s %s%s\n",
+             gpa, gpa + size - 1, vmcectl_str (r, "block"), vmcectl_str (r, "offset"),
+             vmcectl_str (r, "hva"),
+             json_object_get_boolean_member_with_default (r, "rom", FALSE) ? "  (rom)" : "");
+  }
+  arr = json_object_get_array_member (vm, "poisoned");
+  g_print ("  poisoned guest pages: %u\n", json_array_get_length (arr));
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonObject *p = json_array_get_object_element (arr, i);
+    g_print ("    GPA %s  HVA %s  %s  %s  %s\n", vmcectl_str (p, "gpa"), vmcectl_str (p, "hva"),
+             vmcectl_str (p, "kind"), vmcectl_str (p, "source"), vmcectl_str (p, "time"));
+  }
+  return EXIT_SUCCESS;
+}
+
+static int
+vmcectl_cmd_events (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *vm = NULL;
+  gboolean follow = FALSE;
+  gint limit = 20;
+  GOptionEntry entries[] = {
+    { "vm", 0, 0, G_OPTION_ARG_STRING, &vm, "Only this VM", "VM" },
+    { "limit", 'n', 0, G_OPTION_ARG_INT, &limit, "How many past records (default 20, 0: all)",
+      "N" },
+    { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow, "Then wait for new ones", NULL },
+    { NULL },
+  };
+
+  if (!vmcectl_parse ("- recent journal records", entries, &argc, &argv))
+    return EXIT_FAILURE;
+  if (vm != NULL)
+    json_object_set_string_member (args, "vm", vm);
+  json_object_set_int_member (args, "limit", MAX (limit, 0));
+  if (follow) {
+    /* subscribe first so that nothing falls between the two */
+    g_autoptr(JsonNode) sub = vmcectl_call (c, "subscribe", NULL, &error);
+    if (sub == NULL)
+      return vmcectl_fail (error);
+  }
+  ret = vmcectl_call (c, "query-events", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (ret)); i++) {
+    JsonNode *ev = json_array_get_element (json_node_get_array (ret), i);
+    if (opt_json) {
+      g_autofree gchar *line = vmce_json_to_line (ev);
+      g_print ("%s\n", line);
+    } else {
+      vmcectl_print_event (json_node_get_object (ev));
+    }
+  }
+  while (follow) {
+    g_autoptr(JsonNode) msg = vmcectl_read_message (c, &error);
+    JsonObject *obj;
+    JsonNode *data;
+
+    if (msg == NULL)
+      return vmcectl_fail (error);
+    obj = json_node_get_object (msg);
+    data = json_object_get_member (obj, "data");
+    if (data == NULL || !JSON_NODE_HOLDS_OBJECT (data))
+      continue;
+    if (vm != NULL) {
+      const gchar *name = vmce_json_object_get_string_opt (json_node_get_object (data), "vm");
+      if (name != NULL && g_strcmp0 (name, vm) != 0)
+        continue;
+    }
+    if (opt_json) {
+      g_autofree gchar *line = vmce_json_to_line (data);
+      g_print ("%s\n", line);
+    } else {
+      vmcectl_print_event (json_node_get_object (data));
+    }
+  }
+  return EXIT_SUCCESS;
+}
+
+static int
+vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL;
+  gint pid = 0;
+  GOptionEntry entries[] = {
+    { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
+    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket", "PATH" },
+    { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Name (default: QEMU's -name)", "NAME" },
+    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket", "PATH" },
+    { NULL },
+  };
+
+  if (!vmcectl_parse ("- watch a running QEMU", entries, &argc, &argv))
+    return EXIT_FAILURE;
+  if (pid <= 0 || qmp == NULL) {
+    g_printerr ("vmcectl: error: attach needs --pid and --qmp\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_int_member (args, "pid", pid);
+  json_object_set_string_member (args, "qmp", qmp);
+  if (name != NULL)
+    json_object_set_string_member (args, "name", name);
+  if (agent != NULL)
+    json_object_set_string_member (args, "agent", agent);
+  ret = vmcectl_call (c, "attach", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json)
+    vmcectl_print_json (ret);
+  else
+    vmcectl_print_vm_line (json_node_get_object (ret));
+  return EXIT_SUCCESS;
+}
+
+static int
+vmcectl_cmd_detach (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+
+  if (!vmcectl_parse ("VM - stop watching a VM", vmcectl_no_options, &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 2) {
+    g_printerr ("vmcectl: error: usage: vmcectl detach VM\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_string_member (args, "vm", argv[1]);
+  ret = vmcectl_call (c, "detach", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  return EXIT_SUCCESS;
+}
+
+/* The guest agent's answer to "translate": the guest process's page */
+static gboolean
+vmcectl_guest_va_to_gpa (VmcectlConn *c,
+                         const gchar *vm,
+                         gint guest_pid,
+                         const gchar *guest_va,
+                         guint64 *gpa,
+                         GError **error)
+{
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) info = NULL;
+  g_autoptr(GSocketClient) client = g_socket_client_new ();
+  g_autoptr(GSocketAddress) addr = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+  g_autoptr(GDataInputStream) in = NULL;
+  g_autoptr(JsonNode) reply = NULL;
+  g_autofree gchar *request = NULL;
+  g_autofree gchar *line = NULL;
+  const gchar *agent;
+  JsonNode *ret;
+  guint64 va = 0;
+
+  if (!vmce_parse_u64 (guest_va, &va, error)) {
+    g_prefix_error (error, "--guest-va: ");
+    return FALSE;
+  }
+  json_object_set_string_member (args, "vm", vm);
+  info = vmcectl_call (c, "query-vm", args, error);
+  if (info == NULL)
+    return FALSE;
+  agent = vmce_json_object_get_string_opt (json_node_get_object (info), "agent");
+  if (agent == NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "vm %s has no guest agent socket (attach it with --agent) to translate a "
+                 "guest virtual address",
+                 vm);
+    return FALSE;
+  }
+  addr = g_unix_socket_address_new (agent);
+  /* QEMU serves one client per socket: a busy one never answers */
+  g_socket_client_set_timeout (client, 10);
+  conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
+  if (conn == NULL) {
+    g_prefix_error (error, "cannot reach the guest agent at %s: ", agent);
+    return FALSE;
+  }
+  request = g_strdup_printf ("translate pid=%d va=0x%" G_GINT64_MODIFIER "x\n", guest_pid, va);
+  if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), request,
+                                  strlen (request), NULL, NULL, error))
+    return FALSE;
+  in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (conn)));
+  line = g_data_input_stream_read_line (in, NULL, NULL, error);
+  if (line == NULL) {
+    g_clear_error (error);
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                 "the guest agent at %s did not answer (is another client connected to it?)",
+                 agent);
+    return FALSE;
+  }
+  reply = vmce_json_parse_object (line, -1, "the guest agent", error);
+  if (reply == NULL)
+    return FALSE;
+  ret = json_object_get_member (json_node_get_object (reply), "return");
+  if (ret == NULL || !JSON_NODE_HOLDS_OBJECT (ret)) {
+    JsonNode *err = json_object_get_member (json_node_get_object (reply), "error");
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "guest agent: %s",
+                 err != NULL && JSON_NODE_HOLDS_OBJECT (err)
+                     ? vmcectl_str (json_node_get_object (err), "desc")
+                     : "no answer");
+    return FALSE;
+  }
+  if (!json_object_get_boolean_member_with_default (json_node_get_object (ret), "present", FALSE)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "guest process %d has no page at 0x%" G_GINT64_MODIFIER "x", guest_pid, va);
+    return FALSE;
+  }
+  return vmce_json_object_get_u64 (json_node_get_object (ret), "gpa", gpa, error);
+}
+
+static int
+vmcectl_cmd_poison_or_inject (VmcectlConn *c, int argc, char **argv, gboolean poison)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *gpa = NULL, *hva = NULL, *kind = NULL, *trigger = NULL, *guest_va = NULL;
+  gint guest_pid = 0, cpu = -1, timeout = 30;
+  GOptionEntry entries[] = {
+    { "gpa", 'g', 0, G_OPTION_ARG_STRING, &gpa, "Guest physical address", "ADDR" },
+    { "hva", 0, 0, G_OPTION_ARG_STRING, &hva, "Host virtual address in QEMU (poison)", "ADDR" },
+    { "guest-pid", 0, 0, G_OPTION_ARG_INT, &guest_pid,
+      "Guest process whose page to poison (with --guest-va; needs the guest agent)", "PID" },
+    { "guest-va", 0, 0, G_OPTION_ARG_STRING, &guest_va, "Its virtual address", "ADDR" },
+    { "kind", 'k', 0, G_OPTION_ARG_STRING, &kind,
+      "ao (found, not consumed; default) or ar (consumed)", "KIND" },
+    { "trigger", 't', 0, G_OPTION_ARG_STRING, &trigger,
+      "poison: when the signal comes: auto, access (AR when a thread touches the page) or now",
+      "WHEN" },
+    { "cpu", 'c', 0, G_OPTION_ARG_INT, &cpu, "vCPU for AR (default: 0)", "N" },
+    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout, "Seconds to wait for the error (default 30)",
+      "S" },
+    { NULL },
+  };
+  const gchar *vm;
+
+  if (!vmcectl_parse (poison ? "VM - simulate a host memory error on a guest page"
+                             : "VM - inject a machine check into the guest (no host side)",
+                      entries, &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 2) {
+    g_printerr ("vmcectl: error: name the vm: vmcectl %s VM --gpa ADDR\n",
+                poison ? "poison" : "inject");
+    return EXIT_FAILURE;
+  }
+  vm = argv[1];
+  json_object_set_string_member (args, "vm", vm);
+  if (guest_pid > 0 || guest_va != NULL) {
+    guint64 addr = 0;
+    g_autofree gchar *hex = NULL;
+    if (guest_pid <= 0 || guest_va == NULL) {
+      g_printerr ("vmcectl: error: --guest-pid and --guest-va go together\n");
+      return EXIT_FAILURE;
+    }
+    if (!vmcectl_guest_va_to_gpa (c, vm, guest_pid, guest_va, &addr, &error))
+      return vmcectl_fail (error);
+    hex = vmce_hex (addr);
+    if (!opt_json)
+      g_print ("guest process %d, VA %s: GPA %s\n", guest_pid, guest_va, hex);
+    json_object_set_string_member (args, "gpa", hex);
+  } else if (gpa != NULL) {
+    json_object_set_string_member (args, "gpa", gpa);
+  } else if (hva != NULL && poison) {
+    json_object_set_string_member (args, "hva", hva);
+  } else {
+    g_printerr ("vmcectl: error: say where: --gpa ADDR%s\n",
+                poison ? ", --hva ADDR or --guest-pid PID --guest-va ADDR" : "");
+    return EXIT_FAILURE;
+  }
+  if (kind != NULL)
+    json_object_set_string_member (args, "kind", kind);
+  if (trigger != NULL)
+    json_object_set_string_member (args, "trigger", trigger);
+  if (cpu >= 0)
+    json_object_set_int_member (args, "cpu", cpu);
+  if (poison)
+    json_object_set_int_member (args, "timeout-ms", (gint64) MAX (timeout, 1) * 1000);
+  ret = vmcectl_call (c, poison ? "poison" : "inject", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json) {
+    vmcectl_print_json (ret);
+  } else {
+    vmcectl_print_event (json_node_get_object (ret));
+  }
+  return g_strcmp0 (vmcectl_str (json_node_get_object (ret), "result"), "injected") == 0
+             ? EXIT_SUCCESS
+             : EXIT_FAILURE;
+}
+
+static int
+vmcectl_cmd_poison (VmcectlConn *c, int argc, char **argv)
+{
+  return vmcectl_cmd_poison_or_inject (c, argc, argv, TRUE);
+}
+
+static int
+vmcectl_cmd_inject (VmcectlConn *c, int argc, char **argv)
+{
+  return vmcectl_cmd_poison_or_inject (c, argc, argv, FALSE);
+}
+
+static int
+vmcectl_cmd_translate (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *gpa = NULL, *hva = NULL;
+  GOptionEntry entries[] = {
+    { "gpa", 'g', 0, G_OPTION_ARG_STRING, &gpa, "Guest physical address", "ADDR" },
+    { "hva", 0, 0, G_OPTION_ARG_STRING, &hva, "Host virtual address", "ADDR" },
+    { NULL },
+  };
+  JsonObject *r;
+
+  if (!vmcectl_parse ("VM - translate between guest physical and QEMU's addresses", entries,
+                      &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 2 || (gpa == NULL) == (hva == NULL)) {
+    g_printerr ("vmcectl: error: usage: vmcectl translate VM (--gpa ADDR | --hva ADDR)\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_string_member (args, "vm", argv[1]);
+  json_object_set_string_member (args, gpa != NULL ? "gpa" : "hva", gpa != NULL ? gpa : hva);
+  ret = vmcectl_call (c, "translate", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json) {
+    vmcectl_print_json (ret);
+    return EXIT_SUCCESS;
+  }
+  r = json_node_get_object (ret);
+  g_print ("GPA %s  HVA %s  block %s offset %s%s\n", vmcectl_str (r, "gpa"), vmcectl_str (r, "hva"),
+           vmcectl_str (r, "block"), vmcectl_str (r, "offset"),
+           json_object_get_boolean_member_with_default (r, "rom", FALSE) ? " (rom)" : "");
+  return EXIT_SUCCESS;
+}
+
+static const struct {
+  const gchar *name;
+  VmcectlCommandFunc func;
+  const gchar *help;
+} vmcectl_commands[] = {
+  { "status", vmcectl_cmd_status, "vmced, its journal and the VMs it watches" },
+  { "vm", vmcectl_cmd_vm, "VM: vCPUs, RAM layout and poisoned pages of one VM" },
+  { "events", vmcectl_cmd_events, "[--vm VM] [-n N] [--follow]: journal records" },
+  { "attach", vmcectl_cmd_attach, "--pid PID --qmp PATH [--name NAME] [--agent PATH]" },
+  { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
+  { "poison", vmcectl_cmd_poison,
+    "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "
+    "simulate a host memory error" },
+  { "inject", vmcectl_cmd_inject, "VM --gpa ADDR [--kind ao|ar] [--cpu N]: machine check only" },
+  { "translate", vmcectl_cmd_translate, "VM (--gpa|--hva ADDR): where a page is" },
+};
+
+static void
+vmcectl_usage (void)
+{
+  g_print ("Usage: vmcectl [--socket PATH] [--json] COMMAND [ARGS]\n\nCommands:\n");
+  for (guint i = 0; i < G_N_ELEMENTS (vmcectl_commands); i++)
+    g_print ("  %-10s %s\n", vmcectl_commands[i].name, vmcectl_commands[i].help);
+  g_print ("\n'vmcectl COMMAND --help' tells more. The socket is %s unless --socket or "
+           "$VMCE_SOCKET says otherwise.\n",
+           VMCE_DEFAULT_SOCKET);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(VmcectlConn) c = NULL;
+  GError *error = NULL;
+  gboolean version = FALSE;
+  int i;
+
+  setlocale (LC_ALL, "");
+  /* global options come before the command */
+  for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+    if (g_strcmp0 (argv[i], "--json") == 0) {
+      opt_json = TRUE;
+    } else if (g_strcmp0 (argv[i], "--socket") == 0 && i + 1 < argc) {
+      opt_socket = argv[++i];
+    } else if (g_str_has_prefix (argv[i], "--socket=")) {
+      opt_socket = argv[i] + strlen ("--socket=");
+    } else if (g_strcmp0 (argv[i], "--version") == 0) {
+      version = TRUE;
+    } else if (g_strcmp0 (argv[i], "--help") == 0 || g_strcmp0 (argv[i], "-h") == 0) {
+      vmcectl_usage ();
+      return EXIT_SUCCESS;
+    } else {
+      g_printerr ("vmcectl: error: unknown option %s (try --help)\n", argv[i]);
+      return EXIT_FAILURE;
+    }
+  }
+  if (version) {
+    g_print ("vmcectl %s\n", PACKAGE_VERSION);
+    return EXIT_SUCCESS;
+  }
+  if (i >= argc) {
+    vmcectl_usage ();
+    return EXIT_FAILURE;
+  }
+  for (guint j = 0; j < G_N_ELEMENTS (vmcectl_commands); j++) {
+    if (g_strcmp0 (argv[i], vmcectl_commands[j].name) != 0)
+      continue;
+    /* let the command's own --help work without vmced */
+    for (int k = i + 1; k < argc; k++) {
+      if (g_strcmp0 (argv[k], "--help") == 0 || g_strcmp0 (argv[k], "-h") == 0)
+        return vmcectl_commands[j].func (NULL, argc - i, argv + i);
+    }
+    c = vmcectl_connect (&error);
+    if (c == NULL)
+      return vmcectl_fail (error);
+    return vmcectl_commands[j].func (c, argc - i, argv + i);
+  }
+  g_printerr ("vmcectl: error: unknown command %s (try --help)\n", argv[i]);
+  return EXIT_FAILURE;
+}

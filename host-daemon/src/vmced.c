@@ -1,0 +1,212 @@
+/*
+ * vmced: forwards host memory errors into the guests of the QEMU processes
+ * it watches.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmced"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "ptrace-watch.h"
+
+#define VMCE_DEFAULT_SOCKET "/run/vmce/vmced.sock"
+#define VMCE_DEFAULT_JOURNAL "/var/lib/vmce/journal.jsonl"
+#define VMCE_DEFAULT_INJECT_GAP_MS 20
+
+typedef struct {
+  GMainLoop *loop;
+  VmceDaemon *daemon;
+  int exit_status;
+  gboolean attach_required;
+} VmcedContext;
+
+static gboolean vmced_verbose = FALSE;
+
+/* One line per message on stderr, "vmced: warning: ...", no GLib banner:
+ * this is what an operator reads in the journal of the service. */
+static GLogWriterOutput
+vmced_log_writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
+{
+  const gchar *message = NULL;
+  const gchar *domain = NULL;
+  const gchar *prefix = "";
+
+  for (gsize i = 0; i < n_fields; i++) {
+    if (g_strcmp0 (fields[i].key, "MESSAGE") == 0)
+      message = fields[i].value;
+    else if (g_strcmp0 (fields[i].key, "GLIB_DOMAIN") == 0)
+      domain = fields[i].value;
+  }
+  if (level & G_LOG_LEVEL_DEBUG && !vmced_verbose)
+    return G_LOG_WRITER_HANDLED;
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
+    prefix = "error: ";
+  else if (level & G_LOG_LEVEL_WARNING)
+    prefix = "warning: ";
+  else if (level & G_LOG_LEVEL_DEBUG)
+    prefix = "debug: ";
+  if (level & G_LOG_LEVEL_DEBUG && domain != NULL)
+    fprintf (stderr, "vmced: %s[%s] %s\n", prefix, domain, message);
+  else
+    fprintf (stderr, "vmced: %s%s\n", prefix, message);
+  return G_LOG_WRITER_HANDLED;
+}
+
+static gboolean
+vmced_signal_cb (gint fd, GIOCondition condition, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+  struct signalfd_siginfo si;
+
+  while (read (fd, &si, sizeof si) == sizeof si) {
+    switch (si.ssi_signo) {
+    case SIGCHLD:
+      /* reaped below, once for all coalesced SIGCHLDs */
+      break;
+    case SIGTERM:
+    case SIGINT:
+      g_message ("stopping (signal %u)", si.ssi_signo);
+      g_main_loop_quit (ctx->loop);
+      break;
+    case SIGHUP:
+      /* nothing to reload yet; a config file will come with libvirt mode */
+      break;
+    default:
+      break;
+    }
+  }
+  vmce_ptrace_dispatch ();
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+vmced_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (ctx->daemon, res, &error);
+
+  if (vm == NULL) {
+    g_printerr ("vmced: error: %s\n", error->message);
+    if (ctx->attach_required) {
+      ctx->exit_status = EXIT_FAILURE;
+      g_main_loop_quit (ctx->loop);
+    }
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceDaemon) daemon = NULL;
+  g_autoptr(GMainLoop) loop = NULL;
+  g_autofree gchar *socket_path = NULL;
+  g_autofree gchar *journal_path = NULL;
+  g_autofree gchar *qmp_path = NULL;
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *agent_path = NULL;
+  gint pid = 0;
+  gint inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
+  gboolean version = FALSE;
+  VmceDaemonOptions options = { 0 };
+  VmcedContext ctx = { 0 };
+  sigset_t mask;
+  int sfd;
+  const GOptionEntry entries[] = {
+    { "socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
+      "Control socket (default " VMCE_DEFAULT_SOCKET ")", "PATH" },
+    { "journal", 'j', 0, G_OPTION_ARG_FILENAME, &journal_path,
+      "Event journal, JSON lines (default " VMCE_DEFAULT_JOURNAL ")", "PATH" },
+    { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "Attach to this QEMU process at start", "PID" },
+    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp_path, "Its QMP socket (with --pid)", "PATH" },
+    { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Its name (default: QEMU's -name)", "NAME" },
+    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent_path,
+      "Its vmce guest agent socket, for vmcectl", "PATH" },
+    { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
+      "Least time between two machine checks into one VM (default 20)", "MS" },
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
+    { NULL },
+  };
+
+  setlocale (LC_ALL, "");
+  /* before any thread exists, so that every thread inherits the mask and
+   * SIGCHLD reaches only the signalfd; ptrace stops arrive as SIGCHLD */
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGCHLD);
+  sigaddset (&mask, SIGTERM);
+  sigaddset (&mask, SIGINT);
+  sigaddset (&mask, SIGHUP);
+  sigprocmask (SIG_BLOCK, &mask, NULL);
+  signal (SIGPIPE, SIG_IGN);
+  g_log_set_writer_func (vmced_log_writer, NULL, NULL);
+
+  context = g_option_context_new ("- forward host memory errors into QEMU guests");
+  g_option_context_set_summary (context,
+                                "vmced watches QEMU processes with ptrace. When the host kernel "
+                                "reports a memory error\nin guest RAM (SIGBUS BUS_MCEERR_AO/AR), "
+                                "it injects the machine check the guest\nwould have seen on real "
+                                "hardware, at the guest physical address.");
+  g_option_context_set_description (context, "Control it with vmcectl(1).");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error)) {
+    g_printerr ("vmced: error: %s (try --help)\n", error->message);
+    return EXIT_FAILURE;
+  }
+  if (version) {
+    g_print ("vmced %s\n", PACKAGE_VERSION);
+    return EXIT_SUCCESS;
+  }
+  if ((pid != 0) != (qmp_path != NULL)) {
+    g_printerr ("vmced: error: --pid and --qmp go together\n");
+    return EXIT_FAILURE;
+  }
+  if (inject_gap_ms < 0) {
+    g_printerr ("vmced: error: --inject-gap-ms must not be negative\n");
+    return EXIT_FAILURE;
+  }
+
+  options.socket_path = socket_path != NULL ? socket_path : VMCE_DEFAULT_SOCKET;
+  options.journal_path = journal_path != NULL ? journal_path : VMCE_DEFAULT_JOURNAL;
+  options.inject_gap_ms = (guint) inject_gap_ms;
+  daemon = vmce_daemon_new (&options, &error);
+  if (daemon == NULL) {
+    g_printerr ("vmced: error: %s\n", error->message);
+    return EXIT_FAILURE;
+  }
+
+  sfd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) {
+    g_printerr ("vmced: error: signalfd: %s\n", g_strerror (errno));
+    return EXIT_FAILURE;
+  }
+  loop = g_main_loop_new (NULL, FALSE);
+  ctx.loop = loop;
+  ctx.daemon = daemon;
+  ctx.exit_status = EXIT_SUCCESS;
+  g_unix_fd_add (sfd, G_IO_IN, vmced_signal_cb, &ctx);
+
+  g_message ("vmced %s listening on %s, journal %s", PACKAGE_VERSION, options.socket_path,
+             options.journal_path);
+  if (pid != 0) {
+    ctx.attach_required = TRUE;
+    vmce_daemon_attach_async (daemon, pid, qmp_path, name, agent_path, vmced_attach_cb, &ctx);
+  }
+  g_main_loop_run (loop);
+
+  vmce_daemon_shutdown (daemon);
+  close (sfd);
+  return ctx.exit_status;
+}

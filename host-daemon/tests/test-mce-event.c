@@ -1,0 +1,126 @@
+/*
+ * The journal's memory-error record.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "mce-event.h"
+
+static VmceMceEvent *
+sample_event (void)
+{
+  VmceMceEvent *ev = vmce_mce_event_new ();
+  static const VmceCpuModel skylake = { "GenuineIntel", 6, 94 };
+
+  ev->seq = 7;
+  ev->time_us = G_GINT64_CONSTANT (1796296830123456); /* 2026-12-03T11:20:30.123456Z */
+  ev->vm = g_strdup ("guest1");
+  ev->pid = 4242;
+  ev->tid = 4242;
+  ev->thread = g_strdup ("main");
+  ev->si_code = BUS_MCEERR_AO;
+  ev->hva = G_GUINT64_CONSTANT (0x7f5a12345000);
+  ev->lsb = 12;
+  ev->source = "simulated";
+  ev->have_gpa = TRUE;
+  ev->gpa = G_GUINT64_CONSTANT (0x140005000);
+  ev->block = g_strdup ("pc.ram");
+  ev->block_offset = G_GUINT64_CONSTANT (0x100005000);
+  ev->kind = VMCE_MCE_KIND_AO;
+  vmce_mce_encode (VMCE_MCE_KIND_AO, ev->gpa, 0, &skylake, &ev->mce);
+  ev->have_mce = TRUE;
+  ev->via = g_strdup ("hmp");
+  ev->handled_by = g_strdup ("vmced");
+  ev->result = VMCE_RESULT_INJECTED;
+  ev->latency_us = 412;
+  return ev;
+}
+
+static void
+test_mce_event_json (void)
+{
+  g_autoptr(VmceMceEvent) ev = sample_event ();
+  g_autoptr(JsonNode) node = vmce_mce_event_to_json (ev);
+  g_autofree gchar *line = vmce_json_to_line (node);
+  JsonObject *obj = json_node_get_object (node);
+  JsonObject *mce = json_object_get_object_member (obj, "mce");
+
+  g_assert_null (strchr (line, '\n'));
+  g_assert_cmpstr (json_object_get_string_member (obj, "type"), ==, "memory-error");
+  g_assert_cmpstr (json_object_get_string_member (obj, "time"), ==,
+                   "2026-12-03T11:20:30.123456Z");
+  g_assert_cmpstr (json_object_get_string_member (obj, "vm"), ==, "guest1");
+  g_assert_cmpint (json_object_get_int_member (obj, "pid"), ==, 4242);
+  g_assert_cmpstr (json_object_get_string_member (obj, "si_code"), ==, "BUS_MCEERR_AO");
+  /* 64-bit values travel as hex strings: json-glib has no unsigned type */
+  g_assert_cmpstr (json_object_get_string_member (obj, "hva"), ==, "0x7f5a12345000");
+  g_assert_cmpstr (json_object_get_string_member (obj, "gpa"), ==, "0x140005000");
+  g_assert_cmpstr (json_object_get_string_member (obj, "block"), ==, "pc.ram");
+  g_assert_cmpstr (json_object_get_string_member (obj, "block_offset"), ==, "0x100005000");
+  g_assert_cmpint (json_object_get_int_member (obj, "vcpu"), ==, 0);
+  g_assert_cmpstr (json_object_get_string_member (mce, "status"), ==, "0xbd000000000000c0");
+  g_assert_cmpstr (json_object_get_string_member (mce, "kind"), ==, "SRAO");
+  g_assert_cmpstr (json_object_get_string_member (obj, "result"), ==, "injected");
+  g_assert_cmpstr (json_object_get_string_member (obj, "handled_by"), ==, "vmced");
+  g_assert_cmpint (json_object_get_int_member (obj, "latency_us"), ==, 412);
+  g_assert_true (json_object_get_null_member (obj, "detail"));
+}
+
+/* An error outside guest RAM: no GPA, no machine check, QEMU handles it */
+static void
+test_mce_event_passed (void)
+{
+  g_autoptr(VmceMceEvent) ev = sample_event ();
+  g_autoptr(JsonNode) node = NULL;
+  JsonObject *obj;
+
+  ev->have_gpa = FALSE;
+  ev->have_mce = FALSE;
+  ev->result = VMCE_RESULT_PASSED;
+  g_free (ev->handled_by);
+  ev->handled_by = g_strdup ("qemu");
+  ev->detail = g_strdup ("HVA is not guest RAM");
+  ev->latency_us = -1;
+  node = vmce_mce_event_to_json (ev);
+  obj = json_node_get_object (node);
+  g_assert_true (json_object_get_null_member (obj, "gpa"));
+  g_assert_true (json_object_get_null_member (obj, "mce"));
+  g_assert_true (json_object_get_null_member (obj, "vcpu"));
+  g_assert_true (json_object_get_null_member (obj, "latency_us"));
+  g_assert_cmpstr (json_object_get_string_member (obj, "result"), ==, "passed");
+  g_assert_cmpstr (json_object_get_string_member (obj, "handled_by"), ==, "qemu");
+}
+
+static void
+test_parse_u64 (void)
+{
+  g_autoptr(GError) error = NULL;
+  guint64 v = 0;
+
+  g_assert_true (vmce_parse_u64 ("0xbd000000000000c0", &v, &error));
+  g_assert_cmphex (v, ==, G_GUINT64_CONSTANT (0xbd000000000000c0));
+  g_assert_true (vmce_parse_u64 ("4096", &v, &error));
+  g_assert_cmpuint (v, ==, 4096);
+  g_assert_false (vmce_parse_u64 ("-1", &v, &error));
+  g_clear_error (&error);
+  g_assert_false (vmce_parse_u64 ("0x", &v, &error));
+  g_clear_error (&error);
+  g_assert_false (vmce_parse_u64 ("0x1g", &v, &error));
+  g_clear_error (&error);
+  g_assert_false (vmce_parse_u64 ("0x10000000000000000", &v, &error));
+  g_assert_nonnull (strstr (error->message, "range"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/mce-event/json", test_mce_event_json);
+  g_test_add_func ("/mce-event/passed", test_mce_event_passed);
+  g_test_add_func ("/mce-event/parse-u64", test_parse_u64);
+  return g_test_run ();
+}

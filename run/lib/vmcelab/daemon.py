@@ -1,0 +1,89 @@
+"""Run vmced and vmcectl from the build tree."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from . import paths
+
+
+class Vmced:
+    """A vmced of its own: private control socket and journal."""
+
+    def __init__(self, workdir, args=(), binary=None):
+        os.makedirs(workdir, exist_ok=True)
+        self.workdir = workdir
+        self.socket = os.path.join(workdir, "vmced.sock")
+        self.journal = os.path.join(workdir, "journal.jsonl")
+        self.log_path = os.path.join(workdir, "vmced.log")
+        binary = binary or paths.require(paths.vmced(), "vmced", "run `make build`")
+        self.argv = [binary, "--socket", self.socket, "--journal", self.journal, *args]
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not self._listening():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vmced exited with {self.proc.returncode}: {self.log_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vmced did not listen on {self.socket}: {self.log_text()}")
+            time.sleep(0.02)
+
+    def _listening(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.socket)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def ctl(self, *args, check=True, timeout=60):
+        """Runs vmcectl against this vmced; returns the CompletedProcess."""
+        cmd = [paths.require(paths.vmcectl(), "vmcectl", "run `make build`"),
+               "--socket", self.socket, *args]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[1:])} failed ({res.returncode}): "
+                               f"{res.stderr.strip() or res.stdout.strip()}")
+        return res
+
+    def ctl_json(self, *args, **kw):
+        res = self.ctl("--json", *args, **kw)
+        return json.loads(res.stdout) if res.stdout.strip().startswith(("{", "[")) else None
+
+    def journal_records(self):
+        try:
+            with open(self.journal) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def rss_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode

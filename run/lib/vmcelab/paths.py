@@ -1,0 +1,55 @@
+"""Where the repository's build products are."""
+import os
+import shutil
+
+ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def build_dir():
+    return os.environ.get("VMCE_BUILD_DIR") or os.path.join(ROOT, "build")
+
+
+def _artifact(env, *parts):
+    path = os.environ.get(env) or os.path.join(build_dir(), *parts)
+    return path
+
+
+def vmced():
+    return _artifact("VMCE_VMCED", "meson", "host-daemon", "vmced")
+
+
+def vmcectl():
+    return _artifact("VMCE_VMCECTL", "meson", "host-daemon", "vmcectl")
+
+
+def kernel():
+    """The uncompressed vmlinux when guest-kernel/fetch extracted one: QEMU
+    boots it through its PVH entry point, seconds faster under TCG than
+    the bzImage, which decompresses itself instruction by instruction."""
+    if os.environ.get("VMCE_KERNEL"):
+        return os.environ["VMCE_KERNEL"]
+    vmlinux = os.path.join(build_dir(), "guest-kernel", "vmlinux")
+    if os.path.exists(vmlinux):
+        return vmlinux
+    return os.path.join(build_dir(), "guest-kernel", "vmlinuz")
+
+
+def initrd():
+    return _artifact("VMCE_INITRD", "images", "guest.cpio.gz")
+
+
+def qemu():
+    return os.environ.get("VMCE_QEMU") or shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"
+
+
+def state_root():
+    """Per-VM state directories live here."""
+    if os.environ.get("VMCE_STATE_DIR"):
+        return os.environ["VMCE_STATE_DIR"]
+    return "/run/vmce/vms" if os.geteuid() == 0 else os.path.join(build_dir(), "vms")
+
+
+def require(path, what, how):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} not found at {path}: {how}")
+    return path

@@ -1,0 +1,224 @@
+"""Boot and drive a vmce test guest under QEMU.
+
+Each VM gets a state directory (printed by run/vm) holding its QMP
+sockets, its guest agent socket, its console log and QEMU's own log:
+
+  qmp.sock          QMP for people and tests
+  vmced.qmp         a second QMP monitor, left free for vmced
+  agent.sock        the vmce guest agent (virtio-serial port org.vmce.agent.0)
+  vmced-agent.sock  a second agent port (org.vmce.agent.1), for vmced/vmcectl
+QEMU serves one client per socket, hence two of each.
+  console.log   the guest's serial console
+  qemu.log      QEMU's stderr (its own MCE messages land here)
+  qemu.pid, vm.json
+"""
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+
+from . import agent as agentmod
+from . import paths
+from .qmp import Qmp
+
+AGENT_PORTS = ("org.vmce.agent.0", "org.vmce.agent.1")
+
+
+def parse_size(text):
+    """'512M' / '5G' / '1024' (MiB) -> MiB"""
+    text = str(text).strip().upper()
+    if text.endswith("G"):
+        return int(float(text[:-1]) * 1024)
+    if text.endswith("M"):
+        return int(float(text[:-1]))
+    return int(text)
+
+
+class Vm:
+    def __init__(self, name, state_dir):
+        self.name = name
+        self.dir = state_dir
+        self.agent = None
+        self.ready_seconds = None
+
+    # -- paths
+    def path(self, leaf):
+        return os.path.join(self.dir, leaf)
+
+    @property
+    def qmp_path(self):
+        return self.path("qmp.sock")
+
+    @property
+    def vmced_qmp_path(self):
+        return self.path("vmced.qmp")
+
+    @property
+    def agent_path(self):
+        return self.path("agent.sock")
+
+    @property
+    def vmced_agent_path(self):
+        return self.path("vmced-agent.sock")
+
+    @property
+    def console_path(self):
+        return self.path("console.log")
+
+    @property
+    def pid(self):
+        try:
+            with open(self.path("qemu.pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def alive(self):
+        pid = self.pid
+        if pid is None:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ", 1)[1][0] != "Z"
+        except OSError:
+            return False
+
+    def console(self):
+        try:
+            with open(self.console_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def qemu_log(self):
+        try:
+            with open(self.path("qemu.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def qmp(self):
+        return Qmp(self.qmp_path)
+
+    # -- life cycle
+    @classmethod
+    def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
+              kernel=None, initrd=None, append="", extra=(), state_dir=None,
+              cpu_model="Skylake-Client", shell=False):
+        """Boots a guest and returns without waiting for it (see wait_ready).
+
+        numa: memory sizes of NUMA nodes, each its own RAM block
+        ("memory-backend-ram"), e.g. ["1G", "4G"]; vCPUs go to node 0.
+        """
+        kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
+        initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
+        state_dir = state_dir or os.path.join(paths.state_root(), name)
+        os.makedirs(state_dir, exist_ok=True)
+        vm = cls(name, state_dir)
+        if vm.alive():
+            raise RuntimeError(f"vm {name} is already running (pid {vm.pid}, {state_dir})")
+        for leaf in ("qmp.sock", "vmced.qmp", "agent.sock", "vmced-agent.sock", "console.log",
+                     "qemu.log", "qemu.pid"):
+            try:
+                os.unlink(vm.path(leaf))
+            except FileNotFoundError:
+                pass
+
+        mem_mib = parse_size(mem)
+        cmdline = "console=ttyS0 loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
+        args = [
+            qemu or paths.qemu(),
+            "-name", f"guest={name},debug-threads=on",
+            "-machine", "pc", "-accel", accel,
+            "-cpu", cpu_model,
+            "-smp", str(cpus),
+            "-nodefaults", "-no-user-config", "-display", "none",
+            "-kernel", kernel, "-initrd", initrd, "-append", cmdline.strip(),
+            "-serial", f"file:{vm.console_path}",
+            "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
+            "-mon", "chardev=qmp,mode=control",
+            "-chardev", f"socket,id=qmp-vmced,path={vm.vmced_qmp_path},server=on,wait=off",
+            "-mon", "chardev=qmp-vmced,mode=control",
+            "-device", "virtio-serial-pci,id=vser0",
+        ]
+        for i, (port, sock) in enumerate(zip(AGENT_PORTS, (vm.agent_path, vm.vmced_agent_path))):
+            args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
+                     "-device", f"virtserialport,chardev=agent{i},name={port}"]
+        if numa:
+            sizes = [parse_size(s) for s in numa]
+            if sum(sizes) != mem_mib:
+                raise ValueError(f"NUMA node sizes {numa} do not add up to {mem}")
+            args += ["-m", f"{mem_mib}M"]
+            for i, size in enumerate(sizes):
+                args += ["-object", f"memory-backend-ram,id=ram-node{i},size={size}M"]
+                cpus_opt = f",cpus=0-{cpus - 1}" if i == 0 else ""
+                args += ["-numa", f"node,nodeid={i},memdev=ram-node{i}{cpus_opt}"]
+        else:
+            args += ["-m", f"{mem_mib}M"]
+        args += list(extra)
+
+        with open(vm.path("qemu.log"), "w") as log:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True)
+        with open(vm.path("qemu.pid"), "w") as f:
+            f.write(f"{proc.pid}\n")
+        with open(vm.path("vm.json"), "w") as f:
+            json.dump({"name": name, "pid": proc.pid, "accel": accel, "mem": mem, "cpus": cpus,
+                       "numa": numa, "command": args}, f, indent=2)
+        vm._proc = proc
+        return vm
+
+    @classmethod
+    def load(cls, name, state_dir=None):
+        state_dir = state_dir or os.path.join(paths.state_root(), name)
+        if not os.path.isdir(state_dir):
+            raise FileNotFoundError(f"no vm named {name} ({state_dir} does not exist)")
+        return cls(name, state_dir)
+
+    def command(self):
+        with open(self.path("vm.json")) as f:
+            return " ".join(shlex.quote(a) for a in json.load(f)["command"])
+
+    def wait_ready(self, timeout=90.0):
+        """Waits for the guest agent; returns seconds from now."""
+        try:
+            self.agent, self.ready_seconds = agentmod.wait_ready(self.agent_path, timeout,
+                                                                 alive=self.alive)
+        except agentmod.AgentError as e:
+            tail = "\n".join(self.console().splitlines()[-15:])
+            log = self.qemu_log().strip()
+            raise agentmod.AgentError(f"vm {self.name}: {e}\n--- console (tail) ---\n{tail}"
+                                      + (f"\n--- qemu.log ---\n{log}" if log else "")) from None
+        return self.ready_seconds
+
+    def stop(self, timeout=10.0):
+        if self.agent is not None:
+            self.agent.close()
+            self.agent = None
+        pid = self.pid
+        if pid is None or not self.alive():
+            self._reap()
+            return
+        try:
+            with Qmp(self.qmp_path, timeout=5.0, connect_timeout=2.0) as q:
+                q.execute("quit")
+        except Exception:
+            pass
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.alive():
+            os.kill(pid, signal.SIGKILL)
+            while self.alive():
+                time.sleep(0.05)
+        self._reap()
+
+    def _reap(self):
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,97 @@
+"""Shared pieces of the end-to-end tests: a real QEMU, the real guest
+kernel, a real vmced with real ptrace. Nothing here is a fake."""
+import os
+import re
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
+
+from vmcelab import paths  # noqa: E402
+from vmcelab.daemon import Vmced  # noqa: E402
+from vmcelab.vm import Vm  # noqa: E402
+from tap import Tap  # noqa: E402
+
+__all__ = ["Tap", "Vm", "Vmced", "paths", "prerequisites", "wait_for", "workdir",
+           "start_victim", "victim_status", "wait_sigbus", "wait_kmsg", "thread_states",
+           "gpa2hva"]
+
+
+def prerequisites(tap):
+    """Bails out (a failure, not a skip) when the build is incomplete; skips
+    everything, saying why, when this host cannot run the tests at all."""
+    if os.geteuid() != 0:
+        tap.skip("end-to-end tests", "they need root (ptrace of QEMU, /run/vmce)")
+        tap.done()
+    for what, path in (("vmced", paths.vmced()), ("vmcectl", paths.vmcectl()),
+                       ("guest kernel", paths.kernel()), ("guest image", paths.initrd())):
+        if not os.path.exists(path):
+            tap.bail(f"{what} missing at {path}: run `make check` from the top, "
+                     "which builds it")
+
+
+def workdir(name):
+    base = os.path.join(paths.build_dir(), "e2e")
+    os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"{name}-", dir=base)
+
+
+def wait_for(cond, timeout=30.0, interval=0.1):
+    """Polls cond() until it returns something true; returns it (or None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(interval)
+
+
+def start_victim(agent, **opts):
+    ret = agent.call("victim-start", **opts)
+    ret["va_int"] = int(ret["va"], 16)
+    ret["gpa_int"] = int(ret["gpa"], 16)
+    return ret
+
+
+def victim_status(agent, pid):
+    return agent.call("victim-status", pid=pid)
+
+
+def wait_sigbus(agent, pid, timeout=30.0):
+    st = wait_for(lambda: (lambda s: s if s.get("sigbus") else None)(victim_status(agent, pid)),
+                  timeout)
+    return st["sigbus"] if st else None
+
+
+def wait_kmsg(agent, pattern, since=0, timeout=30.0):
+    """First guest kernel log line matching @pattern (a regex), or None."""
+    rx = re.compile(pattern)
+
+    def look():
+        lines, _ = agent.kmsg(since)
+        return next((line for line in lines if rx.search(line)), None)
+    return wait_for(look, timeout, 0.2)
+
+
+def thread_states(pid):
+    """State letter of every thread of @pid ('t' = stopped by a tracer)."""
+    states = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states[int(tid)] = f.read().rsplit(") ", 1)[1][0]
+    except OSError:
+        pass
+    return states
+
+
+def gpa2hva(vm, gpa):
+    """QEMU's own answer, through our own monitor: an independent check of
+    vmced's translation."""
+    with vm.qmp() as q:
+        text = q.hmp(f"gpa2hva {gpa:#x}")
+    m = re.search(r"is (0x[0-9a-f]+)", text)
+    return int(m.group(1), 16) if m else None

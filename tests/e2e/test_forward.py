@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""vmced forwards simulated host memory errors into a real guest.
+
+One 512 MiB TCG guest and one vmced serve every case, in order:
+AO with early kill, late kill, AR on access, bad input, QEMU exiting.
+"""
+import os
+import signal
+import subprocess
+import time
+
+from common import (Tap, Vm, Vmced, gpa2hva, paths, prerequisites, start_victim, thread_states,
+                    victim_status, wait_for, wait_kmsg, wait_sigbus, workdir)
+
+BUS_MCEERR_AR = 4
+BUS_MCEERR_AO = 5
+
+tap = Tap()
+prerequisites(tap)
+work = workdir("forward")
+vm = Vm.start("e2e-forward", mem="512M", state_dir=os.path.join(work, "vm"))
+daemon = None
+
+
+def memory_errors():
+    return [r for r in daemon.journal_records() if r["type"] == "memory-error"]
+
+
+def poison_victim(victim, kind, *extra):
+    return daemon.ctl_json("poison", "e2e-forward", "--guest-pid", str(victim["pid"]),
+                           "--guest-va", victim["va"], "--kind", kind, *extra)
+
+
+def case_ao_early_kill():
+    agent = vm.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+    hc_before = agent.hardware_corrupted_kb()
+    _, since = agent.kmsg()
+    victim = start_victim(agent, mode="idle")
+    ev = poison_victim(victim, "ao")
+    tap.eq(ev["result"], "injected", "AO: vmced injected the machine check")
+    sig = wait_sigbus(agent, victim["pid"])
+    tap.ok(sig is not None, "AO: the victim got a SIGBUS", diag=victim_status(agent, victim["pid"]))
+    if sig:
+        tap.eq(sig["code"], BUS_MCEERR_AO, "AO: si_code is BUS_MCEERR_AO")
+        tap.eq(int(sig["addr"], 16), victim["va_int"], "AO: si_addr is the victim's own VA")
+        tap.eq(sig["lsb"], 12, "AO: si_addr_lsb is 12")
+    tap.eq(agent.hardware_corrupted_kb() - hc_before, 4, "AO: HardwareCorrupted grew by 4 kB")
+    pfn = victim["gpa_int"] >> 12
+    line = wait_kmsg(agent, rf"Memory failure: {pfn:#x}: recovery action for dirty LRU page: Recovered",
+                     since)
+    tap.ok(line is not None, "AO: the guest kernel recovered the dirty LRU page",
+           diag="\n".join(agent.kmsg(since)[0][-10:]))
+    recs = [r for r in memory_errors() if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]]
+    tap.eq(len(recs), 1, "AO: the journal holds the event with the GPA the victim reported")
+    if recs:
+        r = recs[0]
+        tap.eq((r["si_code"], r["thread"], r["handled_by"], r["source"]),
+               ("BUS_MCEERR_AO", "main", "vmced", "simulated"),
+               "AO: journal says AO on QEMU's main thread, handled by vmced")
+        tap.eq(int(r["hva"], 16), gpa2hva(vm, victim["gpa_int"]),
+               "AO: the journal's HVA is where QEMU itself maps that GPA")
+        tap.eq(r["mce"]["status"], "0xbd000000000000c0", "AO: SRAO status injected")
+        tap.ok(isinstance(r["latency_us"], int) and r["latency_us"] > 0,
+               f"AO: acknowledged {r['latency_us']} us after the signal-stop")
+    tap.ok(vm.alive(), "AO: QEMU is still running")
+    tap.ok("t" not in thread_states(vm.pid).values(), "AO: no QEMU thread is left stopped")
+
+
+def case_late_kill():
+    agent = vm.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=0)
+    hc_before = agent.hardware_corrupted_kb()
+    _, since = agent.kmsg()
+    victim = start_victim(agent, mode="idle")
+    ev = poison_victim(victim, "ao")
+    tap.eq(ev["result"], "injected", "late kill: machine check injected")
+    pfn = victim["gpa_int"] >> 12
+    line = wait_kmsg(agent, rf"Memory failure: {pfn:#x}: recovery action", since)
+    tap.ok(line is not None, "late kill: the guest handled the page", diag=agent.kmsg(since)[0][-10:])
+    time.sleep(0.5)
+    st = victim_status(agent, victim["pid"])
+    tap.ok(st["alive"] and st["sigbus"] is None,
+           "late kill: the victim runs on, not signalled, until it touches the page", diag=st)
+    agent.call("victim-touch", pid=victim["pid"])
+    sig = wait_sigbus(agent, victim["pid"])
+    tap.ok(sig is not None and sig["code"] == BUS_MCEERR_AR and int(sig["addr"], 16) == victim["va_int"],
+           "late kill: touching it gives BUS_MCEERR_AR at its own VA", diag=sig)
+    tap.eq(agent.hardware_corrupted_kb() - hc_before, 4, "late kill: HardwareCorrupted grew by 4 kB")
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+
+
+def case_ar():
+    agent = vm.agent
+    hc_before = agent.hardware_corrupted_kb()
+    victim = start_victim(agent, mode="read")
+    # the host page goes away; the vCPU reading it is what brings the error
+    ev = poison_victim(victim, "ar")
+    tap.eq((ev["result"], ev["si_code"]), ("injected", "BUS_MCEERR_AR"),
+           "AR: consumed poison reported as BUS_MCEERR_AR and injected")
+    tap.eq(ev["thread"], "vcpu 0", "AR: the signal came on the vCPU thread, and SRAR went to it")
+    tap.eq(ev["mce"]["status"], "0xbd80000000000134", "AR: SRAR status injected")
+    sig = wait_sigbus(agent, victim["pid"])
+    tap.ok(sig is not None and sig["code"] == BUS_MCEERR_AR,
+           "AR: the victim got SIGBUS BUS_MCEERR_AR", diag=victim_status(agent, victim["pid"]))
+    if sig:
+        tap.eq(int(sig["addr"], 16), victim["va_int"], "AR: si_addr is the victim's own VA")
+    tap.eq(agent.hardware_corrupted_kb() - hc_before, 4, "AR: HardwareCorrupted grew by 4 kB")
+    tap.ok(agent.call("ping") is not None and vm.alive(), "AR: guest and QEMU are alive")
+
+
+def case_bad_input():
+    before = len(daemon.journal_records())
+    res = daemon.ctl("poison", "e2e-forward", "--gpa", "0x7fff0000000", check=False)
+    tap.ok(res.returncode != 0 and "not guest RAM" in res.stderr and res.stderr.count("\n") == 1,
+           "bad input: a GPA outside guest RAM gets one clear error line", diag=res.stderr)
+    res = daemon.ctl("poison", "no-such-vm", "--gpa", "0x1000", check=False)
+    tap.ok(res.returncode != 0 and "no-such-vm" in res.stderr,
+           "bad input: an unknown vm is named in the error", diag=res.stderr)
+    res = daemon.ctl("attach", "--pid", "999999", "--qmp", vm.vmced_qmp_path, check=False)
+    tap.ok(res.returncode != 0 and "no process with pid 999999" in res.stderr,
+           "bad input: an unknown pid gets one clear error line", diag=res.stderr)
+    second = os.path.join(work, "second")
+    res = subprocess.run([paths.vmced(), "--socket", os.path.join(second, "sock"),
+                          "--journal", os.path.join(second, "journal.jsonl"),
+                          "--pid", str(vm.pid), "--qmp", vm.qmp_path],
+                         capture_output=True, text=True, timeout=60)
+    errors = [ln for ln in res.stderr.splitlines() if "error" in ln]
+    tap.ok(res.returncode != 0 and len(errors) == 1 and "already traced" in errors[0],
+           "bad input: a second vmced on the same QEMU says, in one line, it is already traced",
+           diag=res.stderr)
+    tap.eq(len(daemon.journal_records()), before, "bad input: nothing was added to or lost from the journal")
+    tap.ok("t" not in thread_states(vm.pid).values() and vm.alive(),
+           "bad input: QEMU runs, no thread left stopped")
+
+
+def case_qemu_exits():
+    before = daemon.journal_records()
+    os.kill(vm.pid, signal.SIGKILL)
+    rec = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "vm-exit"], 15)
+    tap.ok(rec and "killed by signal 9" in rec[0]["reason"],
+           "QEMU killed while attached: the journal says so", diag=rec)
+    tap.ok(daemon.alive(), "QEMU killed while attached: vmced lives on")
+    after = daemon.journal_records()
+    tap.eq(after[:len(before)], before, "QEMU killed while attached: no journal record lost")
+    status = daemon.ctl_json("status")
+    tap.eq(status["vms"], [], "QEMU killed while attached: vmced no longer lists it")
+
+
+try:
+    vm.wait_ready()
+    tap.diag(f"guest ready {vm.ready_seconds:.1f} s after QEMU started")
+    daemon = Vmced(os.path.join(work, "vmced"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "e2e-forward",
+                         "--agent", vm.vmced_agent_path])
+    wait_for(lambda: daemon.ctl_json("status")["vms"], 30)
+    att = [r for r in daemon.journal_records() if r["type"] == "attach"]
+    tap.ok(att and att[0]["vm"]["name"] == "e2e-forward", "vmced attached to the running QEMU",
+           diag=daemon.log_text())
+    for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),
+                       ("AR on access", case_ar), ("bad input", case_bad_input),
+                       ("QEMU exits", case_qemu_exits)):
+        tap.case(name, func)
+finally:
+    if daemon is not None:
+        rc = daemon.stop()
+        tap.eq(rc, 0, "vmced stops cleanly on SIGTERM")
+    vm.stop()
+tap.done()
