@@ -212,3 +212,13 @@ test_ptrace_allowed (void)
   waitpid (pid, &status, __WALL);
   return ok;
 }
+
+void
+test_block_sigchld (void)
+{
+  sigset_t set;
+
+  sigemptyset (&set);
+  sigaddset (&set, SIGCHLD);
+  sigprocmask (SIG_BLOCK, &set, NULL);
+}

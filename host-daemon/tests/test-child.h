@@ -44,3 +44,5 @@ void test_iterate (void);
   G_STMT_END
 gboolean test_run_until (gboolean *done);
 gboolean test_ptrace_allowed (void);
+/* As in vmced: SIGCHLD only through waitid(); call before any thread starts */
+void test_block_sigchld (void);

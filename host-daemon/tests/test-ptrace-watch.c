@@ -67,6 +67,18 @@ static const VmcePtraceWatchFuncs funcs = {
   .detached = on_detached,
 };
 
+static VmcePtraceWatch *
+attach_watch (TestChild *child, Watched *w)
+{
+  g_autoptr(GError) error = NULL;
+  VmcePtraceWatch *watch = vmce_ptrace_watch_new (child->pid, &funcs, w);
+
+  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
+  g_assert_no_error (error);
+  g_assert_true (test_run_until (&w->attached));
+  return watch;
+}
+
 static gboolean
 skip_without_ptrace (void)
 {
@@ -93,10 +105,7 @@ test_ptrace_watch_mask_and_stop (void)
   g_assert_cmphex (test_proc_status_hex (child->pid, child->pid, "SigBlk") & SIGBUS_BIT, ==,
                    SIGBUS_BIT);
 
-  watch = vmce_ptrace_watch_new (child->pid, &funcs, &w);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_no_error (error);
-  g_assert_true (test_run_until (&w.attached));
+  watch = attach_watch (child, &w);
   g_assert_cmpint (test_proc_status_int (child->pid, child->pid, "TracerPid"), ==, getpid ());
   g_assert_cmphex (test_proc_status_hex (child->pid, child->pid, "SigBlk") & SIGBUS_BIT, ==, 0);
 
@@ -145,9 +154,7 @@ test_ptrace_watch_new_thread (void)
   if (skip_without_ptrace ())
     return;
   child = test_child_spawn ();
-  watch = vmce_ptrace_watch_new (child->pid, &funcs, &w);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_true (test_run_until (&w.attached));
+  watch = attach_watch (child, &w);
   g_assert_cmpuint (vmce_ptrace_watch_get_n_threads (watch), ==, 1);
 
   g_assert_true (test_child_command (child, 't'));
@@ -180,9 +187,7 @@ test_ptrace_watch_passes_other_signals (void)
   if (skip_without_ptrace ())
     return;
   child = test_child_spawn ();
-  watch = vmce_ptrace_watch_new (child->pid, &funcs, &w);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_true (test_run_until (&w.attached));
+  watch = attach_watch (child, &w);
   /* SIGTERM is passed on: the child dies of it */
   g_assert_no_errno (kill (child->pid, SIGTERM));
   g_assert_true (test_run_until (&w.exited));
@@ -206,9 +211,7 @@ test_ptrace_watch_errors (void)
   if (skip_without_ptrace ())
     return;
   child = test_child_spawn ();
-  watch = vmce_ptrace_watch_new (child->pid, &funcs, &w);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_true (test_run_until (&w.attached));
+  watch = attach_watch (child, &w);
 
   second = vmce_ptrace_watch_new (child->pid, &funcs, &w2);
   g_assert_false (vmce_ptrace_watch_attach (second, &error));
@@ -229,12 +232,7 @@ test_ptrace_watch_errors (void)
 int
 main (int argc, char **argv)
 {
-  sigset_t set;
-
-  /* as in vmced: SIGCHLD only through waitid() */
-  sigemptyset (&set);
-  sigaddset (&set, SIGCHLD);
-  sigprocmask (SIG_BLOCK, &set, NULL);
+  test_block_sigchld ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/ptrace-watch/mask-and-stop", test_ptrace_watch_mask_and_stop);
   g_test_add_func ("/ptrace-watch/new-thread", test_ptrace_watch_new_thread);

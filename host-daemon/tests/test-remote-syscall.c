@@ -129,11 +129,7 @@ test_remote_syscall_mprotect (void)
 int
 main (int argc, char **argv)
 {
-  sigset_t set;
-
-  sigemptyset (&set);
-  sigaddset (&set, SIGCHLD);
-  sigprocmask (SIG_BLOCK, &set, NULL);
+  test_block_sigchld ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/remote-syscall/mprotect", test_remote_syscall_mprotect);
   return g_test_run ();

@@ -51,7 +51,9 @@ def case_ao_early_kill():
                      since)
     tap.ok(line is not None, "AO: the guest kernel recovered the dirty LRU page",
            diag="\n".join(agent.kmsg(since)[0][-10:]))
-    recs = [r for r in memory_errors() if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]]
+    # written through io_uring a moment after the answer: give it that moment
+    recs = wait_for(lambda: [r for r in memory_errors()
+                             if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]], 10) or []
     tap.eq(len(recs), 1, "AO: the journal holds the event with the GPA the victim reported")
     if recs:
         r = recs[0]
@@ -153,8 +155,8 @@ try:
     daemon = Vmced(os.path.join(work, "vmced"),
                    args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "e2e-forward",
                          "--agent", vm.vmced_agent_path])
-    wait_for(lambda: daemon.ctl_json("status")["vms"], 30)
-    att = [r for r in daemon.journal_records() if r["type"] == "attach"]
+    daemon.wait_attached("e2e-forward")
+    att = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "attach"], 10)
     tap.ok(att and att[0]["vm"]["name"] == "e2e-forward", "vmced attached to the running QEMU",
            diag=daemon.log_text())
     for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),

@@ -9,7 +9,7 @@ must reach it, and vmced's HVA for it must be QEMU's own.
 import os
 
 from common import (Tap, Vm, Vmced, gpa2hva, prerequisites, start_victim, victim_status,
-                    wait_for, wait_sigbus, workdir)
+                    wait_sigbus, workdir)
 
 BUS_MCEERR_AO = 5
 FOUR_GIB = 1 << 32
@@ -25,8 +25,7 @@ try:
     daemon = Vmced(os.path.join(work, "vmced"),
                    args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "e2e-highmem",
                          "--agent", vm.vmced_agent_path])
-    info = wait_for(lambda: (lambda s: s["vms"] and s)(daemon.ctl_json("status")), 30)
-    layout = daemon.ctl_json("vm", "e2e-highmem")["layout"]
+    layout = daemon.wait_attached("e2e-highmem")["layout"]
     blocks = sorted({r["block"] for r in layout if not r["rom"]})
     tap.ok({"ram-node0", "ram-node1"} <= set(blocks), "vmced sees both RAM blocks", diag=layout)
     above = [r for r in layout if int(r["gpa"], 16) >= FOUR_GIB]

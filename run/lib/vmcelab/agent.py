@@ -7,6 +7,8 @@ import json
 import socket
 import time
 
+from .sock import connect_unix
+
 
 class AgentError(Exception):
     pass
@@ -16,17 +18,7 @@ class Agent:
     def __init__(self, path, connect_timeout=10.0):
         self.path = path
         self.buf = b""
-        deadline = time.monotonic() + connect_timeout
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        self.sock = connect_unix(path, connect_timeout)
 
     def send(self, command, **args):
         words = [command] + [f"{k.replace('_', '-')}={v}" for k, v in args.items()]

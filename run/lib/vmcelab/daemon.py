@@ -60,6 +60,19 @@ class Vmced:
         res = self.ctl("--json", *args, **kw)
         return json.loads(res.stdout) if res.stdout.strip().startswith(("{", "[")) else None
 
+    def wait_attached(self, name, timeout=30.0):
+        """The VM's description once vmced has finished attaching to it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            res = self.ctl("--json", "vm", name, check=False)
+            if res.returncode == 0:
+                vm = json.loads(res.stdout)
+                if vm["state"] == "attached":
+                    return vm
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"vmced did not attach to {name}: {self.log_text()}")
+            time.sleep(0.05)
+
     def journal_records(self):
         try:
             with open(self.journal) as f:

@@ -1,7 +1,7 @@
 """A small synchronous QMP client."""
 import json
-import socket
-import time
+
+from .sock import connect_unix
 
 
 class QmpError(Exception):
@@ -12,17 +12,7 @@ class Qmp:
     def __init__(self, path, timeout=30.0, connect_timeout=10.0):
         self.path = path
         self.events = []
-        deadline = time.monotonic() + connect_timeout
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        self.sock = connect_unix(path, connect_timeout)
         self.sock.settimeout(timeout)
         self.file = self.sock.makefile("rw", encoding="utf-8", newline="\n")
         greeting = self._read()
