@@ -198,24 +198,30 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   const gchar *trigger_str;
   VmceSimTrigger trigger = VMCE_SIM_TRIGGER_AUTO;
   VmceMceKind kind;
-  guint64 gpa = 0, cpu = 0, timeout = VMCE_POISON_DEFAULT_TIMEOUT_MS;
-  gboolean have_cpu = FALSE;
+  guint64 gpa = 0, hva = 0, cpu = 0, timeout = VMCE_POISON_DEFAULT_TIMEOUT_MS;
+  gboolean have_gpa = FALSE, have_hva = FALSE, have_cpu = FALSE;
 
-  if (vm == NULL || !vmce_commands_get_kind (req, args, &kind) ||
-      !vmce_commands_get_gpa (vm, req, args, &gpa))
+  if (vm == NULL || !vmce_commands_get_kind (req, args, &kind))
     return;
+  if (!vmce_json_object_get_u64_opt (args, "gpa", &gpa, &have_gpa, &error) ||
+      !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error) ||
+      !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
+      !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error)) {
+    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    return;
+  }
+  if (have_gpa == have_hva) {
+    vmce_control_request_error (req, "InvalidParameter", "give exactly one of 'gpa' and 'hva'");
+    return;
+  }
   trigger_str = vmce_json_object_get_string_opt (args, "trigger");
   if (trigger_str != NULL && !vmce_sim_trigger_from_string (trigger_str, &trigger)) {
     vmce_control_request_error (req, "InvalidParameter",
                                 "'trigger' must be auto, access or now, not \"%s\"", trigger_str);
     return;
   }
-  if (!vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
-      !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error)) {
-    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
-    return;
-  }
-  vmce_sim_poison_async (vm, gpa, kind, trigger, have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
+  vmce_sim_poison_async (vm, have_hva ? hva : gpa, have_hva, kind, trigger,
+                         have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
                          (guint) MIN (timeout, G_MAXUINT), vmce_cmd_event_cb, req);
 }
 

@@ -94,10 +94,15 @@ vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
   vmce_journal_append (self->journal, json);
   vmce_daemon_keep_recent (self, json);
   vmce_control_broadcast (self->control, "MEMORY_ERROR", json);
-  g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x, GPA 0x%" G_GINT64_MODIFIER "x: %s%s%s",
-             ev->vm, ev->si_code != 0 ? vmce_si_code_to_string (ev->si_code) : "injection",
-             ev->hva, ev->gpa, vmce_result_to_string (ev->result),
-             ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
+  if (ev->have_gpa)
+    g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x, GPA 0x%" G_GINT64_MODIFIER "x: %s%s%s",
+               ev->vm, ev->si_code != 0 ? vmce_si_code_to_string (ev->si_code) : "injection",
+               ev->hva, ev->gpa, vmce_result_to_string (ev->result),
+               ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
+  else
+    g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x: %s to QEMU%s%s", ev->vm,
+               vmce_si_code_to_string (ev->si_code), ev->hva, vmce_result_to_string (ev->result),
+               ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
   return json;
 }
 

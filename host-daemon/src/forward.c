@@ -269,8 +269,6 @@ vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo, const gchar *why)
   ev->detail = g_strdup (why);
   vmce_ptrace_watch_resume (vm->watch, ev->tid, signo);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
-  g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x passed on to QEMU: %s", vm->name,
-             vmce_si_code_to_string (ev->si_code), ev->hva, why);
   vmce_forward_finish (vm, ev, NULL);
   vmce_mce_event_free (ev);
 }

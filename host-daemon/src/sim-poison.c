@@ -197,7 +197,8 @@ vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 
 void
 vmce_sim_poison_async (VmceVm *vm,
-                       guint64 gpa,
+                       guint64 addr,
+                       gboolean is_hva,
                        VmceMceKind kind,
                        VmceSimTrigger trigger,
                        gint cpu,
@@ -208,9 +209,11 @@ vmce_sim_poison_async (VmceVm *vm,
   g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
   const VmceRamRange *range = NULL;
   const VmceVcpu *vcpu = NULL;
+  gboolean in_ram;
   VmceSimWaiter *w;
   VmceSimOp *op;
-  guint64 hva = 0;
+  guint64 hva = is_hva ? addr : 0;
+  guint64 gpa = is_hva ? 0 : addr;
 
   vmce_sim_tables_init (vm);
   if (vm->state != VMCE_VM_READY) {
@@ -218,18 +221,31 @@ vmce_sim_poison_async (VmceVm *vm,
                              "vm %s is not attached", vm->name);
     return;
   }
-  if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
+  in_ram = is_hva ? vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, &range)
+                  : vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range);
+  if (!in_ram && !is_hva) {
     g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                              "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
                              vm->name);
     return;
   }
-  if (range->rom) {
+  if (in_ram && range->rom) {
     g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                              "GPA 0x%" G_GINT64_MODIFIER "x of vm %s is ROM (%s)", gpa, vm->name,
                              range->block);
     return;
   }
+  /* QEMU's own memory, not the guest's: the kernel would signal QEMU all
+   * the same, and what QEMU does then is for it to decide */
+  if (!in_ram && trigger == VMCE_SIM_TRIGGER_ACCESS) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                             "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s: only "
+                             "--trigger now can be simulated there",
+                             hva, vm->name);
+    return;
+  }
+  if (!in_ram)
+    trigger = VMCE_SIM_TRIGGER_NOW;
   if (trigger == VMCE_SIM_TRIGGER_AUTO)
     trigger = kind == VMCE_MCE_KIND_AR && !vm->kvm ? VMCE_SIM_TRIGGER_ACCESS : VMCE_SIM_TRIGGER_NOW;
   if (trigger == VMCE_SIM_TRIGGER_ACCESS && kind == VMCE_MCE_KIND_AO) {
@@ -246,7 +262,7 @@ vmce_sim_poison_async (VmceVm *vm,
                              vm->name);
     return;
   }
-  if (kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW) {
+  if (in_ram && kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW) {
     vcpu = vmce_vm_find_vcpu (vm, cpu < 0 ? 0 : (guint) cpu);
     if (vcpu == NULL) {
       g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
@@ -270,7 +286,8 @@ vmce_sim_poison_async (VmceVm *vm,
   op->gpa = gpa & VMCE_PAGE_MASK;
   op->request_id = w->id;
   /* what the kernel does to QEMU's mapping, where KVM can take it */
-  op->protect = !vm->kvm && !(kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW);
+  op->protect = in_ram && !vm->kvm &&
+                !(kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW);
   op->send = trigger == VMCE_SIM_TRIGGER_NOW;
   op->code = kind == VMCE_MCE_KIND_AR ? BUS_MCEERR_AR : BUS_MCEERR_AO;
   op->target = vcpu != NULL ? vcpu->tid : vm->pid;

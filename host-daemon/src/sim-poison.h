@@ -18,9 +18,12 @@ typedef enum {
 gboolean vmce_sim_trigger_from_string (const gchar *str, VmceSimTrigger *trigger);
 
 /* Completes with the memory-error event (JSON) once vmced has handled it,
- * or with an error after @timeout_ms (the page stays poisoned). */
+ * or with an error after @timeout_ms (the page stays poisoned). @addr is a
+ * GPA, or with @is_hva an HVA: one outside guest RAM (QEMU's own memory)
+ * is signalled too, as the kernel would, and QEMU gets to handle it. */
 void vmce_sim_poison_async (VmceVm *vm,
-                            guint64 gpa,
+                            guint64 addr,
+                            gboolean is_hva,
                             VmceMceKind kind,
                             VmceSimTrigger trigger,
                             gint cpu,

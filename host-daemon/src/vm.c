@@ -338,7 +338,7 @@ vmce_vm_detached_cb (VmcePtraceWatch *watch, gpointer user_data)
   VmceVm *self = user_data;
 
   if (self->state == VMCE_VM_DETACHING)
-    vmce_vm_set_gone (self, "detach", NULL);
+    vmce_vm_set_gone (self, "detach", self->detach_reason);
 }
 
 static const VmcePtraceWatchFuncs vmce_vm_ptrace_funcs = {
@@ -620,6 +620,7 @@ vmce_vm_detach (VmceVm *self, const gchar *reason)
   if (self->state != VMCE_VM_READY)
     return;
   self->state = VMCE_VM_DETACHING;
+  self->detach_reason = g_strdup (reason);
   vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_release_all (self);
@@ -884,6 +885,7 @@ vmce_vm_unref (VmceVm *self)
   g_clear_pointer (&self->sim_protected, g_hash_table_unref);
   g_clear_pointer (&self->sim_pending, g_hash_table_unref);
   g_clear_pointer (&self->sim_waiters, g_ptr_array_unref);
+  g_free (self->detach_reason);
   g_free (self->name);
   g_free (self->qmp_path);
   g_free (self->agent_path);

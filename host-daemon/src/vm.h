@@ -51,6 +51,7 @@ struct _VmceVm {
   gchar *qmp_path;
   gchar *agent_path;
   VmceVmState state;
+  gchar *detach_reason;
   gint64 attached_time_us;
 
   VmceQmpClient *qmp;

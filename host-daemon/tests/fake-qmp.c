@@ -6,6 +6,8 @@
  */
 #include <sys/socket.h>
 
+#include <gio/gunixsocketaddress.h>
+
 #include "fake-qmp.h"
 #include "json-util.h"
 #include "line-socket.h"
@@ -17,6 +19,9 @@ typedef struct {
 
 struct _FakeQmp {
   VmceLineSocket *sock;
+  GSocket *listener;
+  GSource *accept_source;
+  GString *unsent; /* before a client connected */
   GQueue steps;
   guint n_requests;
   gchar *last_arguments;
@@ -84,6 +89,45 @@ fake_qmp_line_cb (VmceLineSocket *sock, const gchar *line, gsize len, gint64 t, 
   fake_step_free (step);
 }
 
+static gboolean
+fake_qmp_accept_cb (GSocket *listener, GIOCondition cond, gpointer data)
+{
+  FakeQmp *self = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSocket) conn = g_socket_accept (listener, NULL, &error);
+
+  g_assert_no_error (error);
+  self->sock = vmce_line_socket_new (conn, 1 << 20, fake_qmp_line_cb, NULL, self);
+  if (self->unsent->len > 0) {
+    /* the buffered lines end in a newline each: send all but the last one's */
+    g_string_truncate (self->unsent, self->unsent->len - 1);
+    vmce_line_socket_send (self->sock, self->unsent->str);
+    g_string_truncate (self->unsent, 0);
+  }
+  g_clear_pointer (&self->accept_source, g_source_unref);
+  return G_SOURCE_REMOVE;
+}
+
+FakeQmp *
+fake_qmp_new_listening (const gchar *path)
+{
+  FakeQmp *self = g_new0 (FakeQmp, 1);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSocketAddress) addr = g_unix_socket_address_new (path);
+
+  g_queue_init (&self->steps);
+  self->unsent = g_string_new (NULL);
+  self->listener = g_socket_new (G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
+                                 G_SOCKET_PROTOCOL_DEFAULT, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_socket_bind (self->listener, addr, TRUE, &error));
+  g_assert_true (g_socket_listen (self->listener, &error));
+  self->accept_source = g_socket_create_source (self->listener, G_IO_IN, NULL);
+  g_source_set_callback (self->accept_source, G_SOURCE_FUNC (fake_qmp_accept_cb), self, NULL);
+  g_source_attach (self->accept_source, NULL);
+  return self;
+}
+
 FakeQmp *
 fake_qmp_new (GSocket **client)
 {
@@ -98,6 +142,7 @@ fake_qmp_new (GSocket **client)
   *client = g_socket_new_from_fd (fds[1], &error);
   g_assert_no_error (error);
   g_queue_init (&self->steps);
+  self->unsent = g_string_new (NULL);
   self->sock = vmce_line_socket_new (mine, 1 << 20, fake_qmp_line_cb, NULL, self);
   return self;
 }
@@ -105,7 +150,13 @@ fake_qmp_new (GSocket **client)
 void
 fake_qmp_free (FakeQmp *self)
 {
-  vmce_line_socket_free (self->sock);
+  if (self->accept_source != NULL) {
+    g_source_destroy (self->accept_source);
+    g_source_unref (self->accept_source);
+  }
+  g_clear_object (&self->listener);
+  g_string_free (self->unsent, TRUE);
+  g_clear_pointer (&self->sock, vmce_line_socket_free);
   g_queue_clear_full (&self->steps, (GDestroyNotify) fake_step_free);
   g_free (self->last_arguments);
   g_free (self);
@@ -114,6 +165,11 @@ fake_qmp_free (FakeQmp *self)
 void
 fake_qmp_send (FakeQmp *self, const gchar *line)
 {
+  if (self->sock == NULL) {
+    g_string_append (self->unsent, line);
+    g_string_append_c (self->unsent, '\n');
+    return;
+  }
   vmce_line_socket_send (self->sock, line);
 }
 
@@ -155,5 +211,6 @@ fake_qmp_get_last_arguments (FakeQmp *self)
 void
 fake_qmp_hang_up (FakeQmp *self)
 {
-  vmce_line_socket_close (self->sock);
+  if (self->sock != NULL)
+    vmce_line_socket_close (self->sock);
 }

@@ -12,6 +12,9 @@ typedef struct _FakeQmp FakeQmp;
 
 /* One end of a socketpair is the fake monitor, @client gets the other */
 FakeQmp *fake_qmp_new (GSocket **client);
+/* The fake monitor listens on @path and serves the first client; what is
+ * sent before that client connects waits for it */
+FakeQmp *fake_qmp_new_listening (const gchar *path);
 void fake_qmp_free (FakeQmp *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (FakeQmp, fake_qmp_free)
 

@@ -2,8 +2,10 @@
 """vmced forwards simulated host memory errors into a real guest.
 
 One 512 MiB TCG guest and one vmced serve every case, in order:
-AO with early kill, late kill, AR on access, bad input, QEMU exiting.
+AO with early kill, late kill, AR on access, bad input, an error outside
+guest RAM (passed on to QEMU), QEMU killed while attached.
 """
+import json
 import os
 import signal
 import subprocess
@@ -136,6 +138,32 @@ def case_bad_input():
            "bad input: QEMU runs, no thread left stopped")
 
 
+def heap_address(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            if line.rstrip().endswith("[heap]"):
+                return int(line.split("-")[0], 16)
+    return None
+
+
+def case_outside_ram():
+    """An error in QEMU's own memory is not the guest's: vmced journals it
+    and passes the signal on, and QEMU handles it as it would without vmced."""
+    heap = heap_address(vm.pid)
+    res = daemon.ctl("--json", "poison", "e2e-forward", "--hva", hex(heap), "--kind", "ao",
+                     check=False)
+    ev = json.loads(res.stdout) if res.stdout.startswith("{") else {}
+    tap.eq((ev.get("result"), ev.get("handled_by"), ev.get("gpa")), ("passed", "qemu", None),
+           "HVA outside guest RAM: journaled and passed on to QEMU")
+    tap.ok(ev.get("detail") == "HVA is not guest RAM", "HVA outside guest RAM: the record says why",
+           diag=ev)
+    said = wait_for(lambda: f"Hardware memory error at addr {heap:#x}" in vm.qemu_log(), 10)
+    tap.ok(said, "HVA outside guest RAM: QEMU got the signal itself and reported it",
+           diag=vm.qemu_log()[-500:])
+    tap.ok(vm.alive() and vm.agent.call("ping") is not None,
+           "HVA outside guest RAM: QEMU and the guest run on")
+
+
 def case_qemu_exits():
     before = daemon.journal_records()
     os.kill(vm.pid, signal.SIGKILL)
@@ -161,7 +189,7 @@ try:
            diag=daemon.log_text())
     for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),
                        ("AR on access", case_ar), ("bad input", case_bad_input),
-                       ("QEMU exits", case_qemu_exits)):
+                       ("outside guest RAM", case_outside_ram), ("QEMU exits", case_qemu_exits)):
         tap.case(name, func)
 finally:
     if daemon is not None:

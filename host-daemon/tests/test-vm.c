@@ -1,0 +1,216 @@
+/*
+ * Attaching to a process through a scripted monitor: a real child process
+ * (standing for QEMU, real ptrace) and a fake QMP peer, so that the
+ * monitor can misbehave on purpose.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fake-qmp.h"
+#include "test-child.h"
+
+#define SIGBUS_BIT (G_GUINT64_CONSTANT (1) << (SIGBUS - 1))
+
+/* one RAM range, as `info mtree -f` prints it */
+static const gchar *mtree =
+    "FlatView #0\\r\\n AS \\\"memory\\\", root: system\\r\\n AS \\\"cpu-memory-0\\\", root: "
+    "system\\r\\n Root memory region: system\\r\\n  0000000000000000-000000001fffffff (prio 0, "
+    "ram): pc.ram\\r\\n\\r\\n";
+
+typedef struct {
+  gchar *dir;
+  VmceDaemon *daemon;
+  TestChild *child;
+  FakeQmp *fake;
+  gchar *qmp_path;
+  gboolean done;
+  VmceVm *vm;
+  GError *error;
+} Fixture;
+
+static void
+fixture_setup (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *socket_path = NULL;
+  g_autofree gchar *journal_path = NULL;
+  VmceDaemonOptions options = { 0 };
+
+  fx->dir = g_dir_make_tmp ("vmce-test-vm-XXXXXX", &error);
+  g_assert_no_error (error);
+  socket_path = g_build_filename (fx->dir, "vmced.sock", NULL);
+  journal_path = g_build_filename (fx->dir, "journal.jsonl", NULL);
+  options.socket_path = socket_path;
+  options.journal_path = journal_path;
+  fx->daemon = vmce_daemon_new (&options, &error);
+  g_assert_no_error (error);
+  fx->child = test_child_spawn ();
+  fx->qmp_path = g_build_filename (fx->dir, "qmp.sock", NULL);
+  fx->fake = fake_qmp_new_listening (fx->qmp_path);
+  fake_qmp_send_greeting (fx->fake);
+  fake_qmp_expect (fx->fake, "qmp_capabilities", "{}");
+}
+
+static void
+fixture_teardown (Fixture *fx, gconstpointer data)
+{
+  g_clear_pointer (&fx->vm, vmce_vm_unref);
+  vmce_daemon_free (fx->daemon);
+  fake_qmp_free (fx->fake);
+  test_child_free (fx->child);
+  g_clear_error (&fx->error);
+  g_free (fx->qmp_path);
+  (void) g_rmdir (fx->dir); /* the files in it go with the daemon or stay */
+  g_free (fx->dir);
+}
+
+static void
+attach_cb (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Fixture *fx = data;
+
+  fx->vm = vmce_daemon_attach_finish (fx->daemon, res, &fx->error);
+  fx->done = TRUE;
+}
+
+static void
+attach (Fixture *fx)
+{
+  vmce_daemon_attach_async (fx->daemon, fx->child->pid, fx->qmp_path, NULL, NULL, attach_cb, fx);
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+}
+
+static gchar *
+journal_text (Fixture *fx)
+{
+  g_autofree gchar *path = g_build_filename (fx->dir, "journal.jsonl", NULL);
+  gchar *text = NULL;
+
+  /* io_uring writes it from the main loop */
+  for (guint i = 0; i < 200; i++) {
+    test_iterate ();
+    g_free (text);
+    text = NULL;
+    g_file_get_contents (path, &text, NULL, NULL);
+  }
+  return text != NULL ? text : g_strdup ("");
+}
+
+static void
+script_full_attach (Fixture *fx)
+{
+  g_autofree gchar *cpus = g_strdup_printf (
+      "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
+      "\"target\": \"x86_64\"}]",
+      fx->child->pid);
+  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", mtree);
+
+  fake_qmp_expect (fx->fake, "query-name", "{\"name\": \"fake-qemu\"}");
+  fake_qmp_expect (fx->fake, "query-kvm", "{\"enabled\": false, \"present\": true}");
+  fake_qmp_expect (fx->fake, "query-cpus-fast", cpus);
+  fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
+  fake_qmp_expect (fx->fake, "qom-get", "6");
+  fake_qmp_expect (fx->fake, "qom-get", "94");
+  fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
+  fake_qmp_expect (fx->fake, "human-monitor-command",
+                   "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
+}
+
+/* A monitor that answers garbage while vmced attaches: one clear error,
+ * and the process is left as it was */
+static void
+test_vm_monitor_garbage (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+
+  fake_qmp_expect (fx->fake, "query-name", "raw:<html>not a monitor</html>");
+  attach (fx);
+  g_assert_null (fx->vm);
+  g_assert_nonnull (fx->error);
+  g_assert_nonnull (strstr (fx->error->message, "invalid JSON"));
+  g_assert_nonnull (strstr (fx->error->message, fx->qmp_path));
+  g_assert_cmpuint (vmce_daemon_get_vms (fx->daemon)->len, ==, 0);
+  /* never traced: the monitor is asked before the threads are seized */
+  g_assert_cmpint (test_proc_status_int (fx->child->pid, fx->child->pid, "TracerPid"), ==, 0);
+  g_assert_true (test_child_command (fx->child, 'p'));
+  journal = journal_text (fx);
+  g_assert_cmpstr (journal, ==, "");
+}
+
+/* The monitor goes away while attached: vmced lets the process go, puts
+ * its SIGBUS mask back, and says so in the journal */
+static void
+test_vm_monitor_closes (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+  pid_t pid = fx->child->pid;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  script_full_attach (fx);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  g_assert_cmpstr (fx->vm->name, ==, "fake-qemu");
+  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_READY);
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, getpid ());
+  g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, 0);
+
+  fake_qmp_hang_up (fx->fake);
+  test_wait (fx->vm->state == VMCE_VM_GONE);
+  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_GONE);
+  g_assert_cmpuint (vmce_daemon_get_vms (fx->daemon)->len, ==, 0);
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, 0);
+  g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, SIGBUS_BIT);
+  g_assert_true (test_child_command (fx->child, 'p'));
+
+  journal = journal_text (fx);
+  g_assert_nonnull (strstr (journal, "\"type\":\"attach\""));
+  g_assert_nonnull (strstr (journal, "\"type\":\"detach\""));
+  g_assert_nonnull (strstr (journal, "connection closed"));
+}
+
+/* The process dies while attached */
+static void
+test_vm_process_exits (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  script_full_attach (fx);
+  attach (fx);
+  g_assert_nonnull (fx->vm);
+  kill (fx->child->pid, SIGKILL);
+  test_wait (fx->vm->state == VMCE_VM_GONE);
+  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_GONE);
+  fx->child->pid = 0; /* reaped by the watch */
+  journal = journal_text (fx);
+  g_assert_nonnull (strstr (journal, "\"type\":\"vm-exit\""));
+  g_assert_nonnull (strstr (journal, "killed by signal 9"));
+}
+
+int
+main (int argc, char **argv)
+{
+  test_block_sigchld ();
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/vm/monitor-garbage", Fixture, NULL, fixture_setup, test_vm_monitor_garbage,
+              fixture_teardown);
+  g_test_add ("/vm/monitor-closes", Fixture, NULL, fixture_setup, test_vm_monitor_closes,
+              fixture_teardown);
+  g_test_add ("/vm/process-exits", Fixture, NULL, fixture_setup, test_vm_process_exits,
+              fixture_teardown);
+  return g_test_run ();
+}
