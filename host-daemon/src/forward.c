@@ -21,9 +21,7 @@
  */
 #define G_LOG_DOMAIN "vmce-forward"
 
-#include <errno.h>
 #include <glib-unix.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -106,11 +104,13 @@ static gboolean
 vmce_forward_main_thread_waits (VmceVm *vm)
 {
   g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/syscall", vm->pid, vm->pid);
+  g_autofree gchar *futex = g_strdup_printf ("%d ", SYS_futex);
   g_autofree gchar *text = NULL;
 
   if (!g_file_get_contents (path, &text, NULL, NULL))
     return TRUE; /* nothing to wait for */
-  return g_str_has_prefix (text, "202 "); /* futex: run_on_cpu() waits */
+  /* blocked in futex(): run_on_cpu() waits for the vCPU */
+  return g_str_has_prefix (text, futex);
 }
 
 /* A TCG vCPU stopped at the load that consumed poison is let go once the
