@@ -5,8 +5,9 @@
  *   query-vm      {vm}                one VM with its RAM layout
  *   query-events  {vm?, limit?}       recent journal records
  *   subscribe                         events from now on
- *   attach        {pid, qmp, name?, agent?}
+ *   attach        {pid, qmp, name?, agent?, policy?}
  *   detach        {vm}
+ *   set-policy    {vm, policy}       forward, ignore-ao, pass or stop
  *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
@@ -143,11 +144,24 @@ vmce_cmd_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vmce_control_request_return (req, json);
 }
 
+static gboolean
+vmce_commands_get_policy (VmceControlRequest *req, JsonObject *args, VmcePolicy *policy)
+{
+  const gchar *str = vmce_json_object_get_string_opt (args, "policy");
+
+  if (str == NULL || vmce_policy_from_string (str, policy))
+    return TRUE;
+  vmce_control_request_error (req, "InvalidParameter",
+                              "'policy' must be forward, ignore-ao, pass or stop, not \"%s\"", str);
+  return FALSE;
+}
+
 static void
 vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 {
   g_autoptr(GError) error = NULL;
   const gchar *qmp = vmce_json_object_get_string_opt (args, "qmp");
+  VmcePolicy policy = VMCE_POLICY_FORWARD;
   guint64 pid = 0;
 
   if (!vmce_json_object_get_u64 (args, "pid", &pid, &error) || pid == 0 || pid > G_MAXINT) {
@@ -159,10 +173,30 @@ vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
     vmce_control_request_error (req, "InvalidParameter", "'qmp' (the monitor socket) is missing");
     return;
   }
+  if (!vmce_commands_get_policy (req, args, &policy))
+    return;
   vmce_daemon_attach_async (user_data, (pid_t) pid, qmp,
                             vmce_json_object_get_string_opt (args, "name"),
-                            vmce_json_object_get_string_opt (args, "agent"), vmce_cmd_attach_cb,
-                            req);
+                            vmce_json_object_get_string_opt (args, "agent"), policy,
+                            vmce_cmd_attach_cb, req);
+}
+
+static void
+vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  VmcePolicy policy = VMCE_POLICY_FORWARD;
+
+  if (vm == NULL || !vmce_commands_get_policy (req, args, &policy))
+    return;
+  if (!json_object_has_member (args, "policy")) {
+    vmce_control_request_error (req, "InvalidParameter", "'policy' is missing");
+    return;
+  }
+  g_message ("vm %s: policy %s (was %s)", vm->name, vmce_policy_to_string (policy),
+             vmce_policy_to_string (vm->policy));
+  vm->policy = policy;
+  vmce_control_request_return (req, NULL);
 }
 
 static void
@@ -285,6 +319,7 @@ vmce_commands_register (VmceControl *control, VmceDaemon *daemon)
   vmce_control_add_command (control, "subscribe", vmce_cmd_subscribe, daemon);
   vmce_control_add_command (control, "attach", vmce_cmd_attach, daemon);
   vmce_control_add_command (control, "detach", vmce_cmd_detach, daemon);
+  vmce_control_add_command (control, "set-policy", vmce_cmd_set_policy, daemon);
   vmce_control_add_command (control, "poison", vmce_cmd_poison, daemon);
   vmce_control_add_command (control, "inject", vmce_cmd_inject, daemon);
   vmce_control_add_command (control, "translate", vmce_cmd_translate, daemon);

@@ -178,6 +178,7 @@ vmce_daemon_attach_async (VmceDaemon *self,
                           const gchar *qmp_path,
                           const gchar *name,
                           const gchar *agent_path,
+                          VmcePolicy policy,
                           GAsyncReadyCallback callback,
                           gpointer user_data)
 {
@@ -195,7 +196,7 @@ vmce_daemon_attach_async (VmceDaemon *self,
     }
   }
   data->daemon = self;
-  data->vm = vmce_vm_new (self, pid, qmp_path, name, agent_path);
+  data->vm = vmce_vm_new (self, pid, qmp_path, name, agent_path, policy);
   g_task_set_task_data (task, data, (GDestroyNotify) vmce_attach_data_free);
   g_ptr_array_add (self->vms, vmce_vm_ref (data->vm));
   vmce_vm_attach_async (data->vm, vmce_daemon_attach_cb, task);

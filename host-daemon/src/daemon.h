@@ -29,6 +29,7 @@ void vmce_daemon_attach_async (VmceDaemon *self,
                                const gchar *qmp_path,
                                const gchar *name,
                                const gchar *agent_path,
+                               VmcePolicy policy,
                                GAsyncReadyCallback callback,
                                gpointer user_data);
 VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error);

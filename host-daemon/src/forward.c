@@ -29,8 +29,10 @@
 #include "daemon.h"
 #include "forward.h"
 #include "json-util.h"
+#include "remote-syscall.h"
 #include "sim-poison.h"
 
+#define VMCE_PAGE_SIZE 4096
 #define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 /* how long a TCG vCPU that consumed poison may be held while QEMU queues
  * the machine check for it */
@@ -273,6 +275,62 @@ vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo, const gchar *why)
   vmce_mce_event_free (ev);
 }
 
+/* Not injected on purpose: the signal is suppressed, the reason journaled */
+static void
+vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, const gchar *why)
+{
+  ev->result = result;
+  ev->handled_by = g_strdup ("vmced");
+  g_free (ev->detail);
+  ev->detail = g_strdup (why);
+  vmce_ptrace_watch_resume (vm->watch, ev->tid, 0);
+  ev->held_us = g_get_monotonic_time () - ev->stop_us;
+  if (result == VMCE_RESULT_STOPPED)
+    vmce_vm_pause (vm, why);
+  vmce_forward_finish (vm, ev, NULL);
+  vmce_mce_event_free (ev);
+}
+
+/* A TCG vCPU that consumed poison is stopped inside a translated load, and
+ * QEMU cannot do anything for it (deliver a machine check, pause the VM)
+ * until that translation block ends. So the load must be able to complete:
+ * a simulated page is given back; a really poisoned page, which the kernel
+ * has taken away for good, is replaced by a zeroed one (the guest is told
+ * the page is bad and never reads it again). Returns what was done. */
+static gchar *
+vmce_forward_free_tcg_vcpu (VmceVm *vm, pid_t tid, guint64 hva)
+{
+  guint64 page = hva & VMCE_PAGE_MASK;
+  g_autoptr(GError) error = NULL;
+
+  if (vmce_sim_is_protected (vm, page)) {
+    if (!vmce_sim_unprotect (vm, tid, page, &error))
+      return g_strdup_printf ("TCG: %s", error->message);
+    return g_strdup ("TCG: the simulated page is given back so the vCPU's load completes; "
+                     "the vCPU takes the machine check as it leaves its translation block");
+  }
+  if (!vmce_remote_map_anon_fixed (vm->pid, tid, page, VMCE_PAGE_SIZE, &error))
+    return g_strdup_printf ("TCG: cannot replace the poisoned page: %s", error->message);
+  return g_strdup ("TCG: the poisoned host page is replaced by a zeroed one so the vCPU's "
+                   "load completes; the vCPU takes the machine check as it leaves its "
+                   "translation block");
+}
+
+/* A guest that keeps consuming a page after its machine check (it did not
+ * handle it, or ignored it) would have vmced and the vCPU bounce forever */
+#define VMCE_REFAULT_LIMIT 3
+
+static gboolean
+vmce_forward_refaulting (VmceVm *vm, VmceMceEvent *ev)
+{
+  VmcePoisonedPage *p = vmce_vm_find_poisoned (vm, ev->gpa);
+
+  if (p == NULL || ev->kind != VMCE_MCE_KIND_AR)
+    return FALSE;
+  p->refaults++;
+  return p->refaults >= VMCE_REFAULT_LIMIT;
+}
+
 void
 vmce_forward_signal (VmceVm *vm,
                      pid_t tid,
@@ -284,9 +342,10 @@ vmce_forward_signal (VmceVm *vm,
   g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
   const VmceRamRange *range = NULL;
   const VmceVcpu *vcpu = NULL;
+  const gchar *refusal = NULL;
   VmceInjection *same;
   VmceInjection *inj;
-  gboolean hold = FALSE;
+  gboolean tcg_vcpu_ar;
   guint cpu;
 
   ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop_time_us);
@@ -300,7 +359,14 @@ vmce_forward_signal (VmceVm *vm,
   ev->lsb = info->si_addr_lsb;
   ev->source = source;
   ev->request_id = request_id;
+  ev->policy = vmce_policy_to_string (vm->policy);
   ev->kind = info->si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+
+  if (vm->policy == VMCE_POLICY_PASS) {
+    vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo,
+                       "policy pass: QEMU handles it as without vmced");
+    return;
+  }
 
   if (vm->layout == NULL || !vmce_ram_layout_hva_to_gpa (vm->layout, ev->hva, &ev->gpa, &range)) {
     const gchar *block = NULL;
@@ -342,8 +408,15 @@ vmce_forward_signal (VmceVm *vm,
       return;
     }
     ev->kind = VMCE_MCE_KIND_AO;
-    ev->detail = g_strdup ("consumed by QEMU itself, not a vCPU: the guest is told with SRAO; "
-                           "simulated page given back so QEMU can go on");
+    ev->detail = g_strdup ("consumed by QEMU itself, not a vCPU: the guest is told with an "
+                           "AO error; simulated page given back so QEMU can go on");
+  }
+
+  /* whatever happens next needs the vCPU out of its translation block */
+  tcg_vcpu_ar = !vm->kvm && ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL;
+  if (tcg_vcpu_ar) {
+    g_free (ev->detail);
+    ev->detail = vmce_forward_free_tcg_vcpu (vm, tid, ev->hva);
   }
 
   same = ev->kind == VMCE_MCE_KIND_AR ? vmce_forward_find_same_page (vm, ev->gpa) : NULL;
@@ -352,38 +425,49 @@ vmce_forward_signal (VmceVm *vm,
     vmce_ptrace_watch_resume (vm->watch, tid, 0);
     return;
   }
+  if (vmce_forward_refaulting (vm, ev)) {
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED,
+                       "the guest keeps consuming this page after its machine check: paused "
+                       "rather than let the vCPU fault on it forever");
+    return;
+  }
+  if (vm->policy == VMCE_POLICY_IGNORE_AO && ev->kind == VMCE_MCE_KIND_AO) {
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_IGNORED,
+                       "policy ignore-ao: the guest hears of it when it consumes the page");
+    return;
+  }
+  if (vm->policy == VMCE_POLICY_STOP) {
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED,
+                       "policy stop: VM paused for inspection");
+    return;
+  }
+  ev->style = vmce_mce_style_for (&vm->cpu_model, &refusal);
+  if (ev->style == VMCE_MCE_STYLE_NONE) {
+    g_autofree gchar *why = NULL;
+
+    /* an AO can wait for the consumption; a refused AR would fault again
+     * at once, and forever */
+    if (ev->kind == VMCE_MCE_KIND_AO) {
+      why = g_strdup_printf ("refused: %s", refusal);
+      vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, why);
+    } else {
+      why = g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the page "
+                             "again and again", refusal);
+      vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, why);
+      vmce_vm_pause (vm, "a consumed memory error the guest cannot recover from");
+    }
+    return;
+  }
 
   cpu = vcpu != NULL && ev->kind == VMCE_MCE_KIND_AR ? vcpu->index
         : vm->vcpus->len > 0 ? g_array_index (vm->vcpus, VmceVcpu, 0).index
                              : 0;
-  vmce_mce_encode (ev->kind, ev->gpa, cpu, &vm->cpu_model, &ev->mce);
+  vmce_mce_encode (ev->kind, ev->gpa, cpu, &vm->cpu_model, ev->style, &ev->mce);
   ev->have_mce = TRUE;
   ev->via = g_strdup ("hmp");
 
-  if (!vm->kvm && ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL) {
-    /* TCG: the vCPU is stopped inside a translated load. QEMU cannot take
-     * the machine check until that block ends, so the load must be able to
-     * complete: a simulated page is given back. */
-    guint64 page = ev->hva & VMCE_PAGE_MASK;
-    g_autoptr(GError) error = NULL;
-
-    if (vmce_sim_is_protected (vm, page)) {
-      if (!vmce_sim_unprotect (vm, tid, page, &error))
-        g_warning ("vm %s: %s", vm->name, error->message);
-      ev->detail = g_strdup ("TCG: the simulated page is given back so the vCPU's load "
-                             "completes; the vCPU takes the machine check as it leaves its "
-                             "translation block");
-    } else {
-      /* TODO(host lab): a really poisoned page must be replaced, or the
-       * vCPU faults on it again and again */
-      ev->detail = g_strdup ("TCG: the vCPU takes the machine check as it leaves its "
-                             "translation block");
-    }
-    hold = TRUE;
-  }
-
   inj = vmce_injection_new (vm, g_steal_pointer (&ev));
-  if (hold) {
+  if (tcg_vcpu_ar) {
     inj->hold_tid = tid;
     vmce_forward_enqueue (vm, inj);
     return;
@@ -429,7 +513,12 @@ vmce_forward_inject_async (VmceVm *vm,
   ev->have_gpa = TRUE;
   ev->block = g_strdup (range->block);
   ev->block_offset = range->offset + (gpa - range->gpa);
-  vmce_mce_encode (kind, gpa, (guint) cpu, &vm->cpu_model, &ev->mce);
+  /* guest-only: the user asked for it, whether the guest can take it or not */
+  ev->style = vmce_mce_style_for (&vm->cpu_model, NULL);
+  if (ev->style == VMCE_MCE_STYLE_NONE)
+    ev->style = vmce_cpu_model_is_amd (&vm->cpu_model) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
+  ev->policy = vmce_policy_to_string (vm->policy);
+  vmce_mce_encode (kind, gpa, (guint) cpu, &vm->cpu_model, ev->style, &ev->mce);
   ev->have_mce = TRUE;
   ev->via = g_strdup ("hmp");
 

@@ -50,6 +50,12 @@ vmce_result_to_string (VmceResult result)
     return "passed";
   case VMCE_RESULT_FAILED:
     return "failed";
+  case VMCE_RESULT_IGNORED:
+    return "ignored";
+  case VMCE_RESULT_REFUSED:
+    return "refused";
+  case VMCE_RESULT_STOPPED:
+    return "stopped";
   }
   return "unknown";
 }
@@ -148,7 +154,8 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   json_builder_set_member_name (b, "mce");
   if (ev->have_mce) {
     json_builder_begin_object (b);
-    vmce_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind));
+    vmce_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind, ev->style));
+    vmce_add_string (b, "style", vmce_mce_style_to_string (ev->style));
     vmce_add_int (b, "bank", ev->mce.bank);
     vmce_json_builder_add_hex (b, "status", ev->mce.status);
     vmce_json_builder_add_hex (b, "mcg_status", ev->mce.mcg_status);
@@ -160,6 +167,7 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   } else {
     json_builder_add_null_value (b);
   }
+  vmce_add_string (b, "policy", ev->policy);
   vmce_add_string (b, "via", ev->via);
   vmce_add_string (b, "handled_by", ev->handled_by);
   vmce_add_string (b, "result", vmce_result_to_string (ev->result));

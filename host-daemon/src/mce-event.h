@@ -17,6 +17,9 @@ typedef enum {
   VMCE_RESULT_COALESCED, /* a repeat of an error being injected */
   VMCE_RESULT_PASSED,    /* the signal went to QEMU unchanged */
   VMCE_RESULT_FAILED,    /* vmced tried and could not */
+  VMCE_RESULT_IGNORED,   /* dropped on purpose (policy ignore-ao) */
+  VMCE_RESULT_REFUSED,   /* not injected: the guest could not recover */
+  VMCE_RESULT_STOPPED,   /* the VM was paused instead */
 } VmceResult;
 
 typedef struct {
@@ -37,6 +40,8 @@ typedef struct {
   gchar *block;
   guint64 block_offset;
   VmceMceKind kind;
+  VmceMceStyle style;
+  const gchar *policy;
   gboolean have_mce;
   VmceMce mce;
   gchar *via;        /* "hmp" */

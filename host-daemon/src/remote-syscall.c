@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -187,6 +188,30 @@ vmce_remote_mprotect (pid_t pid, pid_t tid, guint64 addr, guint64 len, int prot,
     g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
                  "pid %d: mprotect(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", %d): %s",
                  pid, addr, len, prot, g_strerror ((int) -ret));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vmce_remote_map_anon_fixed (pid_t pid, pid_t tid, guint64 addr, guint64 len, GError **error)
+{
+  long args[6] = { (long) addr, (long) len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0 };
+  long ret = 0;
+
+  if (!vmce_remote_syscall (pid, tid, SYS_mmap, args, &ret, error))
+    return FALSE;
+  if (ret < 0 && ret > -4096) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
+                 "pid %d: mmap(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", MAP_FIXED): %s",
+                 pid, addr, len, g_strerror ((int) -ret));
+    return FALSE;
+  }
+  if ((guint64) ret != addr) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                 "pid %d: mmap(MAP_FIXED) mapped 0x%lx instead of 0x%" G_GINT64_MODIFIER "x", pid,
+                 ret, addr);
     return FALSE;
   }
   return TRUE;

@@ -27,3 +27,11 @@ gboolean vmce_remote_mprotect (pid_t pid,
                                guint64 len,
                                int prot,
                                GError **error);
+
+/* Puts a fresh zeroed private page where @addr was: what stands in for a
+ * host page the kernel has taken away for good */
+gboolean vmce_remote_map_anon_fixed (pid_t pid,
+                                     pid_t tid,
+                                     guint64 addr,
+                                     guint64 len,
+                                     GError **error);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -22,6 +23,47 @@
 #include "vm.h"
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
+
+static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop" };
+
+const gchar *
+vmce_policy_to_string (VmcePolicy policy)
+{
+  return policy < G_N_ELEMENTS (vmce_policy_names) ? vmce_policy_names[policy] : "unknown";
+}
+
+gboolean
+vmce_policy_from_string (const gchar *str, VmcePolicy *policy)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (vmce_policy_names); i++) {
+    if (g_strcmp0 (str, vmce_policy_names[i]) == 0) {
+      *policy = (VmcePolicy) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* The vendor of the CPU QEMU runs on, which decides what KVM shows the
+ * guest: kvm_amd keeps only bits 8:0 of MCG_CAP (svm_setup_mce() in Linux
+ * 6.1), so a KVM guest on an AMD host never sees MCG_SER_P */
+static void
+vmce_read_host_vendor (gchar vendor[13])
+{
+  g_autofree gchar *cpuinfo = NULL;
+  const gchar *line;
+
+  vendor[0] = '\0';
+  if (!g_file_get_contents ("/proc/cpuinfo", &cpuinfo, NULL, NULL))
+    return;
+  line = strstr (cpuinfo, "vendor_id");
+  if (line == NULL || (line = strchr (line, ':')) == NULL)
+    return;
+  line++;
+  while (*line == ' ' || *line == '\t')
+    line++;
+  g_strlcpy (vendor, line, MIN (13, strcspn (line, "\n") + 1));
+}
 
 /* --- monitor queries ----------------------------------------------------- */
 
@@ -398,6 +440,7 @@ typedef enum {
   VMCE_QUERY_VENDOR,
   VMCE_QUERY_FAMILY,
   VMCE_QUERY_MODEL,
+  VMCE_QUERY_SUCCOR,
   VMCE_QUERY_DONE,
 } VmceAttachQuery;
 
@@ -438,10 +481,24 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
     if (JSON_NODE_HOLDS_VALUE (ret))
       self->cpu_model.model = (guint) json_node_get_int (ret);
     return TRUE;
+  case VMCE_QUERY_SUCCOR:
+    self->cpu_model.succor = JSON_NODE_HOLDS_VALUE (ret) && json_node_get_boolean (ret);
+    return TRUE;
   case VMCE_QUERY_DONE:
     break;
   }
   return TRUE;
+}
+
+/* What the guest will see of MCA recovery. SUCCOR is a QOM property of
+ * x86 CPUs since QEMU 9.1; MCG_SER_P is in QEMU's MCG_CAP whenever the CPU
+ * model has MCA (every model vmce boots), but KVM on an AMD host drops it */
+static void
+vmce_vm_settle_cpu_model (VmceVm *self)
+{
+  vmce_read_host_vendor (self->host_vendor);
+  self->cpu_model.ser_p = !(self->kvm && (g_strcmp0 (self->host_vendor, "AuthenticAMD") == 0 ||
+                                          g_strcmp0 (self->host_vendor, "HygonGenuine") == 0));
 }
 
 static void
@@ -455,6 +512,12 @@ vmce_vm_attach_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
   if (self->attach_task == NULL)
     return;
+  /* QEMU before 9.1 has no such property: no SUCCOR */
+  if (ret == NULL && step->query == VMCE_QUERY_SUCCOR &&
+      g_error_matches (error, VMCE_QMP_ERROR, VMCE_QMP_ERROR_COMMAND)) {
+    vmce_vm_attach_query (self, step->query + 1);
+    return;
+  }
   if (ret == NULL || !vmce_vm_attach_take_answer (self, step->query, ret, &error)) {
     vmce_vm_attach_fail (self, g_steal_pointer (&error));
     return;
@@ -485,6 +548,7 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
   case VMCE_QUERY_VENDOR:
   case VMCE_QUERY_FAMILY:
   case VMCE_QUERY_MODEL:
+  case VMCE_QUERY_SUCCOR:
     if (cpu_path == NULL) {
       vmce_vm_attach_query (self, VMCE_QUERY_DONE);
       return;
@@ -492,9 +556,11 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
     command = "qom-get";
     args = vmce_vm_qom_get_args (cpu_path, query == VMCE_QUERY_VENDOR   ? "vendor"
                                            : query == VMCE_QUERY_FAMILY ? "family"
-                                                                        : "model");
+                                           : query == VMCE_QUERY_MODEL  ? "model"
+                                                                        : "succor");
     break;
   case VMCE_QUERY_DONE:
+    vmce_vm_settle_cpu_model (self);
     vmce_vm_load_layout_async (self, vmce_vm_attach_layout_cb, vmce_vm_ref (self));
     return;
   }
@@ -692,6 +758,35 @@ vmce_vm_describe_thread (VmceVm *self, pid_t tid)
   return g_strdup ("other");
 }
 
+VmcePoisonedPage *
+vmce_vm_find_poisoned (VmceVm *self, guint64 gpa)
+{
+  guint64 page = gpa & ~G_GUINT64_CONSTANT (0xfff);
+
+  return g_hash_table_lookup (self->poisoned, &page);
+}
+
+static void
+vmce_vm_stop_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res,
+                                                            NULL, &error);
+
+  if (ret == NULL)
+    g_warning ("vm %s: cannot pause it: %s", self->name, error->message);
+}
+
+void
+vmce_vm_pause (VmceVm *self, const gchar *why)
+{
+  g_warning ("vm %s: pausing it: %s", self->name, why);
+  if (self->qmp != NULL)
+    vmce_qmp_client_execute_async (self->qmp, "stop", NULL, NULL, vmce_vm_stop_cb,
+                                   vmce_vm_ref (self));
+}
+
 void
 vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev)
 {
@@ -704,6 +799,8 @@ vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev)
     g_hash_table_insert (self->poisoned, &p->gpa, p);
   }
   p->hva = ev->hva & ~G_GUINT64_CONSTANT (0xfff);
+  p->host_page = p->hva;
+  p->last_us = ev->stop_us;
   p->kind = ev->kind;
   p->time_us = ev->time_us;
   p->simulated = g_strcmp0 (ev->source, "simulated") == 0;
@@ -771,7 +868,18 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   json_builder_add_int_value (b, self->cpu_model.model);
   json_builder_set_member_name (b, "mca_broadcast");
   json_builder_add_boolean_value (b, vmce_cpu_model_supports_mca_broadcast (&self->cpu_model));
+  json_builder_set_member_name (b, "ser_p");
+  json_builder_add_boolean_value (b, self->cpu_model.ser_p);
+  json_builder_set_member_name (b, "succor");
+  json_builder_add_boolean_value (b, self->cpu_model.succor);
+  json_builder_set_member_name (b, "recovery");
+  json_builder_add_string_value (
+      b, vmce_mce_style_to_string (vmce_mce_style_for (&self->cpu_model, NULL)));
   json_builder_end_object (b);
+  json_builder_set_member_name (b, "host_vendor");
+  json_builder_add_string_value (b, self->host_vendor);
+  json_builder_set_member_name (b, "policy");
+  json_builder_add_string_value (b, vmce_policy_to_string (self->policy));
   json_builder_set_member_name (b, "vcpus");
   json_builder_begin_array (b);
   for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
@@ -846,10 +954,12 @@ vmce_vm_new (VmceDaemon *daemon,
              pid_t pid,
              const gchar *qmp_path,
              const gchar *name,
-             const gchar *agent_path)
+             const gchar *agent_path,
+             VmcePolicy policy)
 {
   VmceVm *self = g_new0 (VmceVm, 1);
 
+  self->policy = policy;
   self->ref_count = 1;
   self->daemon = daemon;
   self->pid = pid;

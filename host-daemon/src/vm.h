@@ -32,8 +32,22 @@ typedef struct {
   gint64 time_us;
   gboolean simulated;
   VmceResult result;
-  guint count; /* errors reported on this page */
+  guint count;       /* errors reported on this page */
+  guint64 host_page; /* the page in QEMU */
+  gint64 last_us;    /* monotonic time of the last error */
+  guint refaults;    /* AR again after its machine check was in */
 } VmcePoisonedPage;
+
+/* What vmced does with a memory error in this VM */
+typedef enum {
+  VMCE_POLICY_FORWARD,   /* inject it into the guest */
+  VMCE_POLICY_IGNORE_AO, /* drop AO (the guest hears of the page when it consumes it) */
+  VMCE_POLICY_PASS,      /* leave the signal to QEMU, as if vmced were not there */
+  VMCE_POLICY_STOP,      /* pause the VM and report */
+} VmcePolicy;
+
+const gchar *vmce_policy_to_string (VmcePolicy policy);
+gboolean vmce_policy_from_string (const gchar *str, VmcePolicy *policy);
 
 typedef enum {
   VMCE_VM_ATTACHING,
@@ -62,6 +76,8 @@ struct _VmceVm {
   GArray *vcpus; /* of VmceVcpu */
   VmceCpuModel cpu_model;
   gboolean kvm;
+  gchar host_vendor[13];
+  VmcePolicy policy;
   GTask *attach_task;
 
   /* what the guest was told about, by guest page */
@@ -84,7 +100,8 @@ VmceVm *vmce_vm_new (VmceDaemon *daemon,
                      pid_t pid,
                      const gchar *qmp_path,
                      const gchar *name,
-                     const gchar *agent_path);
+                     const gchar *agent_path,
+                     VmcePolicy policy);
 VmceVm *vmce_vm_ref (VmceVm *self);
 void vmce_vm_unref (VmceVm *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceVm, vmce_vm_unref)
@@ -102,5 +119,8 @@ const VmceVcpu *vmce_vm_find_vcpu (VmceVm *self, guint index);
 gchar *vmce_vm_describe_thread (VmceVm *self, pid_t tid);
 void vmce_vm_refresh_layout (VmceVm *self);
 void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
+VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
+/* QMP stop; the outcome is logged */
+void vmce_vm_pause (VmceVm *self, const gchar *why);
 
 JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);

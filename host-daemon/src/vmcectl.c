@@ -191,10 +191,10 @@ vmcectl_print_vm_line (JsonObject *vm)
 {
   JsonNode *poisoned = json_object_get_member (vm, "poisoned");
 
-  g_print ("%-16s pid %-8" G_GINT64_FORMAT " %-9s %s  %" G_GINT64_FORMAT
+  g_print ("%-16s pid %-8" G_GINT64_FORMAT " %-9s %s  policy %s  %" G_GINT64_FORMAT
            " vCPU(s)  %" G_GINT64_FORMAT " events  %u poisoned page(s)\n",
            vmcectl_str (vm, "name"), json_object_get_int_member_with_default (vm, "pid", 0),
-           vmcectl_str (vm, "state"), vmcectl_str (vm, "accel"),
+           vmcectl_str (vm, "state"), vmcectl_str (vm, "accel"), vmcectl_str (vm, "policy"),
            (gint64) json_array_get_length (json_object_get_array_member (vm, "vcpus")),
            json_object_get_int_member_with_default (vm, "events", 0),
            poisoned != NULL && JSON_NODE_HOLDS_ARRAY (poisoned)
@@ -298,6 +298,18 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
     g_print ("  vCPU %" G_GINT64_FORMAT ": thread %" G_GINT64_FORMAT "\n",
              json_object_get_int_member (v, "index"), json_object_get_int_member (v, "thread_id"));
   }
+  if (json_object_has_member (vm, "cpu")) {
+    JsonObject *cpu = json_object_get_object_member (vm, "cpu");
+    g_print ("  guest CPU: %s family %" G_GINT64_FORMAT " model %" G_GINT64_FORMAT
+             ", MCG_SER_P %s, SUCCOR %s: recovers from %s errors (host CPU %s)\n",
+             vmcectl_str (cpu, "vendor"), json_object_get_int_member (cpu, "family"),
+             json_object_get_int_member (cpu, "model"),
+             json_object_get_boolean_member_with_default (cpu, "ser_p", FALSE) ? "yes" : "no",
+             json_object_get_boolean_member_with_default (cpu, "succor", FALSE) ? "yes" : "no",
+             g_strcmp0 (vmcectl_str (cpu, "recovery"), "none") == 0 ? "no"
+                                                                 : vmcectl_str (cpu, "recovery"),
+             vmcectl_str (vm, "host_vendor"));
+  }
   g_print ("  RAM layout (guest physical -> block, host virtual):\n");
   arr = json_object_get_array_member (vm, "layout");
   for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++) {
@@ -392,10 +404,12 @@ vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL;
+  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL;
   gint pid = 0;
   GOptionEntry entries[] = {
     { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
+    { "policy", 0, 0, G_OPTION_ARG_STRING, &policy,
+      "forward (default), ignore-ao, pass or stop", "POLICY" },
     { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket", "PATH" },
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Name (default: QEMU's -name)", "NAME" },
     { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket", "PATH" },
@@ -414,6 +428,8 @@ vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
     json_object_set_string_member (args, "name", name);
   if (agent != NULL)
     json_object_set_string_member (args, "agent", agent);
+  if (policy != NULL)
+    json_object_set_string_member (args, "policy", policy);
   ret = vmcectl_call (c, "attach", args, &error);
   if (ret == NULL)
     return vmcectl_fail (error);
@@ -439,6 +455,29 @@ vmcectl_cmd_detach (VmcectlConn *c, int argc, char **argv)
   }
   json_object_set_string_member (args, "vm", argv[1]);
   ret = vmcectl_call (c, "detach", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  return EXIT_SUCCESS;
+}
+
+static int
+vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+
+  if (!vmcectl_parse ("VM POLICY - what vmced does with the VM's memory errors: forward, "
+                      "ignore-ao, pass or stop",
+                      vmcectl_no_options, &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 3) {
+    g_printerr ("vmcectl: error: usage: vmcectl policy VM forward|ignore-ao|pass|stop\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_string_member (args, "vm", argv[1]);
+  json_object_set_string_member (args, "policy", argv[2]);
+  ret = vmcectl_call (c, "set-policy", args, &error);
   if (ret == NULL)
     return vmcectl_fail (error);
   return EXIT_SUCCESS;
@@ -660,8 +699,10 @@ static const struct {
   { "status", vmcectl_cmd_status, "vmced, its journal and the VMs it watches" },
   { "vm", vmcectl_cmd_vm, "VM: vCPUs, RAM layout and poisoned pages of one VM" },
   { "events", vmcectl_cmd_events, "[--vm VM] [-n N] [--follow]: journal records" },
-  { "attach", vmcectl_cmd_attach, "--pid PID --qmp PATH [--name NAME] [--agent PATH]" },
+  { "attach", vmcectl_cmd_attach,
+    "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
+  { "policy", vmcectl_cmd_policy, "VM forward|ignore-ao|pass|stop: what to do with its errors" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "
     "simulate a host memory error" },

@@ -119,6 +119,8 @@ main (int argc, char **argv)
   g_autofree gchar *agent_path = NULL;
   gint pid = 0;
   gint inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
+  g_autofree gchar *policy_str = NULL;
+  VmcePolicy policy = VMCE_POLICY_FORWARD;
   gboolean version = FALSE;
   VmceDaemonOptions options = { 0 };
   VmcedContext ctx = { 0 };
@@ -134,6 +136,8 @@ main (int argc, char **argv)
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Its name (default: QEMU's -name)", "NAME" },
     { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent_path,
       "Its vmce guest agent socket, for vmcectl", "PATH" },
+    { "policy", 0, 0, G_OPTION_ARG_STRING, &policy_str,
+      "What to do with its memory errors: forward (default), ignore-ao, pass or stop", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
       "Least time between two machine checks into one VM (default 20)", "MS" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
@@ -173,6 +177,10 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: --pid and --qmp go together\n");
     return EXIT_FAILURE;
   }
+  if (policy_str != NULL && !vmce_policy_from_string (policy_str, &policy)) {
+    g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass or stop\n");
+    return EXIT_FAILURE;
+  }
   if (inject_gap_ms < 0) {
     g_printerr ("vmced: error: --inject-gap-ms must not be negative\n");
     return EXIT_FAILURE;
@@ -202,7 +210,8 @@ main (int argc, char **argv)
              options.journal_path);
   if (pid != 0) {
     ctx.attach_required = TRUE;
-    vmce_daemon_attach_async (daemon, pid, qmp_path, name, agent_path, vmced_attach_cb, &ctx);
+    vmce_daemon_attach_async (daemon, pid, qmp_path, name, agent_path, policy, vmced_attach_cb,
+                              &ctx);
   }
   g_main_loop_run (loop);
 

@@ -14,7 +14,8 @@ static VmceMceEvent *
 sample_event (void)
 {
   VmceMceEvent *ev = vmce_mce_event_new ();
-  static const VmceCpuModel skylake = { "GenuineIntel", 6, 94 };
+  static const VmceCpuModel skylake = { .vendor = "GenuineIntel", .family = 6, .model = 94,
+                                        .ser_p = TRUE };
 
   ev->seq = 7;
   ev->time_us = G_GINT64_CONSTANT (1796296830123456); /* 2026-12-03T11:20:30.123456Z */
@@ -31,7 +32,9 @@ sample_event (void)
   ev->block = g_strdup ("pc.ram");
   ev->block_offset = G_GUINT64_CONSTANT (0x100005000);
   ev->kind = VMCE_MCE_KIND_AO;
-  vmce_mce_encode (VMCE_MCE_KIND_AO, ev->gpa, 0, &skylake, &ev->mce);
+  ev->style = VMCE_MCE_STYLE_INTEL;
+  ev->policy = "forward";
+  vmce_mce_encode (VMCE_MCE_KIND_AO, ev->gpa, 0, &skylake, ev->style, &ev->mce);
   ev->have_mce = TRUE;
   ev->via = g_strdup ("hmp");
   ev->handled_by = g_strdup ("vmced");
@@ -64,6 +67,8 @@ test_mce_event_json (void)
   g_assert_cmpint (json_object_get_int_member (obj, "vcpu"), ==, 0);
   g_assert_cmpstr (json_object_get_string_member (mce, "status"), ==, "0xbd000000000000c0");
   g_assert_cmpstr (json_object_get_string_member (mce, "kind"), ==, "SRAO");
+  g_assert_cmpstr (json_object_get_string_member (mce, "style"), ==, "intel");
+  g_assert_cmpstr (json_object_get_string_member (obj, "policy"), ==, "forward");
   g_assert_cmpstr (json_object_get_string_member (obj, "result"), ==, "injected");
   g_assert_cmpstr (json_object_get_string_member (obj, "handled_by"), ==, "vmced");
   g_assert_cmpint (json_object_get_int_member (obj, "latency_us"), ==, 412);

@@ -82,7 +82,8 @@ attach_cb (GObject *source, GAsyncResult *res, gpointer data)
 static void
 attach (Fixture *fx)
 {
-  vmce_daemon_attach_async (fx->daemon, fx->child->pid, fx->qmp_path, NULL, NULL, attach_cb, fx);
+  vmce_daemon_attach_async (fx->daemon, fx->child->pid, fx->qmp_path, NULL, NULL,
+                            VMCE_POLICY_FORWARD, attach_cb, fx);
   test_wait (fx->done);
   g_assert_true (fx->done);
 }
@@ -118,6 +119,8 @@ script_full_attach (Fixture *fx)
   fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
   fake_qmp_expect (fx->fake, "qom-get", "6");
   fake_qmp_expect (fx->fake, "qom-get", "94");
+  fake_qmp_expect (fx->fake, "qom-get",
+                   "error:Property 'x86_64-cpu.succor' not found");
   fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
   fake_qmp_expect (fx->fake, "human-monitor-command",
                    "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
