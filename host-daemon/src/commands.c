@@ -7,7 +7,7 @@
  *   subscribe                         events from now on
  *   attach        {pid, qmp, name?, agent?, policy?}
  *   detach        {vm}
- *   set-policy    {vm, policy}       forward, ignore-ao, pass or stop
+ *   set-policy    {vm, policy}       forward, ignore-ao, pass, stop or force
  *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
@@ -152,7 +152,7 @@ vmce_commands_get_policy (VmceControlRequest *req, JsonObject *args, VmcePolicy 
   if (str == NULL || vmce_policy_from_string (str, policy))
     return TRUE;
   vmce_control_request_error (req, "InvalidParameter",
-                              "'policy' must be forward, ignore-ao, pass or stop, not \"%s\"", str);
+                              "'policy' must be forward, ignore-ao, pass, stop or force, not \"%s\"", str);
   return FALSE;
 }
 

@@ -24,7 +24,7 @@
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
 
-static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop" };
+static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop", "force" };
 
 const gchar *
 vmce_policy_to_string (VmcePolicy policy)

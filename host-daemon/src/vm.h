@@ -44,6 +44,7 @@ typedef enum {
   VMCE_POLICY_IGNORE_AO, /* drop AO (the guest hears of the page when it consumes it) */
   VMCE_POLICY_PASS,      /* leave the signal to QEMU, as if vmced were not there */
   VMCE_POLICY_STOP,      /* pause the VM and report */
+  VMCE_POLICY_FORCE,     /* inject even what the guest cannot recover from */
 } VmcePolicy;
 
 const gchar *vmce_policy_to_string (VmcePolicy policy);

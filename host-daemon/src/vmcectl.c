@@ -409,7 +409,7 @@ vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
   GOptionEntry entries[] = {
     { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy,
-      "forward (default), ignore-ao, pass or stop", "POLICY" },
+      "forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket", "PATH" },
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Name (default: QEMU's -name)", "NAME" },
     { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket", "PATH" },
@@ -472,7 +472,7 @@ vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
                       vmcectl_no_options, &argc, &argv))
     return EXIT_FAILURE;
   if (argc != 3) {
-    g_printerr ("vmcectl: error: usage: vmcectl policy VM forward|ignore-ao|pass|stop\n");
+    g_printerr ("vmcectl: error: usage: vmcectl policy VM forward|ignore-ao|pass|stop|force\n");
     return EXIT_FAILURE;
   }
   json_object_set_string_member (args, "vm", argv[1]);
@@ -702,7 +702,7 @@ static const struct {
   { "attach", vmcectl_cmd_attach,
     "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
-  { "policy", vmcectl_cmd_policy, "VM forward|ignore-ao|pass|stop: what to do with its errors" },
+  { "policy", vmcectl_cmd_policy, "VM forward|ignore-ao|pass|stop|force: what to do with its errors" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "
     "simulate a host memory error" },

@@ -137,7 +137,7 @@ main (int argc, char **argv)
     { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent_path,
       "Its vmce guest agent socket, for vmcectl", "PATH" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy_str,
-      "What to do with its memory errors: forward (default), ignore-ao, pass or stop", "POLICY" },
+      "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
       "Least time between two machine checks into one VM (default 20)", "MS" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
@@ -178,7 +178,7 @@ main (int argc, char **argv)
     return EXIT_FAILURE;
   }
   if (policy_str != NULL && !vmce_policy_from_string (policy_str, &policy)) {
-    g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass or stop\n");
+    g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass, stop or force\n");
     return EXIT_FAILURE;
   }
   if (inject_gap_ms < 0) {

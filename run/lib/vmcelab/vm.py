@@ -106,11 +106,13 @@ class Vm:
     @classmethod
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
-              cpu_model="Skylake-Client", shell=False):
+              cpu_model="Skylake-Client", shell=False, mem_file=None):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
         ("memory-backend-ram"), e.g. ["1G", "4G"]; vCPUs go to node 0.
+        mem_file: back all guest RAM with this file, shared (as the host lab
+        does, so that a poisoner can reach the pages).
         """
         kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
         initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
@@ -146,7 +148,12 @@ class Vm:
         for i, (port, sock) in enumerate(zip(AGENT_PORTS, (vm.agent_path, vm.vmced_agent_path))):
             args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
                      "-device", f"virtserialport,chardev=agent{i},name={port}"]
-        if numa:
+        if mem_file:
+            args += ["-m", f"{mem_mib}M",
+                     "-object", f"memory-backend-file,id=ram0,size={mem_mib}M,"
+                                f"mem-path={mem_file},share=on",
+                     "-machine", "memory-backend=ram0"]
+        elif numa:
             sizes = [parse_size(s) for s in numa]
             if sum(sizes) != mem_mib:
                 raise ValueError(f"NUMA node sizes {numa} do not add up to {mem}")

@@ -1,0 +1,170 @@
+/*
+ * vmce-poison: makes the host kernel's memory_failure() run on a page, the
+ * way a real uncorrected DRAM error would, in the vmce host lab(L1).
+ *
+ *   vmce-poison file PATH OFFSET   madvise(MADV_HWPOISON) on the page at
+ *                                  OFFSET of PATH(e.g. a guest's RAM in a
+ *                                  shared memory-backend-file)
+ *   vmce-poison pfn PID ADDR       the physical page behind ADDR in PID
+ *   vmce-poison corrupt-pfn PFN    debugfs hwpoison: poison a pfn
+ *   vmce-poison unpoison-pfn PFN   debugfs hwpoison: unpoison it again
+ *
+ * Prints one JSON line. Exits 1 with one line on stderr when it cannot.
+ *
+ * Copyright(C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_HWPOISON
+#define MADV_HWPOISON 100
+#endif
+
+#define PAGE 4096UL
+
+static int
+fail(const char *what, const char *arg)
+{
+	fprintf(stderr, "vmce-poison: %s %s: %s\n", what, arg, strerror(errno));
+	return 1;
+}
+
+static int
+parse_u64(const char *s, uint64_t *v)
+{
+	char *end = NULL;
+
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	return errno == 0 && end != s && *end == '\0';
+}
+
+/* pagemap: bit 63 present, bits 0-54 the pfn(root only) */
+static int
+lookup_pfn(const char *pagemap, uint64_t addr, uint64_t *pfn)
+{
+	uint64_t entry = 0;
+	int fd = open(pagemap, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (pread(fd, &entry, sizeof entry, (off_t) (addr / PAGE * sizeof entry)) != sizeof entry) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (!(entry & (1ULL << 63))) {
+		errno = ENXIO;
+		return -1;
+	}
+	*pfn = entry & ((1ULL << 55) - 1);
+	return 0;
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static int
+poison_file(const char *path, const char *offset_str)
+{
+	uint64_t offset, pfn = 0;
+	volatile char *page;
+	uint64_t t;
+	int fd;
+
+	if (!parse_u64(offset_str, &offset) || offset % PAGE) {
+		errno = EINVAL;
+		return fail("offset must be a page-aligned number:", offset_str);
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return fail("cannot open", path);
+	page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t) offset);
+	close(fd);
+	if (page == MAP_FAILED)
+		return fail("cannot map", path);
+	/* present in our page table, so pagemap tells its pfn */
+	(void) page[0];
+	if (lookup_pfn("/proc/self/pagemap", (uint64_t) (uintptr_t) page, &pfn) < 0)
+		return fail("cannot read the pfn of", path);
+	t = now_ns();
+	if (madvise((void *) page, PAGE, MADV_HWPOISON) < 0)
+		return fail("madvise(MADV_HWPOISON) failed on", path);
+	printf("{\"pfn\":\"0x%" PRIx64 "\",\"offset\":\"0x%" PRIx64 "\",\"time_ns\":%" PRIu64 "}\n",
+	        pfn, offset, t);
+	/* the page is gone from our mapping: do not touch it again */
+	return 0;
+}
+
+static int
+show_pfn(const char *pid, const char *addr_str)
+{
+	char pagemap[64];
+	uint64_t addr, pfn = 0;
+
+	if (!parse_u64(addr_str, &addr)) {
+		errno = EINVAL;
+		return fail("not an address:", addr_str);
+	}
+	snprintf(pagemap, sizeof pagemap, "/proc/%s/pagemap", pid);
+	if (lookup_pfn(pagemap, addr, &pfn) < 0)
+		return fail("no page behind that address in", pagemap);
+	printf("{\"pfn\":\"0x%" PRIx64 "\"}\n", pfn);
+	return 0;
+}
+
+static int
+debugfs_write(const char *file, const char *pfn_str)
+{
+	char path[128];
+	uint64_t pfn, t;
+	int fd;
+
+	if (!parse_u64(pfn_str, &pfn)) {
+		errno = EINVAL;
+		return fail("not a pfn:", pfn_str);
+	}
+	snprintf(path, sizeof path, "/sys/kernel/debug/hwpoison/%s", file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("cannot open(is hwpoison_inject loaded, debugfs mounted?)", path);
+	t = now_ns();
+	if (dprintf(fd, "%" PRIu64 "\n", pfn) < 0) {
+		close(fd);
+		return fail("cannot write to", path);
+	}
+	close(fd);
+	printf("{\"pfn\":\"0x%" PRIx64 "\",\"time_ns\":%" PRIu64 "}\n", pfn, t);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "file") == 0)
+		return poison_file(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "pfn") == 0)
+		return show_pfn(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "corrupt-pfn") == 0)
+		return debugfs_write("corrupt-pfn", argv[2]);
+	if (argc == 3 && strcmp(argv[1], "unpoison-pfn") == 0)
+		return debugfs_write("unpoison-pfn", argv[2]);
+	fprintf(stderr, "usage: vmce-poison file PATH OFFSET | pfn PID ADDR | corrupt-pfn PFN | "
+	                 "unpoison-pfn PFN\n");
+	return 2;
+}

@@ -1,0 +1,95 @@
+# Shared by mkinitramfs and host/mkhostimage: busybox, kernel modules with
+# their dependencies, and a reproducible newc cpio archive.
+# Sourced; the caller defines die() and sets -euo pipefail.
+
+# Reads $1/modules.dep; fills the global array `order` with the modules
+# named after it and their dependencies, dependencies first.
+modules_resolve() {
+	local moddir=$1 line path base name module
+	shift
+	declare -gA dep_of=() path_of=() placed=()
+	order=()
+	while IFS= read -r line; do
+		path=${line%%:*}
+		base=${path##*/}
+		name=${base%%.ko*}
+		dep_of[$path]=${line#*:}
+		path_of[${name//-/_}]=$path
+	done <"$moddir/modules.dep"
+	for module in "$@"; do
+		path=${path_of[${module//-/_}]:-}
+		[[ -n $path ]] || die "the kernel has no module $module (not in $moddir/modules.dep)"
+		modules_place "$moddir" "$path"
+	done
+}
+
+# Depth first, dependencies before the module that needs them.
+modules_place() {
+	local moddir=$1 path=$2 dep
+	[[ -z ${placed[$path]:-} ]] || return 0
+	placed[$path]=1
+	for dep in ${dep_of[$path]}; do
+		[[ -n ${dep_of[$dep]+set} ]] || die "$path needs $dep, which modules.dep does not list"
+		modules_place "$moddir" "$dep"
+	done
+	[[ $path == *.ko ]] || die "$path is compressed; busybox insmod here loads plain .ko files"
+	[[ -f $moddir/$path ]] || die "$moddir/$path is missing"
+	order+=("$path")
+}
+
+# Copies the resolved modules into $1 under /lib/modules/$3, with their
+# load order in /etc/vmce/modules and a modules.dep for just these.
+stage_modules() {
+	local stage=$1 moddir=$2 release=$3 path
+	local guest_moddir=/lib/modules/$release
+	mkdir -p "$stage/etc/vmce"
+	: >"$stage/etc/vmce/modules"
+	for path in "${order[@]}"; do
+		install -D -m 0644 "$moddir/$path" "$stage$guest_moddir/$path"
+		echo "$guest_moddir/$path" >>"$stage/etc/vmce/modules"
+		echo "$path:${dep_of[$path]}" >>"$stage$guest_moddir/modules.dep"
+	done
+}
+
+# Debian's busybox-static with a symlink per applet.
+stage_busybox() {
+	local stage=$1 applet busybox=/bin/busybox
+	[[ $(dpkg-query -W -f '${db:Status-Status}' busybox-static 2>/dev/null) == installed ]] ||
+		die "busybox-static is not installed (apt-get install busybox-static)"
+	[[ -x $busybox ]] || die "$busybox is missing although busybox-static is installed"
+	mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,root}
+	install -m 0755 "$busybox" "$stage/bin/busybox"
+	while IFS= read -r applet; do
+		[[ $applet == */* && $applet != bin/busybox ]] || continue
+		[[ -e $stage/$applet || -L $stage/$applet ]] && continue
+		ln -s /bin/busybox "$stage/$applet"
+	done < <("$busybox" --list-full)
+}
+
+# One newc header (no data) for an entry GNU cpio cannot take from disk.
+newc_entry() {
+	local name=$1 mode=$2 major=$3 minor=$4
+	local namesize=$((${#name} + 1))
+	printf '070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%s\0' \
+		0 $((mode)) 0 0 1 0 0 0 0 "$major" "$minor" "$namesize" 0 "$name"
+	# Header and name are padded to a multiple of 4 bytes.
+	head -c $(((4 - (110 + namesize) % 4) % 4)) /dev/zero
+}
+
+# write_cpio STAGE OUT FILTER: a newc archive of STAGE through FILTER
+# (e.g. "gzip -n -9", or "cat" for none); same inputs, same bytes.
+write_cpio() {
+	local stage=$1 out=$2 filter=$3 tmp=$2.tmp
+	command -v cpio >/dev/null || die "cpio is not installed (apt-get install cpio)"
+	find "$stage" -exec touch -h -d @0 {} +
+	{
+		(cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
+			cpio --quiet -o -H newc -R 0:0 --reproducible)
+		# /dev/console must exist before /init runs (the kernel opens it for
+		# init's stdio) and mknod would need root: append it as a second
+		# archive, which the kernel's unpacker accepts after the first.
+		newc_entry dev/console 020600 5 1
+		newc_entry TRAILER!!! 0 0 0
+	} | $filter >"$tmp" || die "writing $tmp failed"
+	mv "$tmp" "$out"
+}

@@ -1,0 +1,290 @@
+"""The host lab's scenario runner, run inside the L1 host (images/host/init).
+
+L1's kernel has MEMORY_FAILURE: poisoning a page of the L2 guest's RAM file
+makes it unmap the page from QEMU and send QEMU the real SIGBUS. Each
+scenario boots (or reuses) an L2 guest, starts a victim process in it,
+poisons the host page behind the victim's page, and records what happened:
+did the victim get its SIGBUS, did the guest panic, did QEMU die, what did
+vmced do, what did each kernel log, how long did it take.
+
+Input: a JSON file {"scenarios": [{"name", "accel", "kind", "forwarder",
+"kill"}, ...], "qemu": PATH?}. Output, on stdout, one JSON object per line:
+{"type": "progress", "text": ...} and {"type": "result", ...}.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from . import paths
+from .daemon import Vmced
+from .vm import Vm
+
+SHM = "/dev/shm"
+BUS_CODES = {4: "BUS_MCEERR_AR", 5: "BUS_MCEERR_AO"}
+PANIC = re.compile(r"Kernel panic|Fatal machine check|MCE: Killing .* because of")
+GUEST_MCE = re.compile(r"mce: \[Hardware Error\]|Memory failure:|mce: Uncorrected|"
+                       r"Machine check events logged|Kernel panic")
+FIRST_MCE = re.compile(r"Machine Check Exception|Machine check events logged|Memory failure:|"
+                       r"Uncorrected hardware memory error|Fatal machine check")
+
+
+def emit(kind, **fields):
+    print(json.dumps({"type": kind, **fields}), flush=True)
+
+
+def progress(text):
+    emit("progress", text=text)
+
+
+class L1Log:
+    """L1's own kernel log, for its memory_failure() lines."""
+
+    def __init__(self):
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def new_lines(self):
+        lines = []
+        while True:
+            try:
+                rec = os.read(self.fd, 8192).decode(errors="replace")
+            except BlockingIOError:
+                return lines
+            except OSError:  # EPIPE: overwritten records
+                continue
+            text = rec.split(";", 1)[-1].split("\n", 1)[0]
+            lines.append(text)
+
+
+class L2:
+    """One L2 guest, maybe with a vmced, reused while scenarios allow it."""
+
+    def __init__(self, name, accel, forwarder, qemu):
+        self.name = name
+        self.accel = accel
+        self.forwarder = forwarder
+        self.ram = os.path.join(SHM, f"{name}.ram")
+        work = os.path.join("/run/vmce/lab", name)
+        cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
+        t = time.monotonic()
+        self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=qemu,
+                           state_dir=os.path.join(work, "vm"), mem_file=self.ram)
+        self.vm.wait_ready(timeout=600 if accel == "tcg" else 120)
+        self.boot_s = time.monotonic() - t
+        self.daemon = None
+        if forwarder == "vmced":
+            self.daemon = Vmced(os.path.join(work, "vmced"),
+                                args=["--pid", str(self.vm.pid), "--qmp", self.vm.vmced_qmp_path,
+                                      "--name", name, "--agent", self.vm.vmced_agent_path])
+            self.daemon.wait_attached(name, 120)
+        self.healthy = True
+
+    def usable_for(self, sc):
+        return (self.healthy and self.vm.alive() and self.accel == sc["accel"]
+                and self.forwarder == sc["forwarder"])
+
+    def exit_status(self):
+        """How QEMU ended, in words, or None while it runs"""
+        rc = self.vm._proc.poll()
+        if rc is None:
+            return None
+        if rc < 0:
+            return f"killed by signal {-rc} ({signal.Signals(-rc).name})"
+        return f"exited with status {rc}"
+
+    def file_offset(self, gpa):
+        """Where in the RAM file QEMU keeps @gpa: QEMU's own gpa2hva, and
+        the file offset of that mapping in /proc/PID/maps."""
+        with self.vm.qmp() as q:
+            text = q.hmp(f"gpa2hva {gpa:#x}")
+        m = re.search(r"is (0x[0-9a-f]+)", text)
+        if not m:
+            raise RuntimeError(f"gpa2hva {gpa:#x}: {text.strip()}")
+        hva = int(m.group(1), 16)
+        with open(f"/proc/{self.vm.pid}/maps") as f:
+            for line in f:
+                fields = line.split()
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                if lo <= hva < hi and len(fields) >= 6 and fields[5] == self.ram:
+                    return (int(fields[2], 16) + (hva - lo)) & ~0xfff, hva
+        raise RuntimeError(f"HVA {hva:#x} is not in {self.ram}'s mapping")
+
+    def stop(self):
+        if self.daemon is not None:
+            self.daemon.stop()
+        self.vm.stop()
+        try:
+            os.unlink(self.ram)
+        except FileNotFoundError:
+            pass
+
+
+def console_lines(vm, since_len):
+    text = vm.console()
+    return text[since_len:].splitlines()
+
+
+def first_mce(l2, console_len, t_poison, first_mce_ms):
+    if first_mce_ms is None and any(FIRST_MCE.search(ln) for ln in console_lines(l2.vm, console_len)):
+        first_mce_ms = (time.monotonic() - t_poison) * 1000
+    return first_mce_ms
+
+
+def observe(l2, sc, victim, t_poison, console_len, timeout):
+    """Polls until the scenario has an outcome; returns it with evidence."""
+    outcome, sig, first_mce_ms = observe_outcome(l2, sc, victim, t_poison, console_len, timeout)
+    # the guest prints its machine-check report from a work item, maybe
+    # after the victim got its signal: wait a moment for it
+    deadline = time.monotonic() + 3
+    while first_mce_ms is None and outcome in ("sigbus", "guest-panic") and \
+            time.monotonic() < deadline:
+        first_mce_ms = first_mce(l2, console_len, t_poison, first_mce_ms)
+        time.sleep(0.02)
+    return outcome, sig, first_mce_ms
+
+
+def observe_outcome(l2, sc, victim, t_poison, console_len, timeout):
+    agent = l2.vm.agent
+    kind, kill = sc["kind"], sc.get("kill", "early")
+    first_mce_ms = None
+    touched = False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = console_lines(l2.vm, console_len)
+        first_mce_ms = first_mce(l2, console_len, t_poison, first_mce_ms)
+        if any(PANIC.search(ln) for ln in lines):
+            return "guest-panic", None, first_mce_ms
+        if not l2.vm.alive():
+            return "qemu-died", None, first_mce_ms
+        if l2.daemon is not None:
+            recs = [r for r in l2.daemon.journal_records()
+                    if r["type"] == "memory-error" and r["result"] in ("refused", "stopped")]
+            if recs:
+                return recs[-1]["result"], None, first_mce_ms
+        try:
+            st = agent.call("victim-status", timeout=5, pid=victim["pid"])
+        except Exception:
+            # a paused or dead guest does not answer
+            time.sleep(0.2)
+            continue
+        if st.get("sigbus"):
+            return "sigbus", st["sigbus"], first_mce_ms
+        if kill == "late" and kind == "ao" and not touched and any(
+                "recovery action" in ln for ln in lines):
+            # the guest isolated the page without signalling: now touch it
+            agent.call("victim-touch", pid=victim["pid"])
+            touched = True
+        time.sleep(0.02)
+    return "nothing", None, first_mce_ms
+
+
+def run_scenario(sc, l2, l1log):
+    name = sc["name"]
+    agent = l2.vm.agent
+    kind = sc["kind"]
+    agent.call("sysctl", name="vm.memory_failure_early_kill",
+               value=0 if sc.get("kill") == "late" else 1)
+    victim = agent.call("victim-start", mode="read" if kind == "ar" else "idle")
+    gpa = int(victim["gpa"], 16)
+    if l2.daemon is not None:
+        # AR for real: the host's early AO must not reach the guest, so
+        # that the guest learns of the page only when it consumes it
+        policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
+        l2.daemon.ctl("policy", l2.name, policy)
+    offset, hva = l2.file_offset(gpa)
+    journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
+    console_len = len(l2.vm.console())
+    l1log.new_lines()
+    progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
+             f"{l2.ram} offset {offset:#x}; poisoning it")
+    t0 = time.monotonic()
+    res = subprocess.run(["vmce-poison", "file", l2.ram, hex(offset)], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr.strip())
+    pfn = json.loads(res.stdout)["pfn"]
+    outcome, sig, mce_ms = observe(l2, sc, victim, t0, console_len,
+                                   180 if sc["accel"] == "tcg" else 60)
+    elapsed_ms = (time.monotonic() - t0) * 1000
+    guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
+    journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    result = {
+        "scenario": sc, "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
+        "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"],
+        "l1_memory_failure": [ln for ln in l1log.new_lines() if "Memory failure" in ln],
+        "guest_log": guest_log[:40], "journal": journal,
+        "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,
+        "l2_boot_s": round(l2.boot_s, 1),
+        "qemu_log": l2.vm.qemu_log().splitlines()[-10:],
+        "qemu_exit": l2.exit_status(),
+    }
+    if sig is not None:
+        result["signal"] = {"code": sig["code"], "code_name": BUS_CODES.get(sig["code"], "other"),
+                            "addr": sig["addr"], "lsb": sig.get("lsb"),
+                            "own_va": int(sig["addr"], 16) == int(victim["va"], 16)}
+        result["ms_to_sigbus"] = round(elapsed_ms, 1)
+        if sig["code"] in BUS_CODES and int(sig["addr"], 16) == int(victim["va"], 16):
+            result["outcome"] = "recovered"
+    if l2.daemon is not None and l2.daemon.alive():
+        vm_info = l2.daemon.ctl_json("vm", l2.name)
+        result["guest_cpu"] = vm_info["cpu"]
+        result["host_vendor"] = vm_info["host_vendor"]
+    if l2.vm.alive():
+        try:
+            with l2.vm.qmp() as q:
+                result["vm_status"] = q.execute("query-status")["status"]
+        except Exception as e:
+            result["vm_status"] = f"no answer: {e}"
+    if result["outcome"] != "recovered":
+        l2.healthy = False
+        result["guest_console_tail"] = l2.vm.console().splitlines()[-15:]
+    return result
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    os.environ.setdefault("VMCE_BUILD_DIR", "/run/vmce/build")
+    os.environ.setdefault("VMCE_STATE_DIR", "/run/vmce/vms")
+    os.environ.setdefault("VMCE_VMCED", "/usr/sbin/vmced")
+    os.environ.setdefault("VMCE_VMCECTL", "/usr/bin/vmcectl")
+    os.environ.setdefault("VMCE_INITRD", "/lab/l2/guest.cpio.gz")
+    if "VMCE_KERNEL" not in os.environ:
+        os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz")
+                                         if os.path.exists(p))
+    qemu = spec.get("qemu") or paths.qemu()
+    with open("/proc/cpuinfo") as f:
+        vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")
+    emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
+         qemu=subprocess.run([qemu, "--version"], capture_output=True,
+                             text=True).stdout.splitlines()[0])
+    l1log = L1Log()
+    l2 = None
+    for i, sc in enumerate(spec["scenarios"]):
+        sc.setdefault("name", f"{sc['accel']}-{sc['kind']}-{sc['forwarder']}"
+                      + (f"-{sc['policy']}" if sc.get("policy") else ""))
+        try:
+            if l2 is not None and not l2.usable_for(sc):
+                l2.stop()
+                l2 = None
+            if l2 is None:
+                progress(f"{sc['name']}: booting an L2 guest ({sc['accel']}, forwarder "
+                         f"{sc['forwarder']})")
+                l2 = L2(f"l2-{i}", sc["accel"], sc["forwarder"], qemu)
+                progress(f"{sc['name']}: L2 ready in {l2.boot_s:.1f} s")
+            emit("result", **run_scenario(sc, l2, l1log))
+        except Exception as e:
+            emit("result", scenario=sc, outcome="error", detail=str(e)[:2000])
+            if l2 is not None:
+                l2.healthy = False
+    if l2 is not None:
+        l2.stop()
+    emit("done")
+
+
+if __name__ == "__main__":
+    main()

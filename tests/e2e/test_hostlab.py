@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Real host memory errors: the host lab's L1 kernel runs memory_failure()
+and sends QEMU the SIGBUS itself (run/hostlab --check, one L1 boot).
+
+Rows and what they assert, for the QEMU in the lab (Debian's 7.2 today):
+  tcg ao vmced   the victim gets BUS_MCEERR_AO at its own VA; L1's kernel
+                 says it sent SIGBUS to QEMU; the journal has the GPA
+  tcg ar vmced   the host's AO is ignored (policy), the vCPU consumes the
+                 page, the victim gets BUS_MCEERR_AR at its own VA
+  kvm ao vmced   on this AMD L1, kvm_amd hides MCG_SER_P and QEMU 7.2 cannot
+                 give the guest SUCCOR: vmced refuses and says why; with a
+                 QEMU that gives SUCCOR, the victim recovers
+  kvm ar vmced   refused and the VM paused; recovers with SUCCOR
+  kvm ao qemu    QEMU injects Intel-style into the AMD guest: it panics
+"""
+import json
+import os
+import subprocess
+import sys
+
+from common import Tap, paths
+
+tap = Tap()
+if os.geteuid() != 0:
+    tap.skip("host lab", "it needs root")
+    tap.done()
+
+res = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run", "hostlab"), "--check", "--json"],
+                     capture_output=True, text=True, timeout=900)
+if res.returncode != 0 or not res.stdout.strip().startswith("{"):
+    tap.bail(f"run/hostlab --check failed ({res.returncode}): {res.stderr.strip()[-2000:]}")
+lab = json.loads(res.stdout)
+host = lab["host"]
+tap.diag(f"L1: kernel {host['kernel']}, {host['cpu_vendor']}, KVM {host['kvm']}, {host['qemu']}")
+rows = {(r["scenario"]["accel"], r["scenario"]["kind"], r["scenario"]["forwarder"]): r
+        for r in lab["results"]}
+
+
+def row(accel, kind, fwd):
+    r = rows.get((accel, kind, fwd))
+    if r is None or r["outcome"] == "error":
+        tap.ok(False, f"{accel}/{kind}/{fwd}: the scenario ran", diag=r)
+        return None
+    return r
+
+
+def events(r, result=None):
+    return [e for e in r.get("journal", []) if e["type"] == "memory-error"
+            and (result is None or e["result"] == result)]
+
+
+def l1_sent_sigbus(r):
+    return any("Sending SIGBUS to qemu-system-x86" in ln for ln in r["l1_memory_failure"])
+
+
+r = row("tcg", "ao", "vmced")
+if r:
+    tap.eq(r["outcome"], "recovered", "tcg/ao/vmced: the victim recovered")
+    sig = r.get("signal") or {}
+    tap.eq((sig.get("code_name"), sig.get("own_va"), sig.get("lsb")), ("BUS_MCEERR_AO", True, 12),
+           "tcg/ao/vmced: BUS_MCEERR_AO at the victim's own VA, lsb 12")
+    tap.ok(l1_sent_sigbus(r), "tcg/ao/vmced: L1's memory_failure() sent SIGBUS to QEMU",
+           diag=r["l1_memory_failure"])
+    ev = events(r, "injected")
+    tap.ok(ev and ev[0]["gpa"] == r["gpa"] and ev[0]["source"] == "kernel"
+           and ev[0]["si_code"] == "BUS_MCEERR_AO" and ev[0]["hva"] == r["hva"],
+           "tcg/ao/vmced: the journal holds the kernel's AO with the victim's GPA", diag=r["journal"])
+
+r = row("tcg", "ar", "vmced")
+if r:
+    tap.eq(r["outcome"], "recovered", "tcg/ar/vmced: the victim recovered")
+    sig = r.get("signal") or {}
+    tap.eq((sig.get("code_name"), sig.get("own_va")), ("BUS_MCEERR_AR", True),
+           "tcg/ar/vmced: BUS_MCEERR_AR at the victim's own VA")
+    ignored = events(r, "ignored")
+    ar = [e for e in events(r, "injected") if e["si_code"] == "BUS_MCEERR_AR"]
+    tap.ok(ignored and ignored[0]["si_code"] == "BUS_MCEERR_AO",
+           "tcg/ar/vmced: the host's early AO was held back by policy ignore-ao", diag=r["journal"])
+    # the kernel reports the address that was loaded from, not the page
+    tap.ok(ar and ar[0]["thread"].startswith("vcpu")
+           and int(ar[0]["gpa"], 16) & ~0xfff == int(r["gpa"], 16)
+           and "replaced" in (ar[0]["detail"] or ""),
+           "tcg/ar/vmced: the vCPU consumed it; SRAR injected in the victim's page, the host "
+           "page replaced", diag=ar)
+
+for kind in ("ao", "ar"):
+    r = row("kvm", kind, "vmced")
+    if not r:
+        continue
+    cpu = r.get("guest_cpu", {})
+    if cpu.get("recovery") != "none":
+        tap.eq(r["outcome"], "recovered", f"kvm/{kind}/vmced: the guest can recover ({cpu}), and did")
+        continue
+    refused = events(r, "refused")
+    tap.eq(r["outcome"], "refused",
+           f"kvm/{kind}/vmced: the guest cannot recover ({cpu.get('vendor')}, SER_P "
+           f"{cpu.get('ser_p')}, SUCCOR {cpu.get('succor')} on {r.get('host_vendor')}): vmced refuses")
+    tap.ok(refused and ("SUCCOR" in refused[-1]["detail"] or "MCG_SER_P" in refused[-1]["detail"]),
+           f"kvm/{kind}/vmced: the journal says why", diag=refused)
+    if kind == "ar":
+        tap.eq(r.get("vm_status"), "paused",
+               "kvm/ar/vmced: the VM is paused rather than left to fault forever")
+    else:
+        tap.eq(r.get("vm_status"), "running", "kvm/ao/vmced: the guest runs on, not told")
+
+r = row("kvm", "ao", "qemu")
+if r:
+    tap.eq(r["outcome"], "guest-panic", "kvm/ao/qemu: QEMU 7.2 injects SRAO and the AMD guest panics")
+    tap.ok(any("Uncorrected error without MCA Recovery" in ln or "Fatal" in ln
+               for ln in r["guest_log"]), "kvm/ao/qemu: the guest log says why", diag=r["guest_log"])
+    tap.ok(any("injected" in ln for ln in r["qemu_log"]), "kvm/ao/qemu: QEMU logged its injection",
+           diag=r["qemu_log"])
+tap.done()
