@@ -10,14 +10,15 @@ DESTDIR    ?=
 
 export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: all deps kernel build image demo check unit e2e bench install clean help
+.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-hostlab install clean help
 
 all: build image
 
 help:
 	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery"
 	@echo "make check    every test (unit, fuzz corpus replay, end to end)"
-	@echo "make bench    boot time, forwarding latency and vmced memory figures"
+	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
+	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
 	@echo "make install  vmced and vmcectl into \$$DESTDIR\$$PREFIX"
 
 deps:
@@ -48,8 +49,15 @@ unit: build
 e2e: image
 	meson test -C $(MESON_DIR) --print-errorlogs --suite e2e
 
+hostlab: image
+	@run/hostlab --matrix
+
 bench: image
 	@run/bench
+	@run/hostlab --bench 10
+
+bench-hostlab: image
+	@run/hostlab --bench 10
 
 install: build
 	DESTDIR=$(DESTDIR) meson install -C $(MESON_DIR) --no-rebuild

@@ -443,9 +443,10 @@ vmce_forward_signal (VmceVm *vm,
   }
   ev->style = vmce_mce_style_for (&vm->cpu_model, &refusal);
   if (ev->style == VMCE_MCE_STYLE_NONE && vm->policy == VMCE_POLICY_FORCE) {
-    /* to see what the guest does with it (it panics), or to time the path */
-    ev->style = vmce_cpu_model_is_amd (&vm->cpu_model) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
-    ev->detail = g_strdup_printf ("policy force: injected although %s", refusal);
+    /* what QEMU up to 9.0 injects into any guest: to see what the guest
+     * does with it (it panics), or to time the path against QEMU's */
+    ev->style = VMCE_MCE_STYLE_INTEL;
+    ev->detail = g_strdup_printf ("policy force: injected Intel-style although %s", refusal);
   }
   if (ev->style == VMCE_MCE_STYLE_NONE) {
     g_autofree gchar *why = NULL;

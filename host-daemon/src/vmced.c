@@ -204,7 +204,9 @@ main (int argc, char **argv)
   ctx.loop = loop;
   ctx.daemon = daemon;
   ctx.exit_status = EXIT_SUCCESS;
-  g_unix_fd_add (sfd, G_IO_IN, vmced_signal_cb, &ctx);
+  /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
+   * SIG_IPI, say) waits for us, monitor answers and clients do not */
+  g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
 
   g_message ("vmced %s listening on %s, journal %s", PACKAGE_VERSION, options.socket_path,
              options.journal_path);

@@ -29,8 +29,12 @@ def memory_errors():
 
 
 def poison_victim(victim, kind, *extra):
-    return daemon.ctl_json("poison", "e2e-forward", "--guest-pid", str(victim["pid"]),
-                           "--guest-va", victim["va"], "--kind", kind, *extra)
+    """The memory-error record; vmcectl exits 1 unless it was injected"""
+    res = daemon.ctl("--json", "poison", "e2e-forward", "--guest-pid", str(victim["pid"]),
+                     "--guest-va", victim["va"], "--kind", kind, *extra, check=False)
+    if not res.stdout.startswith("{"):
+        raise RuntimeError(f"vmcectl poison: {res.stderr.strip()}")
+    return json.loads(res.stdout)
 
 
 def case_ao_early_kill():
@@ -138,6 +142,32 @@ def case_bad_input():
            "bad input: QEMU runs, no thread left stopped")
 
 
+def case_policies():
+    """ignore-ao drops the AO (the guest is not told); stop pauses the VM"""
+    agent = vm.agent
+    hc = agent.hardware_corrupted_kb()
+    daemon.ctl("policy", "e2e-forward", "ignore-ao")
+    victim = start_victim(agent, mode="idle")
+    ev = poison_victim(victim, "ao")
+    time.sleep(0.5)
+    st = victim_status(agent, victim["pid"])
+    tap.ok(ev["result"] == "ignored" and ev["mce"] is None and st["sigbus"] is None
+           and agent.hardware_corrupted_kb() == hc,
+           "policy ignore-ao: AO journaled as ignored, nothing injected, the guest not told",
+           diag=(ev, st))
+    daemon.ctl("policy", "e2e-forward", "stop")
+    victim = start_victim(agent, mode="idle")
+    ev = poison_victim(victim, "ao")
+    with vm.qmp() as q:
+        status = wait_for(lambda: (lambda s: s if s == "paused" else None)(
+            q.execute("query-status")["status"]), 10)
+        tap.ok(ev["result"] == "stopped" and status == "paused",
+               "policy stop: the VM is paused and the journal says why", diag=(ev, status))
+        q.execute("cont")
+    daemon.ctl("policy", "e2e-forward", "forward")
+    tap.ok(agent.call("ping") is not None, "policy stop: the guest runs on after cont")
+
+
 def heap_address(pid):
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
@@ -188,7 +218,8 @@ try:
     tap.ok(att and att[0]["vm"]["name"] == "e2e-forward", "vmced attached to the running QEMU",
            diag=daemon.log_text())
     for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),
-                       ("AR on access", case_ar), ("bad input", case_bad_input),
+                       ("AR on access", case_ar), ("policies", case_policies),
+                       ("bad input", case_bad_input),
                        ("outside guest RAM", case_outside_ram), ("QEMU exits", case_qemu_exits)):
         tap.case(name, func)
 finally:

@@ -110,4 +110,19 @@ if r:
                for ln in r["guest_log"]), "kvm/ao/qemu: the guest log says why", diag=r["guest_log"])
     tap.ok(any("injected" in ln for ln in r["qemu_log"]), "kvm/ao/qemu: QEMU logged its injection",
            diag=r["qemu_log"])
+
+# bad input: a pfn that is not the guest's, an L1 that cannot boot
+res = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run", "hostlab"), "--accel", "kvm",
+                      "--pfn", "0x1"], capture_output=True, text=True, timeout=600)
+errors = [ln for ln in res.stderr.splitlines() if "error:" in ln]
+tap.ok(res.returncode != 0 and len(errors) == 1 and "not guest RAM" in errors[0],
+       "bad input: poisoning a pfn that is not guest RAM is refused, in one line, exit non-zero",
+       diag=res.stderr[-1500:])
+res = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run", "hostlab"), "--l1-mem", "100M"],
+                     capture_output=True, text=True, timeout=600)
+errors = [ln for ln in res.stderr.splitlines() if "error:" in ln]
+console = errors[0].split("console ")[-1].split(" ")[0] if errors else ""
+tap.ok(res.returncode != 0 and errors and "L1 did not come up" in errors[0] and os.path.exists(console),
+       "bad input: an L1 that cannot boot: a clear error, exit non-zero, its console log kept",
+       diag=res.stderr[-1500:])
 tap.done()

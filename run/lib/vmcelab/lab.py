@@ -32,6 +32,10 @@ FIRST_MCE = re.compile(r"Machine Check Exception|Machine check events logged|Mem
                        r"Uncorrected hardware memory error|Fatal machine check")
 
 
+class LabError(Exception):
+    """A scenario that cannot be run as asked"""
+
+
 def emit(kind, **fields):
     print(json.dumps({"type": kind, **fields}), flush=True)
 
@@ -112,6 +116,26 @@ class L2:
                 if lo <= hva < hi and len(fields) >= 6 and fields[5] == self.ram:
                     return (int(fields[2], 16) + (hva - lo)) & ~0xfff, hva
         raise RuntimeError(f"HVA {hva:#x} is not in {self.ram}'s mapping")
+
+    def ram_pfns(self):
+        """Host pfn -> file offset of every present page of the guest's RAM,
+        from QEMU's own page table"""
+        pfns = {}
+        with open(f"/proc/{self.vm.pid}/maps") as f:
+            maps = [ln.split() for ln in f]
+        with open(f"/proc/{self.vm.pid}/pagemap", "rb") as pm:
+            for fields in maps:
+                if len(fields) < 6 or fields[5] != self.ram:
+                    continue
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                base = int(fields[2], 16)
+                pm.seek(lo // 4096 * 8)
+                data = pm.read((hi - lo) // 4096 * 8)
+                for i in range(len(data) // 8):
+                    entry = int.from_bytes(data[i * 8:i * 8 + 8], "little")
+                    if entry >> 63:
+                        pfns[entry & ((1 << 55) - 1)] = base + i * 4096
+        return pfns
 
     def stop(self):
         if self.daemon is not None:
@@ -201,15 +225,46 @@ def run_scenario(sc, l2, l1log):
     l1log.new_lines()
     progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
              f"{l2.ram} offset {offset:#x}; poisoning it")
+    inject = sc.get("inject", "madvise")
+    if inject == "corrupt-pfn" or sc.get("pfn") is not None:
+        # debugfs hwpoison: poisons a pfn, whoever owns it, so make sure it
+        # is the guest's: anything else could take L1 down with it
+        pfns = l2.ram_pfns()
+        target = sc.get("pfn")
+        if target is None:
+            target = next((p for p, off in pfns.items() if off == offset), None)
+        if target is None:
+            raise LabError(f"QEMU has no page at {l2.ram} offset {offset:#x}")
+        if target not in pfns:
+            raise LabError(f"pfn {target:#x} is not guest RAM of {l2.name} (no page of "
+                           f"{l2.ram} in QEMU has it): not poisoning it")
+        argv = ["vmce-poison", "corrupt-pfn", hex(target)]
+    else:
+        argv = ["vmce-poison", "file", l2.ram, hex(offset)]
+    # QEMU announces every injection with a timestamped MEMORY_FAILURE event
+    # on every monitor: the time from poison to injection, whoever injects
+    events = l2.vm.qmp()
     t0 = time.monotonic()
-    res = subprocess.run(["vmce-poison", "file", l2.ram, hex(offset)], capture_output=True,
-                         text=True)
+    res = subprocess.run(argv, capture_output=True, text=True)
     if res.returncode != 0:
-        raise RuntimeError(res.stderr.strip())
-    pfn = json.loads(res.stdout)["pfn"]
+        events.close()
+        raise LabError(res.stderr.strip())
+    poisoned = json.loads(res.stdout)
+    pfn = poisoned["pfn"]
     outcome, sig, mce_ms = observe(l2, sc, victim, t0, console_len,
                                    180 if sc["accel"] == "tcg" else 60)
     elapsed_ms = (time.monotonic() - t0) * 1000
+    injected_ms = None
+    try:
+        for ev in events.poll_events(0.5):
+            data = ev.get("data", {})
+            if ev["event"] == "MEMORY_FAILURE" and data.get("action") == "inject":
+                ts = ev["timestamp"]
+                injected_ms = (ts["seconds"] * 1e9 + ts["microseconds"] * 1e3
+                               - poisoned["time_ns"]) / 1e6
+                break
+    finally:
+        events.close()
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
     result = {
@@ -218,6 +273,7 @@ def run_scenario(sc, l2, l1log):
         "l1_memory_failure": [ln for ln in l1log.new_lines() if "Memory failure" in ln],
         "guest_log": guest_log[:40], "journal": journal,
         "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,
+        "ms_to_injection": round(injected_ms, 2) if injected_ms is not None else None,
         "l2_boot_s": round(l2.boot_s, 1),
         "qemu_log": l2.vm.qemu_log().splitlines()[-10:],
         "qemu_exit": l2.exit_status(),
@@ -278,7 +334,8 @@ def main():
                 progress(f"{sc['name']}: L2 ready in {l2.boot_s:.1f} s")
             emit("result", **run_scenario(sc, l2, l1log))
         except Exception as e:
-            emit("result", scenario=sc, outcome="error", detail=str(e)[:2000])
+            detail = str(e) if isinstance(e, LabError) else f"{type(e).__name__}: {e}"
+            emit("result", scenario=sc, outcome="error", detail=detail[:2000])
             if l2 is not None:
                 l2.healthy = False
     if l2 is not None:

@@ -1,5 +1,6 @@
 """A small synchronous QMP client."""
 import json
+import time
 
 from .sock import connect_unix
 
@@ -40,6 +41,22 @@ class Qmp:
             if "error" in reply:
                 raise QmpError(f"{command}: {reply['error'].get('desc')}")
             return reply.get("return")
+
+    def poll_events(self, timeout=0.5):
+        """Reads the events QEMU has sent meanwhile (QMP sends events to
+        every monitor, unasked); returns all seen so far"""
+        import select
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return self.events
+            try:
+                msg = self._read()
+            except (QmpError, ValueError, OSError):
+                return self.events
+            if "event" in msg:
+                self.events.append(msg)
 
     def hmp(self, command_line):
         return self.execute("human-monitor-command", **{"command-line": command_line})
