@@ -6,7 +6,6 @@ RAM sits partly below 4 GiB and partly above, at a non-zero offset in its
 block. The victim takes a page above 4 GiB from node 1; the AO error on it
 must reach it, and vmced's HVA for it must be QEMU's own.
 """
-import json
 import os
 
 from common import (Tap, Vm, Vmced, gpa2hva, prerequisites, start_victim, victim_status,
@@ -38,8 +37,8 @@ try:
     victim = start_victim(agent, mode="idle", node=1, min_gpa=hex(FOUR_GIB))
     tap.ok(victim["gpa_int"] >= FOUR_GIB, f"the victim's page is above 4 GiB (GPA {victim['gpa']})")
     hc_before = agent.hardware_corrupted_kb()
-    ev = daemon.ctl_json("poison", "e2e-highmem", "--guest-pid", str(victim["pid"]),
-                         "--guest-va", victim["va"], "--kind", "ao")
+    ev = daemon.poison("e2e-highmem", "--guest-pid", str(victim["pid"]), "--guest-va",
+                       victim["va"], "--kind", "ao")
     tap.eq((ev["result"], ev["block"]), ("injected", "ram-node1"),
            "the error is injected, in block ram-node1")
     tap.eq(int(ev["gpa"], 16), victim["gpa_int"], "the journal's GPA is the one the victim reported")
@@ -56,9 +55,8 @@ try:
     # table shows for unmodified QEMU, here with a simulated error
     daemon.ctl("policy", "e2e-highmem", "pass")
     victim = start_victim(agent, mode="idle")
-    res = daemon.ctl("--json", "poison", "e2e-highmem", "--guest-pid", str(victim["pid"]),
-                     "--guest-va", victim["va"], "--kind", "ao", check=False)
-    ev = json.loads(res.stdout) if res.stdout.startswith("{") else {}
+    ev = daemon.poison("e2e-highmem", "--guest-pid", str(victim["pid"]), "--guest-va",
+                       victim["va"], "--kind", "ao")
     tap.eq((ev.get("result"), ev.get("handled_by"), ev.get("policy")), ("passed", "qemu", "pass"),
            "policy pass: the signal went to QEMU untouched")
     rec = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "vm-exit"], 15)

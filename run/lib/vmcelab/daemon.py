@@ -60,6 +60,14 @@ class Vmced:
         res = self.ctl("--json", *args, **kw)
         return json.loads(res.stdout) if res.stdout.strip().startswith(("{", "[")) else None
 
+    def poison(self, vm, *args):
+        """vmcectl poison: the memory-error record, whatever became of it
+        (vmcectl exits 1 unless the guest got its machine check)"""
+        res = self.ctl("--json", "poison", vm, *args, check=False)
+        if not res.stdout.startswith("{"):
+            raise RuntimeError(f"vmcectl poison {vm}: {res.stderr.strip()}")
+        return json.loads(res.stdout)
+
     def wait_attached(self, name, timeout=30.0):
         """The VM's description once vmced has finished attaching to it."""
         deadline = time.monotonic() + timeout
