@@ -10,14 +10,16 @@ DESTDIR    ?=
 
 export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-hostlab install clean help
+.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-campaign bench-hostlab campaign install clean help
 
 all: build image
 
 help:
-	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery"
+	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery;"
+	@echo "              then the quick campaign and its report"
 	@echo "make check    every test (unit, fuzz corpus replay, end to end)"
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
+	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
 	@echo "make install  vmced and vmcectl into \$$DESTDIR\$$PREFIX"
 
@@ -33,12 +35,19 @@ $(MESON_DIR)/build.ninja:
 build: deps $(MESON_DIR)/build.ninja
 	meson compile -C $(MESON_DIR)
 
-image: build kernel
+image: build kernel $(BUILD)/images/disk.img
 	@mkdir -p $(dir $(IMAGE))
 	@images/mkinitramfs --kernel-dir $(KERNEL_DIR) --tools $(MESON_DIR)/images/guest-tools --out $(IMAGE)
 
+$(BUILD)/images/disk.img: images/mkdisk
+	@mkdir -p $(dir $@)
+	@images/mkdisk --out $@
+
 demo: image
 	@run/demo
+	@echo
+	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
+	@run/campaign --quick --fresh
 
 check: image
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
@@ -52,9 +61,16 @@ e2e: image
 hostlab: image
 	@run/hostlab --matrix
 
+campaign: image
+	@run/campaign --quick
+
 bench: image
 	@run/bench
+	@run/campaign --bench
 	@run/hostlab --bench 10
+
+bench-campaign: image
+	@run/campaign --bench
 
 bench-hostlab: image
 	@run/hostlab --bench 10

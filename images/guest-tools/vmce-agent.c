@@ -5,6 +5,7 @@
  * described in images/README.md.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -27,6 +30,13 @@
 #define KMSG_CAP 20000
 #define KMSG_RECORD_MAX 16384
 #define VICTIM_PATH "/bin/vmce-victim"
+#define PAGES_PATH "/bin/vmce-pages"
+#define MAX_GROUP_PIDS 33
+#define INJECT_TIMEOUT_MS 5000
+#define TRACING_DIR "/sys/kernel/tracing"
+#define MF_EVENT "events/ras/memory_failure_event"
+#define HWPOISON_CORRUPT "/sys/kernel/debug/hwpoison/corrupt-pfn"
+#define MCE_INJECT_DIR "/sys/kernel/debug/mce-inject"
 #define REPORT_DIR "/run/vmce"
 #define VICTIM_START_TIMEOUT_MS 30000
 #define REPLY_TIMEOUT_MS 2000
@@ -261,6 +271,17 @@ struct victim {
 	unsigned touched;
 };
 
+/* The processes of one vmce-pages run; its first process leads their group. */
+struct page_group {
+	pid_t leader;
+	pid_t pids[MAX_GROUP_PIDS];
+	int npids;
+	bool alive; /* the leader, until reaped */
+	int status;
+	char type[32];
+	char file[256];
+};
+
 struct kmsg_record {
 	uint64_t seq, usec;
 	int level;
@@ -276,6 +297,9 @@ struct agent {
 
 	struct victim *victims;
 	size_t nvictims;
+	struct page_group *groups;
+	size_t ngroups;
+	int trace_fd; /* trace_pipe, once read */
 
 	int kmsg_fd;
 	struct kmsg_record *kmsg; /* ring of KMSG_CAP */
@@ -300,6 +324,15 @@ static struct victim *find_victim(struct agent *a, pid_t pid)
 	return NULL;
 }
 
+static struct page_group *find_leader(struct agent *a, pid_t pid)
+{
+	for (size_t i = a->ngroups; i-- > 0;)
+		if (a->groups[i].leader == pid)
+			return &a->groups[i];
+	return NULL;
+}
+
+/* Also reaps vmce-pages processes orphaned by their leader (the agent is their subreaper). */
 static void reap_children(struct agent *a)
 {
 	pid_t pid;
@@ -307,10 +340,15 @@ static void reap_children(struct agent *a)
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct victim *v = find_victim(a, pid);
+		struct page_group *g = find_leader(a, pid);
 
 		if (v) {
 			v->alive = false;
 			v->status = status;
+		}
+		if (g) {
+			g->alive = false;
+			g->status = status;
 		}
 	}
 }
@@ -586,6 +624,404 @@ static int cmd_victim_stop(struct agent *a, const struct request *rq, struct buf
 		v->alive = false;
 	}
 	drain_victim(v);
+	buf_puts(out, "{}");
+	return 0;
+}
+
+/* ---- page workloads (vmce-pages) ---- */
+
+/* The newest first, as for victims. */
+static struct page_group *find_group(struct agent *a, pid_t pid)
+{
+	for (size_t i = a->ngroups; i-- > 0;)
+		for (int j = 0; j < a->groups[i].npids; j++)
+			if (a->groups[i].pids[j] == pid)
+				return &a->groups[i];
+	return NULL;
+}
+
+/* Running, not a zombie waiting to be reaped. */
+static bool process_alive(pid_t pid)
+{
+	char path[64], stat[512], *paren;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file(path, stat, sizeof(stat)) < 0)
+		return false;
+	paren = strrchr(stat, ')');
+	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
+static void __attribute__((noreturn)) exec_pages(int out_fd, const struct request *rq)
+{
+	static const char *const opts[][2] = {
+		{ "type", "--type" }, { "procs", "--procs" },
+		{ "threads", "--threads" }, { "prctl", "--prctl" },
+	};
+	const char *argv[16];
+	int n = 0;
+	int null_fd = open("/dev/null", O_RDONLY);
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	if (null_fd >= 0)
+		dup2(null_fd, STDIN_FILENO);
+	/* stderr stays the agent's: the console. */
+	dup2(out_fd, STDOUT_FILENO);
+	argv[n++] = PAGES_PATH;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		if (arg(rq, opts[i][0])) {
+			argv[n++] = opts[i][1];
+			argv[n++] = arg(rq, opts[i][0]);
+		}
+	}
+	argv[n++] = "--report-dir";
+	argv[n++] = REPORT_DIR;
+	argv[n] = NULL;
+	execv(PAGES_PATH, (char **)argv);
+	printf("{\"error\":\"cannot run " PAGES_PATH ": %s\"}\n", strerror(errno));
+	_exit(1);
+}
+
+/* The string value of "key" in a flat JSON line, unescaped just enough. */
+static bool json_get_str(const char *line, const char *key, char *out, size_t size)
+{
+	char pat[64];
+	const char *p;
+	size_t len = 0;
+
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	p = strstr(line, pat);
+	if (!p)
+		return false;
+	for (p += strlen(pat); *p && *p != '"' && len + 1 < size; p++) {
+		if (*p == '\\' && p[1])
+			p++;
+		out[len++] = *p;
+	}
+	out[len] = '\0';
+	return true;
+}
+
+static int parse_pids(const char *line, struct page_group *g)
+{
+	const char *p = strstr(line, "\"pids\":[");
+	char *end;
+
+	if (!p)
+		return -1;
+	p += strlen("\"pids\":[");
+	g->npids = 0;
+	while (*p && *p != ']' && g->npids < MAX_GROUP_PIDS) {
+		long pid = strtol(p, &end, 10);
+
+		if (end == p || pid <= 0)
+			return -1;
+		g->pids[g->npids++] = (pid_t)pid;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return g->npids ? 0 : -1;
+}
+
+/* Waits up to timeout_ms for pid to exit; kills it after that. */
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+	int status = 0;
+
+	for (int waited = 0; waited < timeout_ms; waited += 10) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return status;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+static int pages_start_failed(pid_t pid, const char *line, struct error *err)
+{
+	char why[768] = "", how[64];
+	int status = wait_exit(pid, 5000);
+
+	if (!json_get_str(line, "error", why, sizeof(why)))
+		snprintf(why, sizeof(why), "%.700s", line[0] ? line : "no output (see the console)");
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+		return fail(err, "NotSupported", "%s", why);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		return fail(err, "InvalidParameter", "%s", why);
+	describe_exit(how, sizeof(how), status);
+	return fail(err, "Failed", "vmce-pages %s: %s", how, why);
+}
+
+static int cmd_pages_start(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	char first[4096];
+	size_t len = 0;
+	int fds[2];
+	pid_t pid;
+	struct page_group g = { 0 };
+
+	if (!arg(rq, "type"))
+		return fail(err, "InvalidParameter", "pages-start needs the parameter type");
+	if (mkdir(REPORT_DIR, 0755) && errno != EEXIST)
+		return fail(err, "Failed", "cannot create " REPORT_DIR ": %s", strerror(errno));
+	if (pipe2(fds, O_CLOEXEC))
+		return fail(err, "Failed", "pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return fail(err, "Failed", "fork: %s", strerror(errno));
+	}
+	if (pid == 0)
+		exec_pages(fds[1], rq);
+	close(fds[1]);
+
+	/* The tool prints one line and nothing after it: the pipe can go. */
+	if (read_first_line(fds[0], first, sizeof(first), &len) < 0)
+		first[strcspn(first, "\n")] = '\0';
+	close(fds[0]);
+	if (len < 2 || first[0] != '{' || first[len - 1] != '}' || !strncmp(first, "{\"error\":", 9) ||
+	    parse_pids(first, &g))
+		return pages_start_failed(pid, first, err);
+
+	struct page_group *ng = realloc(a->groups, (a->ngroups + 1) * sizeof(*ng));
+
+	if (!ng) {
+		fputs("vmce-agent: out of memory\n", stderr);
+		exit(1);
+	}
+	a->groups = ng;
+	g.leader = pid;
+	g.alive = true;
+	json_get_str(first, "type", g.type, sizeof(g.type));
+	json_get_str(first, "file", g.file, sizeof(g.file));
+	a->groups[a->ngroups++] = g;
+	buf_add(out, first, len);
+	return 0;
+}
+
+static int known_group(struct agent *a, const struct request *rq, struct page_group **g, struct error *err)
+{
+	pid_t pid;
+
+	if (required_pid(rq, &pid, err))
+		return -1;
+	reap_children(a);
+	*g = find_group(a, pid);
+	if (!*g)
+		return fail(err, "NotFound", "no vmce-pages process with pid %d", (int)pid);
+	return 0;
+}
+
+static bool in_group(const struct page_group *g, pid_t pid)
+{
+	for (int i = 0; i < g->npids; i++)
+		if (g->pids[i] == pid)
+			return true;
+	return false;
+}
+
+/* Appends the file's one JSON object, or null when there is none (yet). */
+static bool add_report(struct buf *out, const char *path)
+{
+	char text[1024];
+	ssize_t n = read_file(path, text, sizeof(text));
+
+	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+		text[--n] = '\0';
+	/* Reports are renamed into place whole: one object or nothing. */
+	if (n > 1 && text[0] == '{' && text[n - 1] == '}' && !memchr(text, '\n', (size_t)n)) {
+		buf_add(out, text, (size_t)n);
+		return true;
+	}
+	buf_puts(out, "null");
+	return false;
+}
+
+static int compare_names(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The SIGBUS records DIR/pages-PID-TID.json of the group's processes, by name. */
+static void add_sigbus_records(struct buf *out, const struct page_group *g)
+{
+	char **names = NULL, path[512];
+	size_t n = 0;
+	struct dirent *d;
+	DIR *dp = opendir(REPORT_DIR);
+	bool first = true;
+
+	while (dp && (d = readdir(dp))) {
+		long pid, tid;
+		char tail[16];
+
+		if (sscanf(d->d_name, "pages-%ld-%ld%15s", &pid, &tid, tail) != 3 ||
+		    strcmp(tail, ".json") || !in_group(g, (pid_t)pid))
+			continue;
+		names = realloc(names, (n + 1) * sizeof(*names));
+		if (!names || !(names[n++] = strdup(d->d_name))) {
+			fputs("vmce-agent: out of memory\n", stderr);
+			exit(1);
+		}
+	}
+	if (dp)
+		closedir(dp);
+	qsort(names, n, sizeof(*names), compare_names);
+	buf_puts(out, "[");
+	for (size_t i = 0; i < n; i++) {
+		struct buf rec = { 0 };
+
+		snprintf(path, sizeof(path), REPORT_DIR "/%s", names[i]);
+		if (add_report(&rec, path)) {
+			buf_puts(out, first ? "" : ",");
+			buf_add(out, rec.p, rec.len);
+			first = false;
+		}
+		free(rec.p);
+		free(names[i]);
+	}
+	free(names);
+	buf_puts(out, "]");
+}
+
+static void report_path(char *path, size_t size, pid_t pid, const char *suffix)
+{
+	snprintf(path, size, REPORT_DIR "/pages-%d%s", (int)pid, suffix);
+}
+
+static int cmd_pages_status(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	struct page_group *g;
+	char path[128];
+	bool first = true;
+
+	if (known_group(a, rq, &g, err))
+		return -1;
+	buf_printf(out, "{\"pid\":%d,\"type\":", (int)g->leader);
+	buf_json_cstr(out, g->type);
+	buf_puts(out, ",\"pids\":[");
+	for (int i = 0; i < g->npids; i++)
+		buf_printf(out, "%s%d", i ? "," : "", (int)g->pids[i]);
+	buf_puts(out, "],\"alive\":{");
+	for (int i = 0; i < g->npids; i++)
+		buf_printf(out, "%s\"%d\":%s", i ? "," : "", (int)g->pids[i],
+			   process_alive(g->pids[i]) ? "true" : "false");
+	buf_puts(out, "},\"sigbus\":");
+	add_sigbus_records(out, g);
+	buf_puts(out, ",\"touched\":[");
+	for (int i = 0; i < g->npids; i++) {
+		report_path(path, sizeof(path), g->pids[i], ".touched");
+		if (access(path, F_OK) == 0) {
+			buf_printf(out, "%s%d", first ? "" : ",", (int)g->pids[i]);
+			first = false;
+		}
+	}
+	buf_puts(out, "],\"touches\":[");
+	first = true;
+	for (int i = 0; i < g->npids; i++) {
+		struct buf rec = { 0 };
+
+		report_path(path, sizeof(path), g->pids[i], ".touched");
+		if (add_report(&rec, path)) {
+			buf_puts(out, first ? "" : ",");
+			buf_add(out, rec.p, rec.len);
+			first = false;
+		}
+		free(rec.p);
+	}
+	buf_puts(out, "],\"check\":");
+	report_path(path, sizeof(path), g->leader, ".check");
+	add_report(out, path);
+	buf_puts(out, "}");
+	return 0;
+}
+
+/* Signals the whole group: the tool made its leader a process-group leader. */
+static int signal_group(struct page_group *g, int sig, struct error *err)
+{
+	if (kill(-g->leader, sig) == 0)
+		return 0;
+	if (errno == ESRCH)
+		return fail(err, "Failed", "no process of group %d is alive", (int)g->leader);
+	return fail(err, "Failed", "kill(-%d): %s", (int)g->leader, strerror(errno));
+}
+
+/*
+ * Old reports go first, so that a caller polling pages-status sees the new
+ * ones. only=1 touches with the named process alone: the one consumer of
+ * a consumed (SRAR) error, whose sharers must not touch the page too.
+ */
+static int cmd_pages_touch(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	struct page_group *g;
+	char path[128];
+	const char *only = arg(rq, "only");
+	pid_t pid;
+
+	if (known_group(a, rq, &g, err))
+		return -1;
+	for (int i = 0; i < g->npids; i++) {
+		report_path(path, sizeof(path), g->pids[i], ".touched");
+		unlink(path);
+	}
+	if (only && strcmp(only, "0")) {
+		pid = (pid_t)strtol(arg(rq, "pid"), NULL, 10);
+		if (kill(pid, SIGUSR1))
+			return fail(err, "Failed", "process %d: %s", (int)pid, strerror(errno));
+	} else if (signal_group(g, SIGUSR1, err)) {
+		return -1;
+	}
+	buf_puts(out, "{}");
+	return 0;
+}
+
+static int cmd_pages_check(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	struct page_group *g;
+	char path[128];
+
+	if (known_group(a, rq, &g, err))
+		return -1;
+	report_path(path, sizeof(path), g->leader, ".check");
+	unlink(path);
+	if (signal_group(g, SIGUSR2, err))
+		return -1;
+	buf_puts(out, "{}");
+	return 0;
+}
+
+/* The files the group made for itself (pagecache-dirty's, shmem's) go with it. */
+static void remove_group_file(const struct page_group *g)
+{
+	const char *base = strrchr(g->file, '/');
+
+	if (base && (!strncmp(base + 1, "dirty-", 6) || !strncmp(base + 1, "vmce-shmem-", 11)))
+		unlink(g->file);
+}
+
+static int cmd_pages_stop(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	struct page_group *g;
+
+	if (known_group(a, rq, &g, err))
+		return -1;
+	kill(-g->leader, SIGKILL);
+	for (int i = 0; i < g->npids; i++)
+		kill(g->pids[i], SIGKILL);
+	if (g->alive) {
+		while (waitpid(g->leader, &g->status, 0) < 0 && errno == EINTR)
+			;
+		g->alive = false;
+	}
+	/* The other processes are orphans now; the agent is their subreaper. */
+	reap_children(a);
+	remove_group_file(g);
 	buf_puts(out, "{}");
 	return 0;
 }
@@ -919,12 +1355,456 @@ static int cmd_modprobe(struct agent *a, const struct request *rq, struct buf *o
 	return 0;
 }
 
+/* ---- page flags and memory-failure counters ---- */
+
+/* /proc/kpageflags bits: include/uapi/linux/kernel-page-flags.h (0-26) and
+ * include/linux/kernel-page-flags.h (32-41); vmce-pages has the same table. */
+static const char *const kpf_names[64] = {
+	"locked", "error", "referenced", "uptodate", "dirty", "lru", "active",
+	"slab", "writeback", "reclaim", "buddy", "mmap", "anon", "swapcache",
+	"swapbacked", "compound_head", "compound_tail", "huge", "unevictable",
+	"hwpoison", "nopage", "ksm", "thp", "offline", "zero_page", "idle",
+	"pgtable",
+	[32] = "reserved", "mlocked", "mappedtodisk", "private", "private_2",
+	"owner_private", "arch", "uncached", "softdirty", "arch_2",
+};
+
+static int cmd_kpageflags(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	uint64_t pfn, flags;
+	ssize_t n;
+	int fd;
+
+	if (required_u64(rq, "pfn", &pfn, err))
+		return -1;
+	if (pfn > UINT64_MAX / 8)
+		return fail(err, "InvalidParameter", "pfn=%s is not a page frame number", arg(rq, "pfn"));
+	fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, "Failed", "cannot open /proc/kpageflags: %s", strerror(errno));
+	n = pread(fd, &flags, sizeof(flags), (off_t)(pfn * 8));
+	int saved = errno;
+
+	close(fd);
+	if (n < 0)
+		return fail(err, "Failed", "reading /proc/kpageflags: %s", strerror(saved));
+	if (n != sizeof(flags))
+		return fail(err, "InvalidParameter", "pfn=%s is beyond the guest's memory", arg(rq, "pfn"));
+	buf_printf(out, "{\"pfn\":\"0x%llx\",\"kpageflags\":\"0x%llx\",\"flags\":[",
+		   (unsigned long long)pfn, (unsigned long long)flags);
+	for (int bit = 0, first = 1; bit < 64; bit++) {
+		if (!(flags & (1ULL << bit)))
+			continue;
+		if (kpf_names[bit])
+			buf_printf(out, "%s\"%s\"", first ? "" : ",", kpf_names[bit]);
+		else
+			buf_printf(out, "%s\"bit%d\"", first ? "" : ",", bit);
+		first = 0;
+	}
+	buf_puts(out, "]}");
+	return 0;
+}
+
+/* Every file of DIR as "name":number (the per-node memory_failure counters). */
+static void add_counter_dir(struct buf *out, const char *dir)
+{
+	char path[600], text[64];
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	bool first = true;
+
+	buf_puts(out, "{");
+	while (dp && (d = readdir(dp))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		if (read_file(path, text, sizeof(text)) < 0 || !isdigit((unsigned char)text[0]))
+			continue;
+		buf_puts(out, first ? "" : ",");
+		buf_json_cstr(out, d->d_name);
+		buf_printf(out, ":%llu", strtoull(text, NULL, 10));
+		first = false;
+	}
+	if (dp)
+		closedir(dp);
+	buf_puts(out, "}");
+}
+
+static int cmd_counters(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	char text[8192], path[300], *line, *save = NULL;
+	long long corrupted = -1;
+	struct dirent *d;
+	DIR *dp;
+	bool any = false;
+
+	if (read_file("/proc/meminfo", text, sizeof(text)) < 0)
+		return fail(err, "Failed", "cannot read /proc/meminfo: %s", strerror(errno));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		sscanf(line, "HardwareCorrupted: %lld", &corrupted);
+	if (corrupted < 0)
+		return fail(err, "Failed", "/proc/meminfo has no HardwareCorrupted line (kernel without CONFIG_MEMORY_FAILURE)");
+	buf_printf(out, "{\"hardware_corrupted_kb\":%lld,\"node_memory_failure\":", corrupted);
+	/* Linux 6.4 added these; 6.1 has none. */
+	dp = opendir("/sys/devices/system/node");
+	while (dp && (d = readdir(dp))) {
+		struct stat st;
+
+		if (strncmp(d->d_name, "node", 4) || !isdigit((unsigned char)d->d_name[4]))
+			continue;
+		snprintf(path, sizeof(path), "/sys/devices/system/node/%s/memory_failure", d->d_name);
+		if (stat(path, &st) || !S_ISDIR(st.st_mode))
+			continue;
+		buf_puts(out, any ? "," : "{");
+		buf_json_cstr(out, d->d_name);
+		buf_puts(out, ":");
+		add_counter_dir(out, path);
+		any = true;
+	}
+	if (dp)
+		closedir(dp);
+	buf_puts(out, any ? "}}" : "null}");
+	return 0;
+}
+
+/* ---- sysfs ---- */
+
+static bool sysfs_path_ok(const char *path)
+{
+	static const char *const roots[] = { "/sys/kernel/mm/", "/sys/devices/system/machinecheck/" };
+	bool under = false;
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++)
+		under |= !strncmp(path, roots[i], strlen(roots[i])) && path[strlen(roots[i])];
+	if (!under || strstr(path, "/.") || strstr(path, "//"))
+		return false;
+	for (const char *p = path; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("/._-:", *p))
+			return false;
+	return true;
+}
+
+/* Writes V to the file (unless only reading), then reads it back. */
+static int write_then_read(const char *path, const char *value, struct buf *out, struct error *err)
+{
+	char got[4096];
+	ssize_t n;
+
+	if (value) {
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot open %s: %s",
+				    path, strerror(errno));
+		n = write(fd, value, strlen(value));
+		int saved = errno;
+
+		close(fd);
+		if (n < 0)
+			return fail(err, "Failed", "writing %s to %s: %s", value, path, strerror(saved));
+	}
+	n = read_file(path, got, sizeof(got));
+	if (n < 0)
+		return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot read %s: %s", path,
+			    strerror(errno));
+	while (n > 0 && got[n - 1] == '\n')
+		got[--n] = '\0';
+	buf_json_str(out, got, (size_t)n);
+	return 0;
+}
+
+static int cmd_sysfs(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	const char *path = arg(rq, "path");
+
+	if (!path)
+		return fail(err, "InvalidParameter", "sysfs needs the parameter path");
+	if (strlen(path) > 200 || !sysfs_path_ok(path))
+		return fail(err, "InvalidParameter",
+			    "path=%s is not a file under /sys/kernel/mm/ or /sys/devices/system/machinecheck/",
+			    path);
+	buf_puts(out, "{\"path\":");
+	buf_json_cstr(out, path);
+	buf_puts(out, ",\"value\":");
+	if (write_then_read(path, arg(rq, "value"), out, err))
+		return -1;
+	buf_puts(out, "}");
+	return 0;
+}
+
+/* ---- tracing memory_failure_event ---- */
+
+static int tracing_ready(struct error *err)
+{
+	struct stat st;
+
+	if (stat(TRACING_DIR "/" MF_EVENT, &st) == 0)
+		return 0;
+	if (mount("tracefs", TRACING_DIR, "tracefs", 0, NULL) && errno != EBUSY)
+		return fail(err, "Failed", "cannot mount tracefs on " TRACING_DIR ": %s", strerror(errno));
+	if (stat(TRACING_DIR "/" MF_EVENT, &st))
+		return fail(err, "NotFound", TRACING_DIR "/" MF_EVENT " is missing: %s", strerror(errno));
+	return 0;
+}
+
+static int write_string(const char *path, const char *value, struct error *err)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot open %s: %s", path,
+			    strerror(errno));
+	n = write(fd, value, strlen(value));
+	int saved = errno;
+
+	close(fd);
+	if (n < 0) {
+		errno = saved;
+		return fail(err, "Failed", "writing %s to %s: %s", value, path, strerror(saved));
+	}
+	return 0;
+}
+
+/*
+ * One event line, as ras_event.h prints it:
+ *   "... memory_failure_event: pfn 0x1234: recovery action for dirty LRU page: Recovered"
+ */
+static void add_trace_event(struct buf *out, const char *line, size_t len)
+{
+	char text[1024], *p, *type, *result;
+
+	snprintf(text, sizeof(text), "%.*s", (int)len, line);
+	buf_puts(out, "{\"pfn\":");
+	p = strstr(text, "memory_failure_event: pfn ");
+	type = p ? strstr(p, ": recovery action for ") : NULL;
+	result = type ? strrchr(type + 1, ':') : NULL;
+	if (p && type && result && result > type + 1) {
+		p += strlen("memory_failure_event: pfn ");
+		buf_printf(out, "\"%.*s\",\"type\":", (int)(type - p), p);
+		type += strlen(": recovery action for ");
+		buf_json_str(out, type, result > type ? (size_t)(result - type) : 0);
+		buf_puts(out, ",\"result\":");
+		buf_json_cstr(out, result[1] == ' ' ? result + 2 : result + 1);
+	} else {
+		buf_puts(out, "null,\"type\":null,\"result\":null");
+	}
+	buf_puts(out, ",\"raw\":");
+	buf_json_cstr(out, text);
+	buf_puts(out, "}");
+}
+
+/* trace_pipe hands each event out once: "read" returns those since the last read. */
+static int trace_read(struct agent *a, struct buf *out, struct error *err)
+{
+	static char data[65536];
+	size_t len = 0;
+	bool first = true;
+
+	if (a->trace_fd < 0) {
+		a->trace_fd = open(TRACING_DIR "/trace_pipe", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (a->trace_fd < 0)
+			return fail(err, "Failed", "cannot open " TRACING_DIR "/trace_pipe: %s",
+				    strerror(errno));
+	}
+	for (;;) {
+		ssize_t n = read(a->trace_fd, data + len, sizeof(data) - 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (len += (size_t)n) == sizeof(data) - 1)
+			break;
+	}
+	buf_puts(out, "{\"events\":[");
+	for (size_t i = 0; i < len;) {
+		char *nl = memchr(data + i, '\n', len - i);
+		size_t end = nl ? (size_t)(nl - data) : len;
+
+		if (memmem(data + i, end - i, "memory_failure_event:", 21)) {
+			buf_puts(out, first ? "" : ",");
+			add_trace_event(out, data + i, end - i);
+			first = false;
+		}
+		i = end + 1;
+	}
+	buf_puts(out, "]}");
+	return 0;
+}
+
+static int cmd_trace_mf(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	const char *enable = TRACING_DIR "/" MF_EVENT "/enable";
+	int given = !!arg(rq, "on") + !!arg(rq, "off") + !!arg(rq, "read");
+
+	if (given != 1)
+		return fail(err, "InvalidParameter", "trace-mf needs one of on=1, off=1 or read=1");
+	if (tracing_ready(err))
+		return -1;
+	if (arg(rq, "read"))
+		return trace_read(a, out, err);
+	if (write_string(enable, arg(rq, "on") ? "1" : "0", err))
+		return -1;
+	buf_printf(out, "{\"enabled\":%s,\"event\":\"" TRACING_DIR "/" MF_EVENT "\"}",
+		   arg(rq, "on") ? "true" : "false");
+	return 0;
+}
+
+/* ---- guest-side injection ---- */
+
+static int inject_madvise(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	struct page_group *g;
+	union sigval value = { 0 };
+	char path[128], sigbus_prefix[64];
+	uint64_t va = 0;
+	pid_t pid;
+
+	if (known_group(a, rq, &g, err))
+		return -1;
+	required_pid(rq, &pid, err);
+	if (arg(rq, "va") && required_u64(rq, "va", &va, err))
+		return -1;
+	value.sival_ptr = (void *)(uintptr_t)va;
+	report_path(path, sizeof(path), pid, ".inject");
+	unlink(path);
+	if (sigqueue(pid, SIGRTMIN, value))
+		return fail(err, "Failed", "sigqueue(%d): %s", (int)pid, strerror(errno));
+	snprintf(sigbus_prefix, sizeof(sigbus_prefix), "pages-%d-", (int)pid);
+	/* madvise answers in a report, unless its own SIGBUS ends the process first. */
+	for (int waited = 0; waited < INJECT_TIMEOUT_MS; waited += 10) {
+		struct buf rec = { 0 };
+
+		if (add_report(&rec, path)) {
+			buf_printf(out, "{\"method\":\"madvise\",\"pid\":%d,\"result\":", (int)pid);
+			buf_add(out, rec.p, rec.len);
+			buf_puts(out, ",\"killed\":false}");
+			free(rec.p);
+			return 0;
+		}
+		free(rec.p);
+		if (!process_alive(pid)) {
+			buf_printf(out, "{\"method\":\"madvise\",\"pid\":%d,\"result\":null,\"killed\":true,"
+				   "\"sigbus\":", (int)pid);
+			add_sigbus_records(out, &(struct page_group){ .pids = { pid }, .npids = 1 });
+			buf_puts(out, "}");
+			return 0;
+		}
+		usleep(10000);
+	}
+	return fail(err, "Failed", "process %d did not answer the MADV_HWPOISON request within %d s",
+		    (int)pid, INJECT_TIMEOUT_MS / 1000);
+}
+
+/* The kernel's refusal (e.g. a page poisoned already) is an answer, not a failure. */
+static void write_answer(struct buf *out, const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int e = 0;
+
+	if (fd < 0 || write(fd, value, strlen(value)) < 0)
+		e = errno;
+	if (fd >= 0)
+		close(fd);
+	buf_printf(out, "\"errno\":%d,\"error\":", e);
+	if (e)
+		buf_json_cstr(out, strerror(e));
+	else
+		buf_puts(out, "null");
+}
+
+static int inject_corrupt_pfn(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	uint64_t pfn;
+	char value[32];
+
+	if (required_u64(rq, "pfn", &pfn, err))
+		return -1;
+	if (access(HWPOISON_CORRUPT, W_OK))
+		return fail(err, "NotFound", HWPOISON_CORRUPT " is missing (module hwpoison_inject, debugfs): %s",
+			    strerror(errno));
+	snprintf(value, sizeof(value), "0x%llx", (unsigned long long)pfn);
+	buf_printf(out, "{\"method\":\"corrupt-pfn\",\"pfn\":\"%s\",\"path\":\"" HWPOISON_CORRUPT "\",",
+		   value);
+	write_answer(out, HWPOISON_CORRUPT, value);
+	buf_puts(out, "}");
+	return 0;
+}
+
+/*
+ * mce-inject's "hw" mode writes the bank's MSRs (QEMU's TCG takes them) and
+ * raises #MC with "int $18": the guest's own machine-check handler grades
+ * and handles it as it would QEMU's injection. "sw" only logs the record,
+ * which memory_failure() never sees. The injection runs in kernel context,
+ * so an SRAR (kind=ar) is "data load in kernel context": a panic.
+ */
+static int inject_mce(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	const char *kind = arg(rq, "kind") ? arg(rq, "kind") : "ao";
+	const char *mode = arg(rq, "flags") ? arg(rq, "flags") : "hw";
+	const char *status = !strcmp(kind, "ar") ? "0xbd80000000000134" : "0xbd000000000000c0";
+	uint64_t pfn, bank = 9;
+	char value[32];
+	static const char *const files[] = { "flags", "status", "misc", "addr" };
+	const char *values[4];
+
+	if (required_u64(rq, "pfn", &pfn, err))
+		return -1;
+	if (strcmp(kind, "ao") && strcmp(kind, "ar"))
+		return fail(err, "InvalidParameter", "kind must be ao or ar, not '%s'", kind);
+	if (strcmp(mode, "hw") && strcmp(mode, "sw"))
+		return fail(err, "InvalidParameter", "flags must be hw or sw, not '%s'", mode);
+	if (arg(rq, "bank") && required_u64(rq, "bank", &bank, err))
+		return -1;
+	if (bank > 31)
+		return fail(err, "InvalidParameter", "bank=%s is not a bank", arg(rq, "bank"));
+	if (access(MCE_INJECT_DIR "/bank", W_OK))
+		return fail(err, "NotFound", MCE_INJECT_DIR "/bank is missing (module mce-inject, debugfs): %s",
+			    strerror(errno));
+	snprintf(value, sizeof(value), "0x%llx", (unsigned long long)(pfn << 12));
+	/* flags_write() drops the last byte it is given, meant to be a newline. */
+	values[0] = !strcmp(mode, "hw") ? "hw\n" : "sw\n";
+	values[1] = status;
+	values[2] = "0x8c";
+	values[3] = value;
+	for (size_t i = 0; i < 4; i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), MCE_INJECT_DIR "/%s", files[i]);
+		if (write_string(path, values[i], err))
+			return -1;
+	}
+	buf_printf(out, "{\"method\":\"mce-inject\",\"pfn\":\"0x%llx\",\"kind\":\"%s\",\"flags\":\"%s\","
+		   "\"bank\":%llu,\"status\":\"%s\",\"misc\":\"0x8c\",\"addr\":\"%s\",",
+		   (unsigned long long)pfn, kind, mode, (unsigned long long)bank, status, value);
+	/* Writing the bank number is what injects. */
+	snprintf(value, sizeof(value), "%llu", (unsigned long long)bank);
+	write_answer(out, MCE_INJECT_DIR "/bank", value);
+	buf_puts(out, "}");
+	return 0;
+}
+
+static int cmd_inject(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	const char *method = arg(rq, "method");
+
+	if (!method)
+		return fail(err, "InvalidParameter", "inject needs the parameter method");
+	if (!strcmp(method, "madvise"))
+		return inject_madvise(a, rq, out, err);
+	if (!strcmp(method, "corrupt-pfn"))
+		return inject_corrupt_pfn(a, rq, out, err);
+	if (!strcmp(method, "mce-inject"))
+		return inject_mce(a, rq, out, err);
+	return fail(err, "InvalidParameter", "method must be madvise, corrupt-pfn or mce-inject, not '%s'",
+		    method);
+}
+
 /* ---- dispatch ---- */
 
 struct command {
 	const char *name;
 	int (*run)(struct agent *a, const struct request *rq, struct buf *out, struct error *err);
-	const char *keys[4];
+	const char *keys[8];
 };
 
 static const struct command commands[] = {
@@ -938,6 +1818,16 @@ static const struct command commands[] = {
 	{ "kmsg", cmd_kmsg, { "since", NULL } },
 	{ "translate", cmd_translate, { "pid", "va", NULL } },
 	{ "modprobe", cmd_modprobe, { "name", NULL } },
+	{ "pages-start", cmd_pages_start, { "type", "procs", "threads", "prctl", NULL } },
+	{ "pages-status", cmd_pages_status, { "pid", NULL } },
+	{ "pages-touch", cmd_pages_touch, { "pid", "only", NULL } },
+	{ "pages-check", cmd_pages_check, { "pid", NULL } },
+	{ "pages-stop", cmd_pages_stop, { "pid", NULL } },
+	{ "kpageflags", cmd_kpageflags, { "pfn", NULL } },
+	{ "counters", cmd_counters, { NULL } },
+	{ "inject", cmd_inject, { "method", "pid", "va", "pfn", "kind", "flags", "bank", NULL } },
+	{ "trace-mf", cmd_trace_mf, { "on", "off", "read", NULL } },
+	{ "sysfs", cmd_sysfs, { "path", "value", NULL } },
 };
 
 static bool key_allowed(const struct command *c, const char *key)
@@ -1176,7 +2066,7 @@ static void setup_signals(void)
 
 int main(int argc, char **argv)
 {
-	static struct agent a = { .kmsg_fd = -1, .port_live = true };
+	static struct agent a = { .kmsg_fd = -1, .trace_fd = -1, .port_live = true };
 
 	if (argc != 2 || argv[1][0] == '-') {
 		fputs("Usage: vmce-agent PORT_DEVICE\n"
@@ -1185,6 +2075,8 @@ int main(int argc, char **argv)
 		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
 	}
 	setup_signals();
+	/* vmce-pages processes whose leader died become ours to reap. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	a.port = open(argv[1], O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (a.port < 0) {

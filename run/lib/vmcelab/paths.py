@@ -38,6 +38,11 @@ def initrd():
     return _artifact("VMCE_INITRD", "images", "guest.cpio.gz")
 
 
+def disk():
+    """The guest's data disk (ext4 and swap), built by images/mkdisk"""
+    return _artifact("VMCE_DISK", "images", "disk.img")
+
+
 def qemu():
     return os.environ.get("VMCE_QEMU") or shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"
 

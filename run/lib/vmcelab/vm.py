@@ -24,6 +24,9 @@ from . import paths
 from .qmp import Qmp
 
 AGENT_PORTS = ("org.vmce.agent.0", "org.vmce.agent.1")
+# The data disk's halves (images/mkdisk): (what, offset MiB, size MiB); each
+# becomes a virtio-blk drive, the first /dev/vda, the next /dev/vdb.
+DISK_LAYOUT = (("ext4", 0, 64), ("swap", 64, 64))
 
 
 def parse_size(text):
@@ -106,16 +109,26 @@ class Vm:
     @classmethod
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
-              cpu_model="Skylake-Client", shell=False, mem_file=None):
+              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
         ("memory-backend-ram"), e.g. ["1G", "4G"]; vCPUs go to node 0.
         mem_file: back all guest RAM with this file, shared (as the host lab
         does, so that a poisoner can reach the pages).
+        disk: the data disk (images/mkdisk): None attaches build/images/disk.img
+        if it exists, True requires it, False attaches none, a path that image.
+        Its ext4 and swap halves are attached with snapshot=on: the guest writes
+        to a temporary overlay of its own, never to the shared image.
         """
         kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
         initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
+        if disk is None:
+            disk = paths.disk() if os.path.exists(paths.disk()) else None
+        elif disk is True:
+            disk = paths.require(paths.disk(), "guest data disk", "run `make image`")
+        elif disk is not False:
+            disk = paths.require(disk, "guest data disk", "build it with images/mkdisk")
         state_dir = state_dir or os.path.join(paths.state_root(), name)
         os.makedirs(state_dir, exist_ok=True)
         vm = cls(name, state_dir)
@@ -164,6 +177,9 @@ class Vm:
                 args += ["-numa", f"node,nodeid={i},memdev=ram-node{i}{cpus_opt}"]
         else:
             args += ["-m", f"{mem_mib}M"]
+        for _, offset, size in DISK_LAYOUT if disk else ():
+            args += ["-drive", f"file={disk.replace(',', ',,')},if=virtio,format=raw,offset={offset << 20},"
+                               f"size={size << 20},snapshot=on"]
         args += list(extra)
 
         with open(vm.path("qemu.log"), "w") as log:
@@ -173,7 +189,7 @@ class Vm:
             f.write(f"{proc.pid}\n")
         with open(vm.path("vm.json"), "w") as f:
             json.dump({"name": name, "pid": proc.pid, "accel": accel, "mem": mem, "cpus": cpus,
-                       "numa": numa, "command": args}, f, indent=2)
+                       "numa": numa, "disk": disk or None, "command": args}, f, indent=2)
         vm._proc = proc
         return vm
 
@@ -190,13 +206,22 @@ class Vm:
 
     def wait_ready(self, timeout=90.0):
         """Waits for the guest agent; returns seconds from now."""
+        stuck = None
+
+        def booting():
+            # a vCPU KVM cannot run stops QEMU's guest for good, QEMU lives on
+            nonlocal stuck
+            stuck = next((line for line in self.qemu_log().splitlines()
+                          if line.startswith("KVM internal error")), None)
+            return self.alive() and not stuck
         try:
             self.agent, self.ready_seconds = agentmod.wait_ready(self.agent_path, timeout,
-                                                                 alive=self.alive)
+                                                                 alive=booting)
         except agentmod.AgentError as e:
             tail = "\n".join(self.console().splitlines()[-15:])
             log = self.qemu_log().strip()
-            raise agentmod.AgentError(f"vm {self.name}: {e}\n--- console (tail) ---\n{tail}"
+            why = f"QEMU stopped the guest: {stuck}" if stuck else str(e)
+            raise agentmod.AgentError(f"vm {self.name}: {why}\n--- console (tail) ---\n{tail}"
                                       + (f"\n--- qemu.log ---\n{log}" if log else "")) from None
         return self.ready_seconds
 

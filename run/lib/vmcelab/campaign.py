@@ -1,0 +1,274 @@
+"""Injection campaigns: the campaign file, the cases it names, and what each
+case is expected to do.
+
+A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
+# comments), documented in run/campaigns/README.md:
+
+  [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse
+  [guest NAME]      mem, cpus, accel, hugepages, ksm
+  [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat
+                    (lists: every combination is a case)
+  [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, expect
+
+Errors name the file, the line and the problem, and come before anything
+runs.
+"""
+import configparser
+import itertools
+import os
+import random
+import re
+
+from . import paths
+
+PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
+         "mlock-clean", "mlock-dirty", "thp", "hugetlb", "ksm", "swapcache", "shared", "free",
+         "slab", "pagetable")
+KINDS = ("ao", "ar")
+KILLS = ("early", "late", "prctl-early", "prctl-late")
+INJECTS = ("host", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# what a page type needs from its guest
+NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean": "disk",
+         "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
+         "mlock-clean": "disk"}
+
+CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "order"}
+GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk"}
+CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "expect"}
+MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat"}
+
+
+class SpecError(Exception):
+    """FILE:LINE: problem"""
+
+
+def _locate(text):
+    """(section, key) -> line number, and section -> line number: the key
+    file reader does not keep them"""
+    where, section = {}, None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        m = re.match(r"\[(.+)\]$", s)
+        if m:
+            section = m.group(1).strip()
+            where[(section, None)] = n
+            continue
+        key = re.split(r"\s*[=:]", s, 1)[0].strip().lower()
+        if section is not None:
+            where.setdefault((section, key), n)
+    return where
+
+
+def _list(value):
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+class Guest:
+    def __init__(self, name, mem="512M", cpus=1, accel="tcg", hugepages=0, ksm=False, disk=True):
+        self.name, self.mem, self.cpus, self.accel = name, mem, cpus, accel
+        self.hugepages, self.ksm, self.disk = hugepages, ksm, disk
+
+    def to_dict(self):
+        return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel,
+                    hugepages=self.hugepages, ksm=self.ksm, disk=self.disk)
+
+
+class Case:
+    FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat")
+
+    def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
+                 recovery=1, burst=1, repeat=False, expect=None, rep=0):
+        self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
+        self.inject, self.recovery, self.burst, self.repeat = inject, recovery, burst, repeat
+        self.expect_override, self.rep = expect, rep
+
+    @property
+    def id(self):
+        """Stable across runs of the same file: what resuming goes by"""
+        extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "")
+        return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
+                f"/recovery{self.recovery}{extra}/{self.rep}")
+
+    def to_dict(self):
+        d = {f: getattr(self, f) for f in self.FIELDS}
+        d.update(id=self.id, scenario=self.scenario, rep=self.rep)
+        return d
+
+
+class Campaign:
+    def __init__(self):
+        self.name = "campaign"
+        self.seed = 1
+        self.concurrency = 1
+        self.repetitions = 1
+        self.max_poisoned = 48
+        self.reuse = True
+        self.order = "file"
+        self.guests = {}
+        self.cases = []
+        self.path = None
+
+    @classmethod
+    def load(cls, path):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
+        return cls.parse(text, path)
+
+    @classmethod
+    def parse(cls, text, path="<campaign>"):
+        self = cls()
+        self.path = path
+        where = _locate(text)
+        parser = configparser.ConfigParser(interpolation=None, strict=True,
+                                           inline_comment_prefixes=("#", ";"))
+        try:
+            parser.read_string(text, source=path)
+        except configparser.Error as e:
+            line = getattr(e, "lineno", None)
+            msg = str(e).splitlines()[0]
+            raise SpecError(f"{path}:{line}: {msg}" if line else f"{path}: {msg}") from None
+
+        def fail(section, key, problem):
+            line = where.get((section, key)) or where.get((section, None)) or "?"
+            raise SpecError(f"{path}:{line}: {problem}")
+
+        def check_keys(section, allowed):
+            for key in parser[section]:
+                if key not in allowed:
+                    fail(section, key, f"unknown key '{key}' in [{section}] "
+                                       f"(known: {', '.join(sorted(allowed))})")
+
+        def integer(section, key, default, low=0):
+            value = parser[section].get(key)
+            if value is None:
+                return default
+            try:
+                n = int(value, 0)
+            except ValueError:
+                fail(section, key, f"'{key}' must be a number, not '{value}'")
+            if n < low:
+                fail(section, key, f"'{key}' must be at least {low}")
+            return n
+
+        def boolean(section, key, default):
+            try:
+                return parser[section].getboolean(key, default)
+            except ValueError:
+                fail(section, key, f"'{key}' must be true or false")
+
+        def one_of(section, key, value, allowed):
+            if value not in allowed:
+                fail(section, key, f"'{value}' is not a {key} (known: {', '.join(allowed)})")
+            return value
+
+        sections = parser.sections()
+        for section in sections:
+            kind = section.split()[0]
+            if kind not in ("campaign", "guest", "matrix", "case"):
+                fail(section, None, f"unknown section [{section}] (known: [campaign], [guest NAME], "
+                                    "[matrix NAME], [case NAME])")
+        if "campaign" in sections:
+            check_keys("campaign", CAMPAIGN_KEYS)
+            c = parser["campaign"]
+            self.name = c.get("name", os.path.splitext(os.path.basename(path))[0])
+            self.seed = integer("campaign", "seed", 1)
+            self.concurrency = integer("campaign", "concurrency", 1, 1)
+            self.repetitions = integer("campaign", "repetitions", 1, 1)
+            self.max_poisoned = integer("campaign", "max-poisoned", 48, 1)
+            self.reuse = boolean("campaign", "reuse", True)
+            self.order = one_of("campaign", "order", c.get("order", "file"), ("file", "random"))
+        for section in sections:
+            kind, _, name = section.partition(" ")
+            if kind != "guest":
+                continue
+            check_keys(section, GUEST_KEYS)
+            g = parser[section]
+            accel = one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
+            guest = Guest(name.strip() or "guest", mem=g.get("mem", "512M"),
+                          cpus=integer(section, "cpus", 1, 1), accel=accel,
+                          hugepages=integer(section, "hugepages", 0),
+                          ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True))
+            self.guests[guest.name] = guest
+        if not self.guests:
+            self.guests["guest"] = Guest("guest")
+
+        def guest_of(section, value):
+            name = value or next(iter(self.guests))
+            if name not in self.guests:
+                fail(section, "guest", f"no [guest {name}] in this file")
+            return self.guests[name]
+
+        def needs(section, key, guest, page):
+            need = NEEDS.get(page)
+            if need == "hugepages" and guest.hugepages < 1:
+                fail(section, key, f"page {page} needs hugepages: set 'hugepages' in "
+                                   f"[guest {guest.name}]")
+            if need == "ksm" and not guest.ksm:
+                fail(section, key, f"page {page} needs KSM: set 'ksm = true' in [guest {guest.name}]")
+            if need == "disk" and not guest.disk:
+                fail(section, key, f"page {page} needs the data disk of [guest {guest.name}]")
+
+        scenarios = []
+        for section in sections:
+            kind, _, name = section.partition(" ")
+            name = name.strip() or kind
+            s = parser[section]
+            if kind == "case":
+                check_keys(section, CASE_KEYS)
+                guest = guest_of(section, s.get("guest"))
+                page = one_of(section, "page", s.get("page", "anon-dirty"), PAGES)
+                needs(section, "page", guest, page)
+                scenarios.append([dict(
+                    scenario=name, guest=guest.name, page=page,
+                    kind=one_of(section, "kind", s.get("kind", "ao"), KINDS),
+                    kill=one_of(section, "kill", s.get("kill", "early"), KILLS),
+                    inject=one_of(section, "inject", s.get("inject", "host"), INJECTS),
+                    recovery=one_of(section, "recovery", integer(section, "recovery", 1), (0, 1)),
+                    burst=integer(section, "burst", 1, 1), repeat=boolean(section, "repeat", False),
+                    expect=s.get("expect"))])
+            elif kind == "matrix":
+                check_keys(section, MATRIX_KEYS)
+                guest = guest_of(section, s.get("guest"))
+                pages = [one_of(section, "pages", p, PAGES) for p in _list(s.get("pages", "anon-dirty"))]
+                for p in pages:
+                    needs(section, "pages", guest, p)
+                kinds = [one_of(section, "kinds", k, KINDS) for k in _list(s.get("kinds", "ao"))]
+                kills = [one_of(section, "kill", k, KILLS) for k in _list(s.get("kill", "early"))]
+                injects = [one_of(section, "inject", i, INJECTS) for i in _list(s.get("inject", "host"))]
+                recoveries = [one_of(section, "recovery", int(r), (0, 1))
+                              for r in _list(s.get("recovery", "1"))]
+                scenarios.append([dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl,
+                                       inject=i, recovery=r, burst=integer(section, "burst", 1, 1),
+                                       repeat=boolean(section, "repeat", False))
+                                  for p, k, kl, i, r in itertools.product(pages, kinds, kills,
+                                                                          injects, recoveries)])
+        for rep in range(self.repetitions):
+            for group in scenarios:
+                self.cases += [Case(rep=rep, **c) for c in group]
+        if not self.cases:
+            raise SpecError(f"{path}: names no cases: add a [matrix NAME] or a [case NAME]")
+        seen = {}
+        for case in self.cases:
+            if case.id in seen:
+                raise SpecError(f"{path}: two cases are the same ({case.id}): give them different "
+                                "names or change them")
+            seen[case.id] = case
+        for what, path_of in (("guest kernel", paths.kernel()), ("guest image", paths.initrd())):
+            if not os.path.exists(path_of):
+                raise SpecError(f"{path}: the {what} is missing at {path_of}: run `make image`")
+        if any(NEEDS.get(c.page) == "disk" for c in self.cases) and not os.path.exists(paths.disk()):
+            raise SpecError(f"{path}: the guest data disk is missing at {paths.disk()}: run `make image`")
+        return self
+
+    def ordered(self):
+        """The cases in the order to run them: as the file has them, or (order =
+        random) shuffled, the same way for the same seed"""
+        cases = list(self.cases)
+        if self.order == "random":
+            random.Random(self.seed).shuffle(cases)
+        return cases

@@ -1,0 +1,259 @@
+"""What the guest's HWPOISON handler is expected to do, per case, and the
+verdict on what it did.
+
+The table is Linux 6.1's behaviour (the vmce guest kernel), read from
+mm/memory-failure.c and checked against the guest:
+- the page type and result come from identify_page_state(), which names the
+  page by its flags *after* unmapping (so an mlocked page, munlocked by the
+  unmap, is an "LRU page");
+- processes that map the page are signalled at once (BUS_MCEERR_AO to those
+  that asked for early kill) only when kill_procs() is told to force it:
+  the page was dirty, or could not be unmapped;
+- a mapper that touches the page later gets BUS_MCEERR_AR when the unmap
+  left a hwpoison entry in its page table; it does not for a page the
+  kernel can read again (clean page cache, swap cache);
+- a consumed error (SRAR) goes to the process that consumed it as
+  BUS_MCEERR_AR, when its access faults again as above;
+- a page the handler leaves in use by the kernel is still bad: the next time
+  the kernel reads it the guest takes an SRAR in kernel mode and panics.
+"""
+from collections import namedtuple
+
+# kind/result: the "recovery action for <kind>: <result>" line;
+# early: mappers with early kill get BUS_MCEERR_AO; late: a later touch gets
+# BUS_MCEERR_AR; lsb: si_addr_lsb; hc_kb: HardwareCorrupted grows by;
+# aftermath: what happens when the kernel uses the page again (None: never)
+Row = namedtuple("Row", "kind result early late lsb hc_kb aftermath")
+
+LINUX_6_1 = {
+    "anon-dirty": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "anon-clean": Row("clean LRU page", "Recovered", False, True, 12, 4, None),
+    "pagecache-clean": Row("clean LRU page", "Recovered", False, False, 12, 4, None),
+    "pagecache-dirty": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "file-hole": Row("clean LRU page", "Recovered", False, False, 12, 4, None),
+    "shmem": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "mlock-clean": Row("clean LRU page", "Recovered", False, False, 12, 4, None),
+    "mlock-dirty": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "thp": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "hugetlb": Row("huge page", "Recovered", True, True, 21, 4, None),
+    "ksm": Row("unmapping failed page", "Ignored", False, False, 12, 4, "ksm-merge"),
+    "swapcache": Row("clean swapcache page", "Recovered", False, False, 12, 4, None),
+    "shared": Row("dirty LRU page", "Recovered", True, True, 12, 4, None),
+    "free": Row("free buddy page", "Recovered", False, False, 12, 4, None),
+    "slab": Row("unknown page", "Ignored", False, False, 12, 4, "in-use"),
+    "pagetable": Row("unknown page", "Ignored", False, False, 12, 4, "exit"),
+}
+
+# how the aftermath is brought about, and what is expected of it
+AFTERMATH = {
+    "ksm-merge": "a second KSM workload with the same data makes ksmd compare against the "
+                 "poisoned page (memcmp in kernel mode): the guest panics (or, once a user "
+                 "access has had the page unmapped from the kernel's direct map, ksmd oopses)",
+    "exit": "the workload exits, the kernel reads the poisoned page table to unmap its "
+            "memory: the guest panics",
+    "in-use": "the slab page stays in the kernel's use: the guest is rebooted before the next "
+              "case rather than wait for a panic",
+}
+
+# why, where the kernel's behaviour is not obvious
+NOTES = {
+    "anon-clean": "MADV_FREE made it clean: nobody is signalled at once, but its page-table "
+                  "entry is now a hwpoison entry, so a touch gets BUS_MCEERR_AR",
+    "pagecache-clean": "dropped from the page cache and read again from disk: nobody signalled",
+    "pagecache-dirty": "the data is lost: mapping_set_error() makes the writer's next fsync "
+                       "return EIO",
+    "file-hole": "a hole's page cache page holds zeros the kernel can make again",
+    "mlock-clean": "named by the page's flags after unmapping, and unmapping munlocks it "
+                   "(page_remove_rmap() clears PG_mlocked): an LRU page, not an mlocked one",
+    "mlock-dirty": "named by the page's flags after unmapping, and unmapping munlocks it "
+                   "(page_remove_rmap() clears PG_mlocked): an LRU page, not an mlocked one",
+    "hugetlb": "the 2 MiB page is isolated whole and its mappers get si_addr_lsb 21, but "
+               "HardwareCorrupted counts the one raw page that failed (action_result())",
+    "ksm": "Linux 6.1 refuses KSM pages (\"can't handle KSM pages\"): nobody is signalled "
+           "and the page stays in KSM's stable tree",
+    "swapcache": "a clean swap cache page is dropped; its mappers fault it in from swap again",
+    "free": "taken off the buddy allocator: nothing to signal",
+    "slab": "kernel memory cannot be isolated: get_hwpoison_page() refuses a page that is "
+            "neither LRU nor movable, and the handler gives up",
+    "pagetable": "a page table is kernel memory, refused like slab",
+}
+
+
+class Expectation:
+    def __init__(self, case, action, signals, lsb, hc_kb, guest="alive", fsync_eio=None,
+                 reread_ok=None, note=None, aftermath=None):
+        self.action, self.signals, self.lsb, self.hc_kb = action, signals, lsb, hc_kb
+        self.guest, self.fsync_eio, self.reread_ok, self.note = guest, fsync_eio, reread_ok, note
+        self.case, self.aftermath = case, aftermath
+        self.others_ao = True
+
+    @property
+    def summary(self):
+        if self.guest == "panic":
+            return "the guest panics (memory_failure_recovery=0)"
+        parts = [f"{self.action[0]}: {self.action[1]}"] if self.action else []
+        parts.append({"ao": "every mapper gets BUS_MCEERR_AO at its own VA",
+                      "touch": "no signal until a mapper touches it: then BUS_MCEERR_AR",
+                      "ar": "the consumer gets BUS_MCEERR_AR at its own VA",
+                      "none": "nobody signalled"}[self.signals])
+        if self.lsb != 12 and self.signals != "none":
+            parts.append(f"si_addr_lsb {self.lsb}")
+        if self.fsync_eio:
+            parts.append("fsync returns EIO")
+        if self.reread_ok:
+            parts.append("the data reads back right")
+        if self.hc_kb:
+            parts.append(f"HardwareCorrupted +{self.hc_kb} kB")
+        if self.aftermath in ("ksm-merge", "exit"):
+            parts.append(f"then {AFTERMATH[self.aftermath]}")
+        return "; ".join(parts)
+
+    def to_dict(self):
+        return dict(action=self.action, signals=self.signals, lsb=self.lsb, hc_kb=self.hc_kb,
+                    guest=self.guest, fsync_eio=self.fsync_eio, reread_ok=self.reread_ok,
+                    note=self.note, aftermath=self.aftermath, summary=self.summary)
+
+
+def expectation(case):
+    """What Linux 6.1 does for @case, or None where nothing is written down"""
+    row = LINUX_6_1.get(case.page)
+    if row is None:
+        return None
+    if case.recovery == 0:
+        return Expectation(case, None, "none", row.lsb, None, guest="panic",
+                           note="vm.memory_failure_recovery=0 makes memory_failure() panic")
+    early = case.kill in ("early", "prctl-early")
+    if case.kind == "ar" and case.inject == "host":
+        signals = "ar" if row.late else ("ao" if row.early and early else "none")
+    elif early:
+        signals = "ao" if row.early else "none"
+    else:
+        signals = "touch" if row.late else "none"
+    # only host-side errors leave a page that is bad to read (guest-side
+    # injection marks a page, the memory behind it is fine)
+    aftermath = row.aftermath if case.inject == "host" else None
+    # the writer can fsync only if it is alive: an AO is advice it survives,
+    # an AR on its own page ends it
+    fsync = case.page == "pagecache-dirty" and signals != "ar"
+    exp = Expectation(case, (row.kind, row.result), signals, row.lsb, row.hc_kb * case.burst,
+                      fsync_eio=True if fsync else None,
+                      reread_ok=True if case.page == "pagecache-clean" else None,
+                      note=NOTES.get(case.page), aftermath=aftermath)
+    exp.others_ao = row.early
+    return exp
+
+
+def _signal_problems(exp, case, workloads, signals):
+    problems = []
+    early = case.kill in ("early", "prctl-early")
+    for w in workloads:
+        pids = w.get("pids") or [w.get("pid")]
+        va = int(w["va"], 16) if w.get("va") else None
+        for pid in pids:
+            # a consumed error goes to the consumer (the workload's first
+            # process touches the page); the other mappers hear of it early
+            # or not at all
+            if exp.signals == "ar":
+                want = 4 if pid == w.get("pid") else (5 if early and exp.others_ao else None)
+            else:
+                want = {"ao": 5, "touch": 4}[exp.signals]
+            got = [s for s in signals if s.get("pid") == pid]
+            if want is None:
+                continue
+            if not got:
+                problems.append(f"process {pid} got no SIGBUS")
+                continue
+            s = got[0]
+            if s.get("code") != want:
+                problems.append(f"process {pid} got si_code {s.get('code')} ({s.get('code_name')}), "
+                                f"not {want}")
+            mask = ~((1 << exp.lsb) - 1)
+            addr = int(s["addr"], 16) if s.get("addr") else None
+            if va is not None and addr is not None and addr & mask != va & mask:
+                problems.append(f"process {pid} got si_addr {s['addr']}, not its page {w['va']}")
+            if s.get("lsb") not in (None, exp.lsb):
+                problems.append(f"process {pid} got si_addr_lsb {s.get('lsb')}, not {exp.lsb}")
+    return problems
+
+
+def judge(case, exp, obs, not_run):
+    """(verdict, reasons): pass, fail, unexpected or not run"""
+    if not_run is not None:
+        return "not run", [not_run]
+    if exp is None:
+        return "unexpected", ["no expectation is written for this case"]
+    if case.expect_override:
+        return _judge_override(case.expect_override, obs)
+    fails, oddities = [], []
+    if exp.guest == "panic":
+        if not obs["panic"]:
+            fails.append("the guest did not panic")
+        return ("fail", fails) if fails else ("pass", [f"the guest panicked: {obs['panic']}"])
+    if not obs["qemu_alive"]:
+        fails.append("QEMU died")
+    # ksmd compares stable KSM pages all the time: it may read the poisoned
+    # page before the campaign provokes it
+    after = obs.get("aftermath")
+    trouble = list(obs.get("trouble") or [])
+    ksmd_crash = obs["panic"] or next((t for t in trouble if t.startswith("BUG:")), None)
+    if ksmd_crash and exp.aftermath == "ksm-merge":
+        after = {"how": "ksmd on its own", "crash": ksmd_crash}
+        trouble = [t for t in trouble if t != ksmd_crash]
+    elif obs["panic"]:
+        fails.append(f"the guest panicked: {obs['panic']}")
+    elif not obs["guest_alive"]:
+        fails.append("the guest stopped answering")
+    for w in obs["workloads"]:
+        got = obs["actions"].get(w["pfn"])
+        if case.repeat and got is None:
+            continue
+        if got is None:
+            fails.append(f"no \"recovery action\" line for pfn {w['pfn']}")
+        elif tuple(got) != tuple(exp.action):
+            fails.append(f"pfn {w['pfn']}: \"{got[0]}: {got[1]}\", expected "
+                         f"\"{exp.action[0]}: {exp.action[1]}\"")
+    if case.repeat and not obs["already"]:
+        fails.append("the second error was not reported as already poisoned")
+    if exp.signals == "none":
+        if obs["signals"]:
+            oddities.append(f"signals nobody expected: {obs['signals']}")
+    elif obs["guest_alive"]:
+        fails += _signal_problems(exp, case, obs["workloads"], obs["signals"])
+    for check in obs.get("checks") or []:
+        if exp.fsync_eio and check.get("fsync_errno") != 5:
+            fails.append(f"fsync returned errno {check.get('fsync_errno')}, not EIO")
+        if exp.reread_ok and check.get("reread_ok") is not True:
+            fails.append("the data did not read back right")
+    if (exp.fsync_eio or exp.reread_ok) and not obs.get("checks") and obs["guest_alive"]:
+        fails.append("the workload did not report its check")
+    hc = obs.get("hardware_corrupted_kb")
+    if exp.hc_kb is not None and hc is not None and hc != exp.hc_kb:
+        oddities.append(f"HardwareCorrupted grew by {hc} kB, expected {exp.hc_kb}")
+    for t in trouble:
+        oddities.append(f"guest log: {t}")
+    if exp.aftermath in ("ksm-merge", "exit"):
+        if after is None:
+            if obs["guest_alive"]:
+                fails.append(f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}")
+        elif not after.get("crash"):
+            fails.append(f"expected: {AFTERMATH[exp.aftermath]}; the guest lived on")
+    if obs.get("overflows"):
+        oddities.append(f"memory_failure() queue overflowed for {len(obs['overflows'])} page(s)")
+    if fails:
+        return "fail", fails
+    if oddities:
+        return "unexpected", oddities
+    reasons = [exp.summary]
+    if after and after.get("crash"):
+        reasons.append(f"aftermath ({after['how']}): {after['crash']}")
+    return "pass", reasons
+
+
+def _judge_override(expect, obs):
+    """expect = recovered | panic | ignored | failed | delayed, from a [case]"""
+    if expect == "panic":
+        return ("pass", ["the guest panicked"]) if obs["panic"] else ("fail", ["no panic"])
+    results = {a[1].lower() for a in obs["actions"].values() if a}
+    if expect in results:
+        return "pass", [f"the handler said {expect}"]
+    return "fail", [f"expected {expect}, the handler said {', '.join(sorted(results)) or 'nothing'}"]

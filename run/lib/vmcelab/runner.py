@@ -1,0 +1,506 @@
+"""Running a campaign: guests booted once and reused, one case after another
+(or several guests side by side), each case's evidence collected, judged
+and appended to results.jsonl as it finishes.
+"""
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+from . import paths
+from .agent import AgentError
+from .daemon import Vmced
+from .expect import expectation, judge
+from .outcome import GuestLog, kernel_crash
+from .vm import Vm
+
+ACTION_TIMEOUT_S = 30
+SIGNAL_TIMEOUT_S = 10
+
+
+def _ends_guest(case):
+    """The case leaves its guest unusable: a panic, or a poisoned page the
+    guest's kernel still uses"""
+    exp = expectation(case)
+    return bool(exp and (exp.guest == "panic" or exp.aftermath))
+
+
+class NotRun(Exception):
+    """The case cannot be set up here; the reason goes in the report"""
+
+
+class GuestVm:
+    """One booted guest, attached to the campaign's vmced, reused while it
+    is fit for the next case. Before a case that will leave it unusable (a
+    panic is the expected result) a spare guest boots in the background, so
+    that the next case need not wait for a boot."""
+
+    def __init__(self, spec, slot, workdir, daemon, timeline):
+        self.spec, self.slot, self.workdir = spec, slot, workdir
+        self.daemon, self.timeline = daemon, timeline
+        self.boots = 0  # guests started, the spares too
+        self.current = 0  # which of them runs the cases now
+        self.vm = None
+        self.poisoned = 0
+        self.dead = None  # why it cannot be used any more
+        self.unbootable = None  # why it did not boot
+        self.spare = None  # (thread, {"vm": Vm, "boot": N} or {"error": e, "boot": N})
+
+    @property
+    def name(self):
+        return f"{self.spec.name}-{self.slot}"
+
+    def _boot_new(self, n, spare):
+        """A guest ready for cases: booted, set up, attached to vmced"""
+        t = time.time()
+        vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
+                      accel=self.spec.accel, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
+                      disk=self.spec.disk)
+        try:
+            vm.wait_ready(timeout=180)
+            agent = vm.agent
+            if self.spec.hugepages:
+                agent.call("sysctl", name="vm.nr_hugepages", value=self.spec.hugepages)
+            if self.spec.ksm:
+                # scanning fast, but only during KSM cases (CaseRun): under TCG
+                # a busy ksmd slows every other case down
+                agent.call("sysfs", path="/sys/kernel/mm/ksm/sleep_millisecs", value=10)
+                agent.call("sysfs", path="/sys/kernel/mm/ksm/pages_to_scan", value=1000)
+            agent.call("trace-mf", on="1")
+            self.daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path,
+                            "--name", vm.name, "--agent", vm.vmced_agent_path)
+        except Exception:
+            vm.stop()  # a guest that did not come up is not left behind
+            raise
+        self.timeline.append(dict(vm=self.name, event="boot", start=t, end=time.time(), boot=n,
+                                  spare=spare))
+        return vm
+
+    def _adopt(self, vm, n):
+        self.vm, self.poisoned, self.dead, self.current = vm, 0, None, n
+
+    def prepare_spare(self):
+        if self.spare is not None:
+            return
+        self.boots += 1
+        box = {"boot": self.boots}
+
+        def boot():
+            try:
+                box["vm"] = self._boot_new(box["boot"], True)
+            except Exception as e:  # handed to whoever takes the spare
+                box["error"] = e
+        thread = threading.Thread(target=boot, daemon=True)
+        thread.start()
+        self.spare = (thread, box)
+
+    def replace(self, use_spare=True):
+        """The next guest: the spare if one is booting, else a new boot.
+        Returns the seconds the caller waited for it."""
+        t = time.monotonic()
+        self.stop()
+        if self.spare is not None and use_spare:
+            thread, box = self.spare
+            self.spare = None
+            thread.join()
+            if "vm" in box:
+                self._adopt(box["vm"], box["boot"])
+                return time.monotonic() - t
+        self.boots += 1
+        try:
+            self._adopt(self._boot_new(self.boots, False), self.boots)
+        except Exception as e:
+            # nor booted again for every case that needs it
+            self.unbootable = str(e).splitlines()[0]
+            raise
+        return time.monotonic() - t
+
+    def fit(self, max_poisoned):
+        return (self.vm is not None and self.dead is None and self.vm.alive()
+                and self.poisoned < max_poisoned)
+
+    def stop(self):
+        if self.vm is None:
+            return
+        if self.vm.alive():
+            self.daemon.ctl("detach", self.vm.name, check=False)
+        self.vm.stop()
+        self.vm = None
+
+    def close(self):
+        self.stop()
+        if self.spare is not None:
+            thread, box = self.spare
+            self.spare = None
+            thread.join()
+            if "vm" in box:
+                self.vm = box["vm"]
+                self.stop()
+
+
+def _wait(cond, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+class CaseRun:
+    """One case on one guest: set up, inject, watch, collect"""
+
+    def __init__(self, case, gvm, daemon, exp):
+        self.case, self.gvm, self.daemon, self.exp = case, gvm, daemon, exp
+        self.vm = gvm.vm
+        self.agent = gvm.vm.agent
+
+    def set_up(self):
+        case, agent = self.case, self.agent
+        early = case.kill in ("early", "prctl-early")
+        # prctl-* set the opposite system-wide: the process's own choice must win
+        sysctl_early = early if not case.kill.startswith("prctl") else not early
+        agent.call("sysctl", name="vm.memory_failure_early_kill", value=int(sysctl_early))
+        agent.call("sysctl", name="vm.memory_failure_recovery", value=case.recovery)
+        if case.page == "ksm" and self.gvm.spec.ksm:
+            agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=1)
+        args = {"type": case.page}
+        if case.kill.startswith("prctl"):
+            args["prctl"] = "early" if early else "late"
+        workloads = []
+        for _ in range(case.burst):
+            try:
+                info = agent.call("pages-start", **args)
+            except AgentError as e:
+                for w in workloads:  # the guest stays fit for the next case
+                    agent.call("pages-stop", pid=w["pid"])
+                if "NotSupported" in str(e):
+                    raise NotRun(str(e).split(": ", 1)[-1]) from None
+                raise
+            info["pfn_int"] = int(info["pfn"], 16)
+            info["gpa_int"] = int(info["gpa"], 16)
+            workloads.append(info)
+        return workloads
+
+    def inject(self, w):
+        """One error on workload @w's page; returns vmced's record if host-side"""
+        case, agent = self.case, self.agent
+        if case.inject == "host":
+            if case.kind == "ar" and w.get("va") not in (None, "0x0"):
+                # consumed: the host page goes away, and the process's touch
+                # is the vCPU access that brings the AR
+                proc = subprocess.Popen([paths.vmcectl(), "--socket", self.daemon.socket, "--json",
+                                         "poison", self.vm.name, "--gpa", w["gpa"], "--kind", "ar",
+                                         "--trigger", "access", "--timeout", "20"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(0.3)
+                agent.call("pages-touch", pid=w["pid"], only=1)
+                out, err = proc.communicate(timeout=60)
+                return json.loads(out) if out.startswith("{") else {"error": err.strip()}
+            trigger = ["--trigger", "now"] if case.kind == "ar" else []
+            return self.daemon.poison(self.vm.name, "--gpa", w["gpa"], "--kind", case.kind, *trigger)
+        method = case.inject.split("-", 1)[1]
+        if method == "madvise":
+            return {"agent": agent.call("inject", method="madvise", pid=w["pid"])}
+        if method == "corrupt-pfn":
+            return {"agent": agent.call("inject", method="corrupt-pfn", pfn=w["pfn"])}
+        return {"agent": agent.call("inject", method="mce-inject", pfn=w["pfn"], kind=case.kind)}
+
+    def run(self):
+        case, agent, vm = self.case, self.agent, self.vm
+        workloads = self.set_up()
+        hc_before = agent.call("counters")
+        _, seq = agent.kmsg()
+        console_len = len(vm.console())
+        t0 = time.monotonic()
+        injected = []
+        for w in workloads:
+            injected.append(self.inject(w))
+            if case.repeat:
+                injected.append(self.inject(w))
+        # the handler's word on each page, or the guest gone
+        log = GuestLog()
+
+        def settled():
+            console = vm.console()[console_len:].splitlines()
+            lines = []
+            # a panicked guest answers nothing: the console says so at once
+            if vm.alive() and not GuestLog(console).panics:
+                try:
+                    lines = agent.kmsg(seq)[0] if self._answers() else []
+                except (AgentError, OSError):
+                    pass  # the guest went down between the two calls
+            log.__init__(lines + console)
+            if log.panics or not vm.alive():
+                return True
+            return all(log.action_for(w["pfn_int"]) or w["pfn_int"] in log.already
+                       for w in workloads)
+        _wait(settled, ACTION_TIMEOUT_S)
+        ms_to_action = (time.monotonic() - t0) * 1000 if any(
+            log.action_for(w["pfn_int"]) for w in workloads) else None
+        alive = vm.alive() and not log.panics and self._answers()
+        statuses, checks = [], []
+        touched = False
+        if alive:
+            # the file check first: a touch that is fatal would leave no
+            # writer to fsync
+            if self.exp and (self.exp.fsync_eio or self.exp.reread_ok):
+                for w in workloads:
+                    if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
+                        agent.call("pages-check", pid=w["pid"])
+                        checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10))
+            if case.kill in ("late", "prctl-late") or (case.inject != "host" and case.kind == "ar"):
+                touched = True
+                for w in workloads:
+                    agent.call("pages-touch", pid=w["pid"])
+            statuses = [self._status(w, touched) for w in workloads]
+        ms_to_signal = None
+        if any(s.get("sigbus") for s in statuses):
+            ms_to_signal = (time.monotonic() - t0) * 1000
+        obs = {
+            "workloads": [{k: w.get(k) for k in ("type", "pid", "pids", "va", "gpa", "pfn",
+                                                 "kpageflags", "flags", "lsb", "file")}
+                          for w in workloads],
+            "injected": injected,
+            "actions": {hex(w["pfn_int"]): log.action_for(w["pfn_int"]) for w in workloads},
+            "already": [hex(p) for p in log.already],
+            "kills": {hex(p): k for p, k in log.kills.items()},
+            "overflows": [hex(p) for p in log.overflows],
+            "signals": [rec for s in statuses for rec in s.get("sigbus") or []],
+            "checks": [c for c in checks if c],
+            "panic": log.panics[0] if log.panics else None,
+            "mce_reports": log.mce_reports[:6],
+            "trouble": log.trouble[:10],
+            "guest_alive": alive,
+            "qemu_alive": vm.alive(),
+            "ms_to_action": round(ms_to_action, 1) if ms_to_action else None,
+            "ms_to_signal": round(ms_to_signal, 1) if ms_to_signal else None,
+        }
+        if alive:
+            after = agent.call("counters")
+            obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
+            obs["node_memory_failure"] = after.get("node_memory_failure")
+            try:
+                obs["trace"] = agent.call("trace-mf", read="1").get("events", [])[-4:]
+            except AgentError:
+                obs["trace"] = None
+            if not self.exp or self.exp.aftermath != "exit":
+                for w in workloads:
+                    agent.call("pages-stop", pid=w["pid"])
+            if case.page == "ksm" and not (self.exp and self.exp.aftermath):
+                agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=0)
+            if self.exp and self.exp.aftermath:
+                obs["aftermath"] = self._aftermath(workloads, console_len)
+        return obs
+
+    def _aftermath(self, workloads, console_len):
+        """Lets the kernel use the poisoned page again, as it will sooner or
+        later, and records whether the guest survives it"""
+        how = self.exp.aftermath
+        if how == "in-use":
+            return {"how": how, "panic": None}
+        try:
+            # no waiting for the answer: the guest goes down under the request
+            if how == "exit":
+                for w in workloads:
+                    self.agent.send("pages-stop", pid=w["pid"])
+            elif how == "ksm-merge":
+                self.agent.send("pages-start", type="ksm")
+        except (AgentError, OSError):
+            pass
+        crash = None
+
+        def crashed():
+            nonlocal crash
+            crash = kernel_crash(GuestLog(self.vm.console()[console_len:].splitlines()))
+            return crash or not self.vm.alive()
+        _wait(crashed, 20, 0.2)
+        return {"how": how, "crash": crash}
+
+    def _answers(self):
+        try:
+            self.agent.call("ping", timeout=5)
+            return True
+        except (AgentError, OSError):
+            return False
+
+    def _status(self, w, touched):
+        """The workload's state once the signals it should get are in, or
+        (none expected) once its touches are done"""
+        pids = w.get("pids") or [w["pid"]]
+        if self.exp and self.exp.signals == "ar":
+            early = self.case.kill in ("early", "prctl-early")
+            want = [p for p in pids if p == w["pid"] or (early and self.exp.others_ao)]
+        else:
+            want = pids
+
+        def ready():
+            st = self.agent.call("pages-status", pid=w["pid"])
+            got = {rec.get("pid") for rec in st.get("sigbus") or []}
+            if expected is not None and all(p in got for p in want):
+                return st
+            if expected is None:
+                pending = [p for p, alive in st["alive"].items()
+                           if alive and int(p) not in st.get("touched", [])]
+                return None if touched and pending else st
+            return None
+        expected = self.exp.signals if self.exp and self.exp.signals != "none" else None
+        if expected is None and not touched:
+            return self.agent.call("pages-status", pid=w["pid"])
+        return _wait(ready, SIGNAL_TIMEOUT_S, 0.1) or self.agent.call("pages-status", pid=w["pid"])
+
+
+class Progress:
+    def __init__(self, total, done):
+        self.total, self.start = total, time.monotonic()
+        self.counts = {"pass": 0, "fail": 0, "unexpected": 0, "not run": 0}
+        self.done_before = done
+        self.done = 0
+        self.tty = sys.stdout.isatty()
+        self.lock = threading.Lock()
+
+    def update(self, result):
+        with self.lock:
+            self.done += 1
+            self.counts[result["verdict"]] = self.counts.get(result["verdict"], 0) + 1
+            left = self.total - self.done_before - self.done
+            rate = (time.monotonic() - self.start) / self.done
+            eta = f"{int(left * rate) // 60}m{int(left * rate) % 60:02d}s" if left else "0s"
+            summary = (f"[{self.done_before + self.done}/{self.total}] "
+                       f"{self.counts['pass']} pass, {self.counts['fail']} fail, "
+                       f"{self.counts['unexpected']} unexpected, {self.counts['not run']} not run, "
+                       f"ETA {eta}")
+            line = f"{result['verdict']:10s} {result['case']['id']}"
+            if self.tty:
+                print(f"\r\033[K{line}\n{summary}", end="", flush=True)
+            else:
+                print(f"{line}   {summary}", flush=True)
+
+    def finish(self):
+        if self.tty:
+            print()
+
+
+class Runner:
+    def __init__(self, campaign, outdir, reuse=None, fresh=False, log=print):
+        self.campaign, self.outdir, self.log = campaign, outdir, log
+        self.reuse = campaign.reuse if reuse is None else reuse
+        os.makedirs(outdir, exist_ok=True)
+        self.results_path = os.path.join(outdir, "results.jsonl")
+        if fresh and os.path.exists(self.results_path):
+            os.unlink(self.results_path)
+        self.timeline = []
+        self.lock = threading.Lock()
+
+    def finished(self):
+        done = {}
+        if os.path.exists(self.results_path):
+            with open(self.results_path) as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut short by an interruption
+                    if rec.get("type") == "case":
+                        done[rec["case"]["id"]] = rec
+        return done
+
+    def record(self, rec):
+        with self.lock:
+            with open(self.results_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def run(self):
+        done = self.finished()
+        todo = [c for c in self.campaign.ordered() if c.id not in done]
+        if done:
+            self.log(f"campaign {self.campaign.name}: {len(done)} case(s) already done, "
+                     f"{len(todo)} to go")
+        daemon = Vmced(os.path.join(self.outdir, "vmced"))
+        progress = Progress(len(self.campaign.cases), len(done))
+        work = queue.Queue()
+        for case in todo:
+            work.put(case)
+        started = time.time()
+        self.record({"type": "start", "time": started, "campaign": self.campaign.name,
+                     "reuse": self.reuse, "seed": self.campaign.seed})
+        threads = [threading.Thread(target=self.worker, args=(slot, work, daemon, progress))
+                   for slot in range(min(self.campaign.concurrency, max(1, len(todo))))]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            progress.finish()
+            daemon.stop()
+        self.record({"type": "end", "time": time.time(), "started": started,
+                     "timeline": self.timeline})
+        return list(self.finished().values())
+
+    def worker(self, slot, work, daemon, progress):
+        gvms = {}
+        try:
+            while True:
+                try:
+                    case = work.get_nowait()
+                except queue.Empty:
+                    return
+                spec = self.campaign.guests[case.guest]
+                gvm = gvms.get(spec.name)
+                if gvm is None:
+                    gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline)
+                # a guest for a later case that will need one: it boots while
+                # the cases before it run
+                spare = any(_ends_guest(c) for c in list(work.queue) + [case]
+                            if c.guest == case.guest)
+                rec = self.run_case(case, gvm, daemon, spare)
+                self.record(rec)
+                progress.update(rec)
+        finally:
+            for gvm in gvms.values():
+                gvm.close()
+
+    def run_case(self, case, gvm, daemon, spare=False):
+        expected = expectation(case)
+        t_start = time.time()
+        obs, why_not = None, None
+        try:
+            if gvm.unbootable:
+                raise NotRun(f"the guest did not boot: {gvm.unbootable}")
+            if not self.reuse or not gvm.fit(self.campaign.max_poisoned):
+                t = time.time()
+                first = gvm.vm is None and gvm.spare is None and gvm.boots == 0
+                if first and self.reuse and spare:
+                    gvm.prepare_spare()  # the two first boots side by side
+                waited = gvm.replace(use_spare=not first)
+                self.timeline.append(dict(vm=gvm.name, event="wait-boot", start=t, end=t + waited,
+                                          boot=gvm.current))
+            if self.reuse and spare:
+                gvm.prepare_spare()
+            obs = CaseRun(case, gvm, daemon, expected).run()
+            gvm.poisoned += case.burst * (2 if case.repeat else 1)
+            after = obs.get("aftermath")
+            if not obs["guest_alive"]:
+                gvm.dead = obs.get("panic") or "the guest stopped answering"
+            elif after:
+                gvm.dead = after.get("crash") or "a poisoned kernel page is still in use"
+        except NotRun as e:
+            why_not = str(e)
+        except Exception as e:  # a case that could not be carried out is not a pass
+            # the first line says it; the rest (console, QEMU's log) is in the guest's directory
+            why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            gvm.dead = why_not
+        verdict, reasons = judge(case, expected, obs, why_not)
+        t_end = time.time()
+        self.timeline.append(dict(vm=gvm.name, event="case", start=t_start, end=t_end,
+                                  case=case.id, verdict=verdict, boot=gvm.current))
+        return {"type": "case", "case": case.to_dict(), "vm": gvm.name, "boot": gvm.current,
+                "expected": expected.to_dict() if expected else None, "observed": obs,
+                "verdict": verdict, "reasons": reasons, "not_run": why_not,
+                "start": t_start, "end": t_end}
