@@ -19,11 +19,14 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/swap.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "kpageflags.h"
 
 #define MAX_LINE 4096
 #define MAX_ARGS 8
@@ -1158,20 +1161,31 @@ static bool sysctl_name_ok(const char *name)
 	return true;
 }
 
-static int cmd_sysctl(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+/*
+ * The data disk, when /init left it alone (vmce.disk=later): a guest saved
+ * as a template and restored many times must not have written to a disk
+ * each restored copy gets fresh, so the restored copy mounts it itself.
+ */
+static int cmd_disk_up(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
 {
-	const char *name = arg(rq, "name"), *value = arg(rq, "value");
-	char path[256], got[4096];
-	ssize_t n;
+	bool mounted, swap;
 
-	if (!name)
-		return fail(err, "InvalidParameter", "sysctl needs the parameter name");
-	if (strlen(name) > 200 || !sysctl_name_ok(name))
-		return fail(err, "InvalidParameter", "name=%s is not a sysctl under vm., kernel. or net.", name);
-	snprintf(path, sizeof(path), "/proc/sys/%s", name);
-	for (char *p = path + strlen("/proc/sys/"); *p; p++)
-		if (*p == '.')
-			*p = '/';
+	if (access("/sys/block/vda", F_OK))
+		return fail(err, "NotFound", "no data disk (/dev/vda)");
+	mkdir("/mnt/vmce", 0755);
+	mounted = mount("/dev/vda", "/mnt/vmce", "ext4", 0, NULL) == 0 || errno == EBUSY;
+	if (!mounted)
+		return fail(err, "Failed", "mount /dev/vda (ext4) on /mnt/vmce: %s", strerror(errno));
+	swap = !access("/sys/block/vdb", F_OK) && (swapon("/dev/vdb", 0) == 0 || errno == EBUSY);
+	buf_printf(out, "{\"mounted\":\"/mnt/vmce\",\"swap\":%s}", swap ? "true" : "false");
+	return 0;
+}
+
+/* Writes V to the file (unless only reading), then reads it back. */
+static int write_then_read(const char *path, const char *value, struct buf *out, struct error *err)
+{
+	char got[4096];
+	ssize_t n;
 
 	if (value) {
 		int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -1184,7 +1198,7 @@ static int cmd_sysctl(struct agent *a, const struct request *rq, struct buf *out
 
 		close(fd);
 		if (n < 0)
-			return fail(err, "Failed", "writing %s to %s: %s", value, name, strerror(saved));
+			return fail(err, "Failed", "writing %s to %s: %s", value, path, strerror(saved));
 	}
 	n = read_file(path, got, sizeof(got));
 	if (n < 0)
@@ -1192,10 +1206,28 @@ static int cmd_sysctl(struct agent *a, const struct request *rq, struct buf *out
 			    strerror(errno));
 	while (n > 0 && got[n - 1] == '\n')
 		got[--n] = '\0';
+	buf_json_str(out, got, (size_t)n);
+	return 0;
+}
+
+static int cmd_sysctl(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	const char *name = arg(rq, "name");
+	char path[256];
+
+	if (!name)
+		return fail(err, "InvalidParameter", "sysctl needs the parameter name");
+	if (strlen(name) > 200 || !sysctl_name_ok(name))
+		return fail(err, "InvalidParameter", "name=%s is not a sysctl under vm., kernel. or net.", name);
+	snprintf(path, sizeof(path), "/proc/sys/%s", name);
+	for (char *p = path + strlen("/proc/sys/"); *p; p++)
+		if (*p == '.')
+			*p = '/';
 	buf_puts(out, "{\"name\":");
 	buf_json_cstr(out, name);
 	buf_puts(out, ",\"value\":");
-	buf_json_str(out, got, (size_t)n);
+	if (write_then_read(path, arg(rq, "value"), out, err))
+		return -1;
 	buf_puts(out, "}");
 	return 0;
 }
@@ -1357,17 +1389,6 @@ static int cmd_modprobe(struct agent *a, const struct request *rq, struct buf *o
 
 /* ---- page flags and memory-failure counters ---- */
 
-/* /proc/kpageflags bits: include/uapi/linux/kernel-page-flags.h (0-26) and
- * include/linux/kernel-page-flags.h (32-41); vmce-pages has the same table. */
-static const char *const kpf_names[64] = {
-	"locked", "error", "referenced", "uptodate", "dirty", "lru", "active",
-	"slab", "writeback", "reclaim", "buddy", "mmap", "anon", "swapcache",
-	"swapbacked", "compound_head", "compound_tail", "huge", "unevictable",
-	"hwpoison", "nopage", "ksm", "thp", "offline", "zero_page", "idle",
-	"pgtable",
-	[32] = "reserved", "mlocked", "mappedtodisk", "private", "private_2",
-	"owner_private", "arch", "uncached", "softdirty", "arch_2",
-};
 
 static int cmd_kpageflags(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
 {
@@ -1484,34 +1505,6 @@ static bool sysfs_path_ok(const char *path)
 	return true;
 }
 
-/* Writes V to the file (unless only reading), then reads it back. */
-static int write_then_read(const char *path, const char *value, struct buf *out, struct error *err)
-{
-	char got[4096];
-	ssize_t n;
-
-	if (value) {
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-		if (fd < 0)
-			return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot open %s: %s",
-				    path, strerror(errno));
-		n = write(fd, value, strlen(value));
-		int saved = errno;
-
-		close(fd);
-		if (n < 0)
-			return fail(err, "Failed", "writing %s to %s: %s", value, path, strerror(saved));
-	}
-	n = read_file(path, got, sizeof(got));
-	if (n < 0)
-		return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot read %s: %s", path,
-			    strerror(errno));
-	while (n > 0 && got[n - 1] == '\n')
-		got[--n] = '\0';
-	buf_json_str(out, got, (size_t)n);
-	return 0;
-}
 
 static int cmd_sysfs(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
 {
@@ -1818,6 +1811,7 @@ static const struct command commands[] = {
 	{ "kmsg", cmd_kmsg, { "since", NULL } },
 	{ "translate", cmd_translate, { "pid", "va", NULL } },
 	{ "modprobe", cmd_modprobe, { "name", NULL } },
+	{ "disk-up", cmd_disk_up, { NULL } },
 	{ "pages-start", cmd_pages_start, { "type", "procs", "threads", "prctl", NULL } },
 	{ "pages-status", cmd_pages_status, { "pid", NULL } },
 	{ "pages-touch", cmd_pages_touch, { "pid", "only", NULL } },

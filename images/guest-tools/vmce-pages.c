@@ -29,6 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kpageflags.h"
+#include "sigsafe.h"
+
 #define PAGE_SIZE 4096UL
 #define PAGE_SHIFT 12
 #define HUGE_SIZE (2UL << 20)
@@ -66,29 +69,6 @@
 #define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
 #endif
 
-/* /proc/kpageflags bits: include/uapi/linux/kernel-page-flags.h (0-26) and
- * include/linux/kernel-page-flags.h (32-41); vmce-agent has the same table. */
-#define KPF(n) (1ULL << (n))
-enum {
-	KPF_LOCKED, KPF_ERROR, KPF_REFERENCED, KPF_UPTODATE, KPF_DIRTY, KPF_LRU,
-	KPF_ACTIVE, KPF_SLAB, KPF_WRITEBACK, KPF_RECLAIM, KPF_BUDDY, KPF_MMAP,
-	KPF_ANON, KPF_SWAPCACHE, KPF_SWAPBACKED, KPF_COMPOUND_HEAD,
-	KPF_COMPOUND_TAIL, KPF_HUGE, KPF_UNEVICTABLE, KPF_HWPOISON, KPF_NOPAGE,
-	KPF_KSM, KPF_THP, KPF_OFFLINE, KPF_ZERO_PAGE, KPF_IDLE, KPF_PGTABLE,
-	KPF_RESERVED = 32, KPF_MLOCKED, KPF_MAPPEDTODISK, KPF_PRIVATE,
-	KPF_PRIVATE_2, KPF_OWNER_PRIVATE, KPF_ARCH, KPF_UNCACHED, KPF_SOFTDIRTY,
-	KPF_ARCH_2,
-};
-
-static const char *const kpf_names[64] = {
-	"locked", "error", "referenced", "uptodate", "dirty", "lru", "active",
-	"slab", "writeback", "reclaim", "buddy", "mmap", "anon", "swapcache",
-	"swapbacked", "compound_head", "compound_tail", "huge", "unevictable",
-	"hwpoison", "nopage", "ksm", "thp", "offline", "zero_page", "idle",
-	"pgtable",
-	[32] = "reserved", "mlocked", "mappedtodisk", "private", "private_2",
-	"owner_private", "arch", "uncached", "softdirty", "arch_2",
-};
 
 /* Exit codes: the agent maps them to its error classes. */
 enum { EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NOT_HERE = 3 };
@@ -940,72 +920,6 @@ static const struct type *find_type(const char *name)
 
 /* ---- signals ---- */
 
-/* Async-signal-safe formatting into a stack buffer. */
-struct sbuf {
-	char *p, *end;
-};
-
-static void put_str(struct sbuf *b, const char *s)
-{
-	while (*s && b->p < b->end)
-		*b->p++ = *s++;
-}
-
-static void put_hex(struct sbuf *b, uint64_t v)
-{
-	char tmp[16];
-	int n = 0;
-
-	put_str(b, "0x");
-	do {
-		tmp[n++] = "0123456789abcdef"[v & 0xf];
-		v >>= 4;
-	} while (v);
-	while (n && b->p < b->end)
-		*b->p++ = tmp[--n];
-}
-
-static void put_dec(struct sbuf *b, int64_t v)
-{
-	char tmp[20];
-	int n = 0;
-	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-
-	if (v < 0)
-		put_str(b, "-");
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	while (n && b->p < b->end)
-		*b->p++ = tmp[--n];
-}
-
-static const char *bus_code_name(int code)
-{
-	switch (code) {
-	case BUS_ADRALN: return "BUS_ADRALN";
-	case BUS_ADRERR: return "BUS_ADRERR";
-	case BUS_OBJERR: return "BUS_OBJERR";
-	case BUS_MCEERR_AR: return "BUS_MCEERR_AR";
-	case BUS_MCEERR_AO: return "BUS_MCEERR_AO";
-	default: return "unknown";
-	}
-}
-
-static void write_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, s, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		s += n;
-		len -= (size_t)n;
-	}
-}
 
 /*
  * Records the signal as DIR/pages-PID-TID.json (whole or not at all). An

@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sigsafe.h"
+
 #define PAGE_SIZE 4096UL
 #define PAGE_SHIFT 12
 #define CACHE_LINE 64
@@ -190,73 +192,6 @@ static unsigned char *find_page(uint64_t min_gpa, uint64_t *gpa)
 	     (unsigned long long)min_gpa, MAX_PAGES);
 }
 
-/* Async-signal-safe formatting helpers: append to a stack buffer. */
-struct sbuf {
-	char *p;
-	char *end;
-};
-
-static void put_str(struct sbuf *b, const char *s)
-{
-	while (*s && b->p < b->end)
-		*b->p++ = *s++;
-}
-
-static void put_hex(struct sbuf *b, uint64_t v)
-{
-	char tmp[16];
-	int n = 0;
-
-	put_str(b, "0x");
-	do {
-		tmp[n++] = "0123456789abcdef"[v & 0xf];
-		v >>= 4;
-	} while (v);
-	while (n && b->p < b->end)
-		*b->p++ = tmp[--n];
-}
-
-static void put_dec(struct sbuf *b, int64_t v)
-{
-	char tmp[20];
-	int n = 0;
-	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-
-	if (v < 0)
-		put_str(b, "-");
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	while (n && b->p < b->end)
-		*b->p++ = tmp[--n];
-}
-
-static const char *bus_code_name(int code)
-{
-	switch (code) {
-	case BUS_ADRALN: return "BUS_ADRALN";
-	case BUS_ADRERR: return "BUS_ADRERR";
-	case BUS_OBJERR: return "BUS_OBJERR";
-	case BUS_MCEERR_AR: return "BUS_MCEERR_AR";
-	case BUS_MCEERR_AO: return "BUS_MCEERR_AO";
-	default: return "unknown";
-	}
-}
-
-static void write_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, s, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		s += n;
-		len -= (size_t)n;
-	}
-}
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {

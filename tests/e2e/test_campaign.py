@@ -39,6 +39,15 @@ tap.ok(len(cases) >= 30, f"the quick matrix ran ({len(cases)} cases)")
 for cid, r in sorted(cases.items()):
     tap.ok(r["verdict"] == "pass", f"{cid}: pass", diag="; ".join(r.get("reasons") or []))
 
+# the guests after a guest-ending case are copies restored from the first boot
+with open(os.path.join(out, "results.jsonl")) as f:
+    timeline = [e for line in f for e in json.loads(line).get("timeline", [])]
+restored = {e["boot"] for e in timeline if e["event"] == "boot" and e.get("restored")}
+on_copies = [r for r in cases.values() if r["boot"] in restored]
+tap.ok(restored and on_copies and all(r["verdict"] == "pass" for r in on_copies),
+       f"{len(on_copies)} cases ran on {len(restored)} restored guests, and passed",
+       diag=f"restored boots {sorted(restored)}")
+
 with open(os.path.join(out, "vmced", "journal.jsonl")) as f:
     journal = [json.loads(line) for line in f]
 journal_gpas = {e["gpa"] for e in journal if e["type"] == "memory-error" and e["result"] == "injected"}

@@ -168,7 +168,7 @@ class Judging(unittest.TestCase):
                        panic="Fatal machine check", guest_alive=False)
         verdict, why = judge(c, expectation(c), obs, None)
         self.assertEqual(verdict, "pass")
-        self.assertIn("ksmd", why[-1])
+        self.assertIn("on its own", why[-1])
         other = self.case(page="anon-dirty")
         self.assertEqual(judge(other, expectation(other), obs, None)[0], "fail")
         # a user access had the page unmapped from the direct map: ksmd oopses
@@ -177,6 +177,16 @@ class Judging(unittest.TestCase):
         verdict, why = judge(c, expectation(c), oops, None)
         self.assertEqual(verdict, "pass", why)
         self.assertIn("BUG: unable to handle page fault", why[-1])
+
+    def test_killed_bystander_fails(self):
+        c = self.case(page="pagecache-clean")
+        obs = self.obs(actions={"0x42": ("clean LRU page", "Recovered")}, signals=[],
+                       checks=[{"reread_ok": True}], victims_alive={"10": False})
+        verdict, why = judge(c, expectation(c), obs, None)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("nobody was to be signalled", why[0])
+        obs["victims_alive"] = {"10": True}
+        self.assertEqual(judge(c, expectation(c), obs, None)[0], "pass")
 
     def test_not_run(self):
         c = self.case(page="hugetlb")

@@ -19,6 +19,9 @@ class Agent:
         self.path = path
         self.buf = b""
         self.sock = connect_unix(path, connect_timeout)
+        # asked while a call waits: False ends the wait at once (a campaign
+        # sets it to "QEMU runs and the guest kernel has not crashed")
+        self.alive = None
 
     def send(self, command, **args):
         words = [command] + [f"{k.replace('_', '-')}={v}" for k, v in args.items()]
@@ -33,7 +36,7 @@ class Agent:
             if left <= 0:
                 raise AgentError(f"{self.path}: no answer from the guest agent within {timeout:.0f} s")
             if alive is not None and not alive():
-                raise AgentError(f"{self.path}: QEMU is gone")
+                raise AgentError(f"{self.path}: the guest is gone (QEMU exited or its kernel crashed)")
             self.sock.settimeout(min(left, 0.5))
             try:
                 chunk = self.sock.recv(65536)
@@ -47,7 +50,7 @@ class Agent:
 
     def call(self, command, timeout=30.0, **args):
         self.send(command, **args)
-        reply = self.read(timeout)
+        reply = self.read(timeout, self.alive)
         if "error" in reply:
             err = reply["error"]
             raise AgentError(f"{command}: {err.get('desc')} ({err.get('class')})")

@@ -4,7 +4,8 @@ case is expected to do.
 A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
 # comments), documented in run/campaigns/README.md:
 
-  [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse
+  [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse,
+                    restore
   [guest NAME]      mem, cpus, accel, hugepages, ksm
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat
                     (lists: every combination is a case)
@@ -32,7 +33,8 @@ NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean"
          "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
          "mlock-clean": "disk"}
 
-CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "order"}
+CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "restore",
+                 "order"}
 GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk"}
 CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "expect"}
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat"}
@@ -105,6 +107,7 @@ class Campaign:
         self.repetitions = 1
         self.max_poisoned = 48
         self.reuse = True
+        self.restore = True
         self.order = "file"
         self.guests = {}
         self.cases = []
@@ -181,6 +184,7 @@ class Campaign:
             self.repetitions = integer("campaign", "repetitions", 1, 1)
             self.max_poisoned = integer("campaign", "max-poisoned", 48, 1)
             self.reuse = boolean("campaign", "reuse", True)
+            self.restore = boolean("campaign", "restore", True)
             self.order = one_of("campaign", "order", c.get("order", "file"), ("file", "random"))
         for section in sections:
             kind, _, name = section.partition(" ")

@@ -48,7 +48,8 @@ def matrix_svg(results):
     for r in results:
         cells.setdefault((r["case"]["page"], column_of(r["case"])), []).append(r)
     cw, ch, left, top = 118, 26, 130, 120
-    width, height = left + cw * len(cols) + 10, top + ch * len(rows) + 10
+    # the last column's slanted label reaches about 130 px to the right
+    width, height = left + cw * len(cols) + 140, top + ch * len(rows) + 10
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'role="img" aria-label="outcome matrix">']
     for j, col in enumerate(cols):

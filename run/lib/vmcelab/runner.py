@@ -38,9 +38,14 @@ class GuestVm:
     panic is the expected result) a spare guest boots in the background, so
     that the next case need not wait for a boot."""
 
-    def __init__(self, spec, slot, workdir, daemon, timeline):
+    def __init__(self, spec, slot, workdir, daemon, timeline, restore=False):
         self.spec, self.slot, self.workdir = spec, slot, workdir
         self.daemon, self.timeline = daemon, timeline
+        # restore: the first boot is saved as a template (QEMU migration to
+        # a file) and every later guest is a copy of it, loaded in a fraction
+        # of a boot
+        self.restore = restore
+        self.template = None
         self.boots = 0  # guests started, the spares too
         self.current = 0  # which of them runs the cases now
         self.vm = None
@@ -54,30 +59,48 @@ class GuestVm:
         return f"{self.spec.name}-{self.slot}"
 
     def _boot_new(self, n, spare):
-        """A guest ready for cases: booted, set up, attached to vmced"""
+        """A guest ready for cases: booted (or restored), set up, attached to vmced"""
         t = time.time()
+        template = self.template if self.restore else None
+        # a template's disk stays untouched (each copy gets the pristine
+        # image): the guest mounts it once it runs as itself
+        later = self.restore and self.spec.disk
         vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
                       accel=self.spec.accel, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
-                      disk=self.spec.disk)
+                      disk=self.spec.disk, append="vmce.disk=later" if later else "",
+                      incoming=template)
         try:
-            vm.wait_ready(timeout=180)
-            agent = vm.agent
-            if self.spec.hugepages:
-                agent.call("sysctl", name="vm.nr_hugepages", value=self.spec.hugepages)
-            if self.spec.ksm:
-                # scanning fast, but only during KSM cases (CaseRun): under TCG
-                # a busy ksmd slows every other case down
-                agent.call("sysfs", path="/sys/kernel/mm/ksm/sleep_millisecs", value=10)
-                agent.call("sysfs", path="/sys/kernel/mm/ksm/pages_to_scan", value=1000)
-            agent.call("trace-mf", on="1")
+            if template:
+                vm.resume()
+                vm.wait_ready(timeout=60)
+            else:
+                vm.wait_ready(timeout=180)
+                self._set_up(vm)
+                if self.restore:
+                    path = os.path.join(self.workdir, f"{self.name}.template")
+                    vm.save_state(path)
+                    self.template = path
+            if later:
+                vm.agent.call("disk-up")
             self.daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path,
                             "--name", vm.name, "--agent", vm.vmced_agent_path)
         except Exception:
             vm.stop()  # a guest that did not come up is not left behind
             raise
         self.timeline.append(dict(vm=self.name, event="boot", start=t, end=time.time(), boot=n,
-                                  spare=spare))
+                                  spare=spare, restored=bool(template)))
         return vm
+
+    def _set_up(self, vm):
+        agent = vm.agent
+        if self.spec.hugepages:
+            agent.call("sysctl", name="vm.nr_hugepages", value=self.spec.hugepages)
+        if self.spec.ksm:
+            # scanning fast, but only during KSM cases (CaseRun): under TCG
+            # a busy ksmd slows every other case down
+            agent.call("sysfs", path="/sys/kernel/mm/ksm/sleep_millisecs", value=10)
+            agent.call("sysfs", path="/sys/kernel/mm/ksm/pages_to_scan", value=1000)
+        agent.call("trace-mf", on="1")
 
     def _adopt(self, vm, n):
         self.vm, self.poisoned, self.dead, self.current = vm, 0, None, n
@@ -192,11 +215,14 @@ class CaseRun:
             if case.kind == "ar" and w.get("va") not in (None, "0x0"):
                 # consumed: the host page goes away, and the process's touch
                 # is the vCPU access that brings the AR
+                armed_before = self._armed()
                 proc = subprocess.Popen([paths.vmcectl(), "--socket", self.daemon.socket, "--json",
                                          "poison", self.vm.name, "--gpa", w["gpa"], "--kind", "ar",
                                          "--trigger", "access", "--timeout", "20"],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                time.sleep(0.3)
+                # touched before vmced has taken the page away, it would read fine
+                _wait(lambda: self._armed() > armed_before or proc.poll() is not None, 5, 0.01)
+                self.t_consumed = time.monotonic()
                 agent.call("pages-touch", pid=w["pid"], only=1)
                 out, err = proc.communicate(timeout=60)
                 return json.loads(out) if out.startswith("{") else {"error": err.strip()}
@@ -210,17 +236,34 @@ class CaseRun:
         return {"agent": agent.call("inject", method="mce-inject", pfn=w["pfn"], kind=case.kind)}
 
     def run(self):
+        console_len = len(self.vm.console())
+
+        def guest_alive():
+            # a panic, not any BUG: an oops leaves a guest that still answers
+            log = GuestLog(self.vm.console()[console_len:].splitlines())
+            return self.vm.alive() and not log.panics
+        # the bad page may be read by the guest's kernel at any moment of the
+        # case: then no call waits for an answer that will not come
+        self.agent.alive = guest_alive
+        try:
+            return self._run(console_len)
+        finally:
+            self.agent.alive = None
+
+    def _run(self, console_len):
         case, agent, vm = self.case, self.agent, self.vm
         workloads = self.set_up()
         hc_before = agent.call("counters")
         _, seq = agent.kmsg()
-        console_len = len(vm.console())
         t0 = time.monotonic()
         injected = []
+        self.t_consumed = None
         for w in workloads:
             injected.append(self.inject(w))
             if case.repeat:
                 injected.append(self.inject(w))
+        # a consumed error happens when the process touches the page
+        t0 = self.t_consumed or t0
         # the handler's word on each page, or the guest gone
         log = GuestLog()
 
@@ -236,7 +279,9 @@ class CaseRun:
             log.__init__(lines + console)
             if log.panics or not vm.alive():
                 return True
-            return all(log.action_for(w["pfn_int"]) or w["pfn_int"] in log.already
+            # a repeated error is answered twice: the action, then "already poisoned"
+            return all((log.action_for(w["pfn_int"]) or w["pfn_int"] in log.already)
+                       and (not case.repeat or w["pfn_int"] in log.already)
                        for w in workloads)
         _wait(settled, ACTION_TIMEOUT_S)
         ms_to_action = (time.monotonic() - t0) * 1000 if any(
@@ -244,22 +289,53 @@ class CaseRun:
         alive = vm.alive() and not log.panics and self._answers()
         statuses, checks = [], []
         touched = False
-        if alive:
-            # the file check first: a touch that is fatal would leave no
-            # writer to fsync
-            if self.exp and (self.exp.fsync_eio or self.exp.reread_ok):
-                for w in workloads:
-                    if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
-                        agent.call("pages-check", pid=w["pid"])
-                        checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10))
-            if case.kill in ("late", "prctl-late") or (case.inject != "host" and case.kind == "ar"):
-                touched = True
-                for w in workloads:
-                    agent.call("pages-touch", pid=w["pid"])
-            statuses = [self._status(w, touched) for w in workloads]
+        try:
+            if alive:
+                statuses, checks, touched = self._watch(workloads)
+        except AgentError:
+            if agent.alive():
+                raise
+            alive = False  # the guest went down while watched: the log says how
+            log.__init__(vm.console()[console_len:].splitlines())
         ms_to_signal = None
         if any(s.get("sigbus") for s in statuses):
             ms_to_signal = (time.monotonic() - t0) * 1000
+        obs = self._observed(workloads, injected, log, statuses, checks, alive, t0, ms_to_action,
+                             ms_to_signal)
+        try:
+            if alive:
+                self._after(workloads, hc_before, obs, console_len)
+        except AgentError:
+            if agent.alive():
+                raise
+            obs["guest_alive"] = False
+            log.__init__(vm.console()[console_len:].splitlines())
+            obs["panic"] = log.panics[0] if log.panics else None
+            obs["trouble"] = log.trouble[:10]
+        return obs
+
+    def _watch(self, workloads):
+        """Checks, touches and signals, as the case asks for them"""
+        case, agent = self.case, self.agent
+        statuses, checks = [], []
+        touched = False
+        # the file check first: a touch that is fatal would leave no
+        # writer to fsync
+        if self.exp and (self.exp.fsync_eio or self.exp.reread_ok):
+            for w in workloads:
+                if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
+                    agent.call("pages-check", pid=w["pid"])
+                    checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10))
+        if case.kill in ("late", "prctl-late") or (case.inject != "host" and case.kind == "ar"):
+            touched = True
+            for w in workloads:
+                agent.call("pages-touch", pid=w["pid"])
+        statuses = [self._status(w, touched) for w in workloads]
+        return statuses, checks, touched
+
+    def _observed(self, workloads, injected, log, statuses, checks, alive, t0, ms_to_action,
+                  ms_to_signal):
+        vm = self.vm
         obs = {
             "workloads": [{k: w.get(k) for k in ("type", "pid", "pids", "va", "gpa", "pfn",
                                                  "kpageflags", "flags", "lsb", "file")}
@@ -270,6 +346,10 @@ class CaseRun:
             "kills": {hex(p): k for p, k in log.kills.items()},
             "overflows": [hex(p) for p in log.overflows],
             "signals": [rec for s in statuses for rec in s.get("sigbus") or []],
+            # a process that handles AO lives on; one that was not to be told
+            # must not have been killed either
+            "victims_alive": {pid: alive for s in statuses
+                              for pid, alive in (s.get("alive") or {}).items()},
             "checks": [c for c in checks if c],
             "panic": log.panics[0] if log.panics else None,
             "mce_reports": log.mce_reports[:6],
@@ -279,21 +359,25 @@ class CaseRun:
             "ms_to_action": round(ms_to_action, 1) if ms_to_action else None,
             "ms_to_signal": round(ms_to_signal, 1) if ms_to_signal else None,
         }
-        if alive:
-            after = agent.call("counters")
-            obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
-            obs["node_memory_failure"] = after.get("node_memory_failure")
-            try:
-                obs["trace"] = agent.call("trace-mf", read="1").get("events", [])[-4:]
-            except AgentError:
-                obs["trace"] = None
-            if not self.exp or self.exp.aftermath != "exit":
-                for w in workloads:
-                    agent.call("pages-stop", pid=w["pid"])
-            if case.page == "ksm" and not (self.exp and self.exp.aftermath):
-                agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=0)
-            if self.exp and self.exp.aftermath:
-                obs["aftermath"] = self._aftermath(workloads, console_len)
+        return obs
+
+    def _after(self, workloads, hc_before, obs, console_len):
+        """Counters, the tracepoint, the workloads stopped, the aftermath"""
+        case, agent = self.case, self.agent
+        after = agent.call("counters")
+        obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
+        obs["node_memory_failure"] = after.get("node_memory_failure")
+        try:
+            obs["trace"] = agent.call("trace-mf", read="1").get("events", [])[-4:]
+        except AgentError:
+            obs["trace"] = None
+        if not self.exp or self.exp.aftermath != "exit":
+            for w in workloads:
+                agent.call("pages-stop", pid=w["pid"])
+        if case.page == "ksm" and not (self.exp and self.exp.aftermath):
+            agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=0)
+        if self.exp and self.exp.aftermath:
+            obs["aftermath"] = self._aftermath(workloads, console_len)
         return obs
 
     def _aftermath(self, workloads, console_len):
@@ -301,7 +385,7 @@ class CaseRun:
         later, and records whether the guest survives it"""
         how = self.exp.aftermath
         if how == "in-use":
-            return {"how": how, "panic": None}
+            return {"how": how, "crash": None}
         try:
             # no waiting for the answer: the guest goes down under the request
             if how == "exit":
@@ -319,6 +403,11 @@ class CaseRun:
             return crash or not self.vm.alive()
         _wait(crashed, 20, 0.2)
         return {"how": how, "crash": crash}
+
+    def _armed(self):
+        """How many host pages vmced holds away from the guest (simulated poison)"""
+        res = self.daemon.ctl("--json", "vm", self.vm.name, check=False)
+        return json.loads(res.stdout).get("simulated_poisoned_host_pages", 0) if res.returncode == 0 else 0
 
     def _answers(self):
         try:
@@ -385,9 +474,10 @@ class Progress:
 
 
 class Runner:
-    def __init__(self, campaign, outdir, reuse=None, fresh=False, log=print):
+    def __init__(self, campaign, outdir, reuse=None, fresh=False, log=print, restore=None):
         self.campaign, self.outdir, self.log = campaign, outdir, log
         self.reuse = campaign.reuse if reuse is None else reuse
+        self.restore = campaign.restore if restore is None else restore
         os.makedirs(outdir, exist_ok=True)
         self.results_path = os.path.join(outdir, "results.jsonl")
         if fresh and os.path.exists(self.results_path):
@@ -428,7 +518,7 @@ class Runner:
             work.put(case)
         started = time.time()
         self.record({"type": "start", "time": started, "campaign": self.campaign.name,
-                     "reuse": self.reuse, "seed": self.campaign.seed})
+                     "reuse": self.reuse, "restore": self.restore, "seed": self.campaign.seed})
         threads = [threading.Thread(target=self.worker, args=(slot, work, daemon, progress))
                    for slot in range(min(self.campaign.concurrency, max(1, len(todo))))]
         try:
@@ -454,7 +544,8 @@ class Runner:
                 spec = self.campaign.guests[case.guest]
                 gvm = gvms.get(spec.name)
                 if gvm is None:
-                    gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline)
+                    gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline,
+                                                    restore=self.restore)
                 # a guest for a later case that will need one: it boots while
                 # the cases before it run
                 spare = any(_ends_guest(c) for c in list(work.queue) + [case]
@@ -468,7 +559,7 @@ class Runner:
 
     def run_case(self, case, gvm, daemon, spare=False):
         expected = expectation(case)
-        t_start = time.time()
+        t_start = t_case = time.time()
         obs, why_not = None, None
         try:
             if gvm.unbootable:
@@ -476,13 +567,15 @@ class Runner:
             if not self.reuse or not gvm.fit(self.campaign.max_poisoned):
                 t = time.time()
                 first = gvm.vm is None and gvm.spare is None and gvm.boots == 0
-                if first and self.reuse and spare:
+                # without a template yet, the two first boots side by side
+                if first and self.reuse and spare and not self.restore:
                     gvm.prepare_spare()  # the two first boots side by side
                 waited = gvm.replace(use_spare=not first)
                 self.timeline.append(dict(vm=gvm.name, event="wait-boot", start=t, end=t + waited,
                                           boot=gvm.current))
             if self.reuse and spare:
                 gvm.prepare_spare()
+            t_case = time.time()
             obs = CaseRun(case, gvm, daemon, expected).run()
             gvm.poisoned += case.burst * (2 if case.repeat else 1)
             after = obs.get("aftermath")
@@ -498,7 +591,7 @@ class Runner:
             gvm.dead = why_not
         verdict, reasons = judge(case, expected, obs, why_not)
         t_end = time.time()
-        self.timeline.append(dict(vm=gvm.name, event="case", start=t_start, end=t_end,
+        self.timeline.append(dict(vm=gvm.name, event="case", start=t_case, end=t_end,
                                   case=case.id, verdict=verdict, boot=gvm.current))
         return {"type": "case", "case": case.to_dict(), "vm": gvm.name, "boot": gvm.current,
                 "expected": expected.to_dict() if expected else None, "observed": obs,

@@ -109,7 +109,7 @@ class Vm:
     @classmethod
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
-              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None):
+              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
@@ -120,6 +120,8 @@ class Vm:
         if it exists, True requires it, False attaches none, a path that image.
         Its ext4 and swap halves are attached with snapshot=on: the guest writes
         to a temporary overlay of its own, never to the shared image.
+        incoming: a state saved by save_state() from a guest started with the
+        same arguments: QEMU loads it instead of booting (see resume()).
         """
         kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
         initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
@@ -180,6 +182,8 @@ class Vm:
         for _, offset, size in DISK_LAYOUT if disk else ():
             args += ["-drive", f"file={disk.replace(',', ',,')},if=virtio,format=raw,offset={offset << 20},"
                                f"size={size << 20},snapshot=on"]
+        if incoming:
+            args += ["-incoming", f"exec:cat {shlex.quote(incoming)}"]
         args += list(extra)
 
         with open(vm.path("qemu.log"), "w") as log:
@@ -192,6 +196,48 @@ class Vm:
                        "numa": numa, "disk": disk or None, "command": args}, f, indent=2)
         vm._proc = proc
         return vm
+
+    def save_state(self, path, timeout=60.0):
+        """Saves the running guest's whole state (RAM, devices) to @path by
+        migrating it to a file; the guest is paused for it and runs on
+        after. Start a copy with start(..., incoming=path)."""
+        tmp = f"{path}.tmp"
+        with self.qmp() as q:
+            q.execute("migrate", uri=f"exec:cat > {shlex.quote(tmp)}")
+            deadline = time.monotonic() + timeout
+            while True:
+                status = q.execute("query-migrate").get("status")
+                if status == "completed":
+                    break
+                if status in ("failed", "cancelled") or time.monotonic() > deadline:
+                    raise RuntimeError(f"vm {self.name}: saving its state to {path}: migration "
+                                       f"{status or 'did not finish'}")
+                time.sleep(0.02)
+            q.execute("cont")
+        os.replace(tmp, path)
+
+    def resume(self, timeout=60.0):
+        """Lets a guest started with incoming= run once its state is loaded"""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                q = self.qmp()
+                break
+            except OSError:
+                if not self.alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"vm {self.name}: QEMU did not come up to load its state: "
+                                       f"{self.qemu_log().strip()[-500:]}") from None
+                time.sleep(0.01)
+        with q:
+            while True:
+                status = q.execute("query-status")["status"]
+                if status != "inmigrate":
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"vm {self.name}: loading its state took over {timeout:.0f} s")
+                time.sleep(0.01)
+            if status != "running":
+                q.execute("cont")
 
     @classmethod
     def load(cls, name, state_dir=None):
