@@ -172,6 +172,31 @@ vmce_attach_data_free (VmceAttachData *data)
   g_free (data);
 }
 
+/* Takes @vm; refuses a second watcher of one QEMU or one name */
+static void
+vmce_daemon_attach_vm (VmceDaemon *self, VmceVm *vm, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (NULL, NULL, callback, user_data);
+  VmceAttachData *data;
+
+  for (guint i = 0; i < self->vms->len; i++) {
+    VmceVm *other = g_ptr_array_index (self->vms, i);
+    if (other->pid == vm->pid || (vm->name != NULL && g_strcmp0 (other->name, vm->name) == 0)) {
+      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                               "vmced already watches %s (pid %d)", other->name, other->pid);
+      g_object_unref (task);
+      vmce_vm_unref (vm);
+      return;
+    }
+  }
+  data = g_new0 (VmceAttachData, 1);
+  data->daemon = self;
+  data->vm = vm;
+  g_task_set_task_data (task, data, (GDestroyNotify) vmce_attach_data_free);
+  g_ptr_array_add (self->vms, vmce_vm_ref (data->vm));
+  vmce_vm_attach_async (data->vm, vmce_daemon_attach_cb, task);
+}
+
 void
 vmce_daemon_attach_async (VmceDaemon *self,
                           pid_t pid,
@@ -182,24 +207,25 @@ vmce_daemon_attach_async (VmceDaemon *self,
                           GAsyncReadyCallback callback,
                           gpointer user_data)
 {
-  GTask *task = g_task_new (NULL, NULL, callback, user_data);
-  VmceAttachData *data = g_new0 (VmceAttachData, 1);
+  vmce_daemon_attach_vm (self, vmce_vm_new (self, pid, qmp_path, name, agent_path, policy),
+                         callback, user_data);
+}
 
-  for (guint i = 0; i < self->vms->len; i++) {
-    VmceVm *vm = g_ptr_array_index (self->vms, i);
-    if (vm->pid == pid || (name != NULL && g_strcmp0 (vm->name, name) == 0)) {
-      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_EXISTS,
-                               "vmced already watches %s (pid %d)", vm->name, vm->pid);
-      g_object_unref (task);
-      g_free (data);
-      return;
-    }
-  }
-  data->daemon = self;
-  data->vm = vmce_vm_new (self, pid, qmp_path, name, agent_path, policy);
-  g_task_set_task_data (task, data, (GDestroyNotify) vmce_attach_data_free);
-  g_ptr_array_add (self->vms, vmce_vm_ref (data->vm));
-  vmce_vm_attach_async (data->vm, vmce_daemon_attach_cb, task);
+void
+vmce_daemon_attach_domain_async (VmceDaemon *self,
+                                 const VmceDomainInfo *domain,
+                                 GSocket *qmp_socket,
+                                 gpointer monitor,
+                                 GDestroyNotify monitor_free,
+                                 VmcePolicy policy,
+                                 GAsyncReadyCallback callback,
+                                 gpointer user_data)
+{
+  VmceVm *vm = vmce_vm_new (self, domain->pid, NULL, domain->name, domain->agent_path, policy);
+
+  vmce_vm_set_monitor (vm, qmp_socket, monitor, monitor_free);
+  vmce_vm_set_uuid (vm, domain->uuid);
+  vmce_daemon_attach_vm (self, vm, callback, user_data);
 }
 
 VmceVm *

@@ -32,6 +32,23 @@ void vmce_daemon_attach_async (VmceDaemon *self,
                                VmcePolicy policy,
                                GAsyncReadyCallback callback,
                                gpointer user_data);
+/* A libvirt domain: what libvirt-watch.c found out about it */
+typedef struct {
+  gchar *name;
+  gchar *uuid;
+  pid_t pid;
+  gchar *agent_path; /* NULL: no vmce agent channel */
+} VmceDomainInfo;
+
+/* Attaches with QMP on @qmp_socket, kept up by @monitor (freed with the vm) */
+void vmce_daemon_attach_domain_async (VmceDaemon *self,
+                                      const VmceDomainInfo *domain,
+                                      GSocket *qmp_socket,
+                                      gpointer monitor,
+                                      GDestroyNotify monitor_free,
+                                      VmcePolicy policy,
+                                      GAsyncReadyCallback callback,
+                                      gpointer user_data);
 VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error);
 
 /* By name, or by pid given as a decimal string */

@@ -351,6 +351,7 @@ vmce_forward_signal (VmceVm *vm,
   ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop_time_us);
   ev->stop_us = stop_time_us;
   ev->vm = g_strdup (vm->name);
+  ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
   ev->tid = tid;
   ev->thread = vmce_vm_describe_thread (vm, tid);
@@ -512,6 +513,7 @@ vmce_forward_inject_async (VmceVm *vm,
   ev->stop_us = g_get_monotonic_time ();
   ev->time_us = g_get_real_time ();
   ev->vm = g_strdup (vm->name);
+  ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
   ev->source = "inject";
   ev->kind = kind;

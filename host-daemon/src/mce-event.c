@@ -27,6 +27,7 @@ vmce_mce_event_free (VmceMceEvent *ev)
   if (ev == NULL)
     return;
   g_free (ev->vm);
+  g_free (ev->uuid);
   g_free (ev->thread);
   g_free (ev->block);
   g_free (ev->via);
@@ -118,6 +119,8 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   vmce_add_int (b, "seq", (gint64) ev->seq);
   vmce_add_string (b, "time", time);
   vmce_add_string (b, "vm", ev->vm);
+  if (ev->uuid != NULL)
+    vmce_add_string (b, "uuid", ev->uuid);
   vmce_add_int (b, "pid", ev->pid);
   json_builder_set_member_name (b, "tid");
   if (ev->tid > 0)

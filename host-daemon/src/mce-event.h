@@ -27,6 +27,7 @@ typedef struct {
   gint64 time_us; /* wall clock at the signal-stop */
   gint64 stop_us; /* monotonic, at the signal-stop */
   gchar *vm;
+  gchar *uuid; /* a libvirt domain's, else NULL */
   pid_t pid;
   pid_t tid;
   gchar *thread; /* "main", "vcpu N", or the thread's name */

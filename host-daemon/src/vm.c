@@ -618,7 +618,10 @@ vmce_vm_attach_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_
     vmce_vm_attach_fail (self, g_steal_pointer (&error));
     return;
   }
-  self->qmp = vmce_qmp_client_connect (self->qmp_path, &error);
+  if (self->qmp_socket != NULL)
+    self->qmp = vmce_qmp_client_new (self->qmp_socket, self->name);
+  else
+    self->qmp = vmce_qmp_client_connect (self->qmp_path, &error);
   if (self->qmp == NULL) {
     vmce_vm_attach_fail (self, g_steal_pointer (&error));
     return;
@@ -851,7 +854,11 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   json_builder_set_member_name (b, "pid");
   json_builder_add_int_value (b, self->pid);
   json_builder_set_member_name (b, "qmp");
-  json_builder_add_string_value (b, self->qmp_path);
+  json_builder_add_string_value (b, self->qmp_path != NULL ? self->qmp_path : "libvirt");
+  if (self->uuid != NULL) {
+    json_builder_set_member_name (b, "uuid");
+    json_builder_add_string_value (b, self->uuid);
+  }
   json_builder_set_member_name (b, "agent");
   json_builder_add_string_value (b, self->agent_path);
   json_builder_set_member_name (b, "state");
@@ -971,6 +978,21 @@ vmce_vm_new (VmceDaemon *daemon,
   return self;
 }
 
+void
+vmce_vm_set_monitor (VmceVm *self, GSocket *socket, gpointer owner, GDestroyNotify owner_free)
+{
+  g_set_object (&self->qmp_socket, socket);
+  self->monitor_owner = owner;
+  self->monitor_owner_free = owner_free;
+}
+
+void
+vmce_vm_set_uuid (VmceVm *self, const gchar *uuid)
+{
+  g_free (self->uuid);
+  self->uuid = g_strdup (uuid);
+}
+
 VmceVm *
 vmce_vm_ref (VmceVm *self)
 {
@@ -997,6 +1019,10 @@ vmce_vm_unref (VmceVm *self)
   g_clear_pointer (&self->sim_waiters, g_ptr_array_unref);
   g_free (self->detach_reason);
   g_free (self->name);
+  g_free (self->uuid);
+  g_clear_object (&self->qmp_socket);
+  if (self->monitor_owner != NULL && self->monitor_owner_free != NULL)
+    self->monitor_owner_free (self->monitor_owner);
   g_free (self->qmp_path);
   g_free (self->agent_path);
   g_free (self);

@@ -65,6 +65,12 @@ struct _VmceVm {
   pid_t pid;
   gchar *qmp_path;
   gchar *agent_path;
+  /* a libvirt domain: its UUID, and the monitor reached through libvirt
+   * (qmp_path is then NULL) */
+  gchar *uuid;
+  GSocket *qmp_socket;
+  gpointer monitor_owner;
+  GDestroyNotify monitor_owner_free;
   VmceVmState state;
   gchar *detach_reason;
   gint64 attached_time_us;
@@ -103,6 +109,9 @@ VmceVm *vmce_vm_new (VmceDaemon *daemon,
                      const gchar *name,
                      const gchar *agent_path,
                      VmcePolicy policy);
+/* For a libvirt domain: QMP on @socket, kept up by @owner (freed with the vm) */
+void vmce_vm_set_monitor (VmceVm *self, GSocket *socket, gpointer owner, GDestroyNotify owner_free);
+void vmce_vm_set_uuid (VmceVm *self, const gchar *uuid);
 VmceVm *vmce_vm_ref (VmceVm *self);
 void vmce_vm_unref (VmceVm *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceVm, vmce_vm_unref)

@@ -483,6 +483,70 @@ vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* One request to the VM's vmce guest agent (its socket from vmced); the
+ * answer's "return" member */
+static JsonNode *
+vmcectl_guest_call (VmcectlConn *c, const gchar *vm, const gchar *request, GError **error)
+{
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) info = NULL;
+  g_autoptr(GSocketClient) client = g_socket_client_new ();
+  g_autoptr(GSocketAddress) addr = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+  g_autoptr(GDataInputStream) in = NULL;
+  g_autoptr(JsonNode) reply = NULL;
+  g_autofree gchar *line = NULL;
+  g_autofree gchar *request_line = g_strconcat (request, "\n", NULL);
+  const gchar *agent;
+  JsonNode *ret;
+
+  json_object_set_string_member (args, "vm", vm);
+  info = vmcectl_call (c, "query-vm", args, error);
+  if (info == NULL)
+    return NULL;
+  agent = vmce_json_object_get_string_opt (json_node_get_object (info), "agent");
+  if (agent == NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "vm %s has no guest agent socket (attach it with --agent, or give the domain "
+                 "the org.vmce.agent.1 channel)",
+                 vm);
+    return NULL;
+  }
+  addr = g_unix_socket_address_new (agent);
+  /* QEMU serves one client per socket: a busy one never answers */
+  g_socket_client_set_timeout (client, 30);
+  conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
+  if (conn == NULL) {
+    g_prefix_error (error, "cannot reach the guest agent at %s: ", agent);
+    return NULL;
+  }
+  if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), request_line,
+                                  strlen (request_line), NULL, NULL, error))
+    return NULL;
+  in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (conn)));
+  line = g_data_input_stream_read_line (in, NULL, NULL, error);
+  if (line == NULL) {
+    g_clear_error (error);
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                 "the guest agent at %s did not answer (is another client connected to it?)",
+                 agent);
+    return NULL;
+  }
+  reply = vmce_json_parse_object (line, -1, "the guest agent", error);
+  if (reply == NULL)
+    return NULL;
+  ret = json_object_get_member (json_node_get_object (reply), "return");
+  if (ret == NULL) {
+    JsonNode *err = json_object_get_member (json_node_get_object (reply), "error");
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "guest agent: %s",
+                 err != NULL && JSON_NODE_HOLDS_OBJECT (err)
+                     ? vmcectl_str (json_node_get_object (err), "desc")
+                     : "no answer");
+    return NULL;
+  }
+  return json_node_copy (ret);
+}
+
 /* The guest agent's answer to "translate": the guest process's page */
 static gboolean
 vmcectl_guest_va_to_gpa (VmcectlConn *c,
@@ -492,74 +556,70 @@ vmcectl_guest_va_to_gpa (VmcectlConn *c,
                          guint64 *gpa,
                          GError **error)
 {
-  g_autoptr(JsonObject) args = json_object_new ();
-  g_autoptr(JsonNode) info = NULL;
-  g_autoptr(GSocketClient) client = g_socket_client_new ();
-  g_autoptr(GSocketAddress) addr = NULL;
-  g_autoptr(GSocketConnection) conn = NULL;
-  g_autoptr(GDataInputStream) in = NULL;
-  g_autoptr(JsonNode) reply = NULL;
+  g_autoptr(JsonNode) ret = NULL;
   g_autofree gchar *request = NULL;
-  g_autofree gchar *line = NULL;
-  const gchar *agent;
-  JsonNode *ret;
   guint64 va = 0;
 
   if (!vmce_parse_u64 (guest_va, &va, error)) {
     g_prefix_error (error, "--guest-va: ");
     return FALSE;
   }
-  json_object_set_string_member (args, "vm", vm);
-  info = vmcectl_call (c, "query-vm", args, error);
-  if (info == NULL)
+  request = g_strdup_printf ("translate pid=%d va=0x%" G_GINT64_MODIFIER "x", guest_pid, va);
+  ret = vmcectl_guest_call (c, vm, request, error);
+  if (ret == NULL)
     return FALSE;
-  agent = vmce_json_object_get_string_opt (json_node_get_object (info), "agent");
-  if (agent == NULL) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                 "vm %s has no guest agent socket (attach it with --agent) to translate a "
-                 "guest virtual address",
-                 vm);
-    return FALSE;
-  }
-  addr = g_unix_socket_address_new (agent);
-  /* QEMU serves one client per socket: a busy one never answers */
-  g_socket_client_set_timeout (client, 10);
-  conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
-  if (conn == NULL) {
-    g_prefix_error (error, "cannot reach the guest agent at %s: ", agent);
-    return FALSE;
-  }
-  request = g_strdup_printf ("translate pid=%d va=0x%" G_GINT64_MODIFIER "x\n", guest_pid, va);
-  if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), request,
-                                  strlen (request), NULL, NULL, error))
-    return FALSE;
-  in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (conn)));
-  line = g_data_input_stream_read_line (in, NULL, NULL, error);
-  if (line == NULL) {
-    g_clear_error (error);
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                 "the guest agent at %s did not answer (is another client connected to it?)",
-                 agent);
-    return FALSE;
-  }
-  reply = vmce_json_parse_object (line, -1, "the guest agent", error);
-  if (reply == NULL)
-    return FALSE;
-  ret = json_object_get_member (json_node_get_object (reply), "return");
-  if (ret == NULL || !JSON_NODE_HOLDS_OBJECT (ret)) {
-    JsonNode *err = json_object_get_member (json_node_get_object (reply), "error");
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "guest agent: %s",
-                 err != NULL && JSON_NODE_HOLDS_OBJECT (err)
-                     ? vmcectl_str (json_node_get_object (err), "desc")
-                     : "no answer");
-    return FALSE;
-  }
-  if (!json_object_get_boolean_member_with_default (json_node_get_object (ret), "present", FALSE)) {
+  if (!JSON_NODE_HOLDS_OBJECT (ret) ||
+      !json_object_get_boolean_member_with_default (json_node_get_object (ret), "present", FALSE)) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                  "guest process %d has no page at 0x%" G_GINT64_MODIFIER "x", guest_pid, va);
     return FALSE;
   }
   return vmce_json_object_get_u64 (json_node_get_object (ret), "gpa", gpa, error);
+}
+
+/* vmcectl guest VM COMMAND [KEY=VALUE...]: for scripts, the answer as
+ * KEY=VALUE lines (nested values as JSON), or as JSON with --json */
+static int
+vmcectl_cmd_guest (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *request = NULL;
+
+  if (argc < 3 || c == NULL) {
+    g_print ("Usage: vmcectl guest VM COMMAND [KEY=VALUE...]\n"
+             "Sends one request to the VM's vmce guest agent (images/README.md lists them:\n"
+             "victim-start mode=idle, victim-status pid=P, sysctl name=N value=V, ...).\n");
+    return c == NULL ? EXIT_SUCCESS : EXIT_FAILURE;
+  }
+  for (int i = 2; i < argc; i++) {
+    if (strchr (argv[i], '\n') != NULL || (i > 2 && strchr (argv[i], '=') == NULL)) {
+      g_printerr ("vmcectl: error: guest: '%s' is not KEY=VALUE\n", argv[i]);
+      return EXIT_FAILURE;
+    }
+  }
+  request = g_strjoinv (" ", argv + 2);
+  ret = vmcectl_guest_call (c, argv[1], request, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json || !JSON_NODE_HOLDS_OBJECT (ret)) {
+    g_autofree gchar *text = json_to_string (ret, opt_json);
+    g_print ("%s\n", text);
+    return EXIT_SUCCESS;
+  }
+  {
+    JsonObject *obj = json_node_get_object (ret);
+    g_autoptr(GList) members = json_object_get_members (obj);
+    for (GList *l = members; l != NULL; l = l->next) {
+      JsonNode *v = json_object_get_member (obj, l->data);
+      g_autofree gchar *text = JSON_NODE_HOLDS_VALUE (v) &&
+                                   json_node_get_value_type (v) == G_TYPE_STRING
+                                 ? g_strdup (json_node_get_string (v))
+                                 : json_to_string (v, FALSE);
+      g_print ("%s=%s\n", (const gchar *) l->data, text);
+    }
+  }
+  return EXIT_SUCCESS;
 }
 
 static int
@@ -708,6 +768,7 @@ static const struct {
     "simulate a host memory error" },
   { "inject", vmcectl_cmd_inject, "VM --gpa ADDR [--kind ao|ar] [--cpu N]: machine check only" },
   { "translate", vmcectl_cmd_translate, "VM (--gpa|--hva ADDR): where a page is" },
+  { "guest", vmcectl_cmd_guest, "VM COMMAND [KEY=VALUE...]: ask the VM's vmce guest agent" },
 };
 
 static void

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "libvirt-watch.h"
 #include "ptrace-watch.h"
 
 #define VMCE_DEFAULT_SOCKET "/run/vmce/vmced.sock"
@@ -117,6 +118,10 @@ main (int argc, char **argv)
   g_autofree gchar *qmp_path = NULL;
   g_autofree gchar *name = NULL;
   g_autofree gchar *agent_path = NULL;
+  g_autofree gchar *connect_uri = NULL;
+  g_auto(GStrv) domains = NULL;
+  gboolean all_domains = FALSE;
+  g_autoptr(VmceLibvirtWatch) libvirt_watch = NULL;
   gint pid = 0;
   gint inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
   g_autofree gchar *policy_str = NULL;
@@ -136,6 +141,12 @@ main (int argc, char **argv)
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Its name (default: QEMU's -name)", "NAME" },
     { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent_path,
       "Its vmce guest agent socket, for vmcectl", "PATH" },
+    { "connect", 'c', 0, G_OPTION_ARG_STRING, &connect_uri,
+      "Watch the domains of this libvirt URI (with --domain or --all-domains)", "URI" },
+    { "domain", 'd', 0, G_OPTION_ARG_STRING_ARRAY, &domains,
+      "A libvirt domain to watch while it runs (repeatable)", "NAME" },
+    { "all-domains", 0, 0, G_OPTION_ARG_NONE, &all_domains,
+      "Watch every domain of --connect as it runs", NULL },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy_str,
       "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
@@ -177,6 +188,14 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: --pid and --qmp go together\n");
     return EXIT_FAILURE;
   }
+  if (connect_uri != NULL && (domains == NULL) == !all_domains) {
+    g_printerr ("vmced: error: --connect needs --domain NAME or --all-domains (one of them)\n");
+    return EXIT_FAILURE;
+  }
+  if (connect_uri == NULL && (domains != NULL || all_domains)) {
+    g_printerr ("vmced: error: --domain and --all-domains need --connect URI\n");
+    return EXIT_FAILURE;
+  }
   if (policy_str != NULL && !vmce_policy_from_string (policy_str, &policy)) {
     g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass, stop or force\n");
     return EXIT_FAILURE;
@@ -215,7 +234,18 @@ main (int argc, char **argv)
     vmce_daemon_attach_async (daemon, pid, qmp_path, name, agent_path, policy, vmced_attach_cb,
                               &ctx);
   }
+  if (connect_uri != NULL) {
+    libvirt_watch = vmce_libvirt_watch_new (daemon, connect_uri, (const gchar *const *) domains,
+                                            policy, &error);
+    if (libvirt_watch == NULL) {
+      g_printerr ("vmced: error: %s\n", error->message);
+      vmce_daemon_shutdown (daemon);
+      close (sfd);
+      return EXIT_FAILURE;
+    }
+  }
   g_main_loop_run (loop);
+  g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
 
   vmce_daemon_shutdown (daemon);
   close (sfd);

@@ -89,17 +89,21 @@ attach (Fixture *fx)
 }
 
 static gchar *
-journal_text (Fixture *fx)
+journal_text (Fixture *fx, const gchar *until)
 {
   g_autofree gchar *path = g_build_filename (fx->dir, "journal.jsonl", NULL);
   gchar *text = NULL;
+  gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
 
-  /* io_uring writes it from the main loop */
-  for (guint i = 0; i < 200; i++) {
+  /* io_uring writes it from the main loop: wait for @until (a loaded
+   * machine may take a while), or look a few times for nothing */
+  for (guint i = 0; until != NULL ? g_get_monotonic_time () < deadline : i < 200; i++) {
     test_iterate ();
     g_free (text);
     text = NULL;
     g_file_get_contents (path, &text, NULL, NULL);
+    if (until != NULL && text != NULL && strstr (text, until) != NULL)
+      break;
   }
   return text != NULL ? text : g_strdup ("");
 }
@@ -143,7 +147,7 @@ test_vm_monitor_garbage (Fixture *fx, gconstpointer data)
   /* never traced: the monitor is asked before the threads are seized */
   g_assert_cmpint (test_proc_status_int (fx->child->pid, fx->child->pid, "TracerPid"), ==, 0);
   g_assert_true (test_child_command (fx->child, 'p'));
-  journal = journal_text (fx);
+  journal = journal_text (fx, NULL);
   g_assert_cmpstr (journal, ==, "");
 }
 
@@ -176,7 +180,7 @@ test_vm_monitor_closes (Fixture *fx, gconstpointer data)
   g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, SIGBUS_BIT);
   g_assert_true (test_child_command (fx->child, 'p'));
 
-  journal = journal_text (fx);
+  journal = journal_text (fx, "connection closed");
   g_assert_nonnull (strstr (journal, "\"type\":\"attach\""));
   g_assert_nonnull (strstr (journal, "\"type\":\"detach\""));
   g_assert_nonnull (strstr (journal, "connection closed"));
@@ -199,7 +203,7 @@ test_vm_process_exits (Fixture *fx, gconstpointer data)
   test_wait (fx->vm->state == VMCE_VM_GONE);
   g_assert_cmpint (fx->vm->state, ==, VMCE_VM_GONE);
   fx->child->pid = 0; /* reaped by the watch */
-  journal = journal_text (fx);
+  journal = journal_text (fx, "killed by signal 9");
   g_assert_nonnull (strstr (journal, "\"type\":\"vm-exit\""));
   g_assert_nonnull (strstr (journal, "killed by signal 9"));
 }

@@ -1,0 +1,25 @@
+/*
+ * vmced's libvirt mode: attach to the domains of a libvirt connection as
+ * they run, follow them as they start and stop, and reconnect when the
+ * connection is lost.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "daemon.h"
+
+typedef struct _VmceLibvirtWatch VmceLibvirtWatch;
+
+/* @domains: the names to watch, or NULL for every domain. Fails only when
+ * the connection cannot be opened. */
+VmceLibvirtWatch *vmce_libvirt_watch_new (VmceDaemon *daemon,
+                                          const gchar *uri,
+                                          const gchar *const *domains,
+                                          VmcePolicy policy,
+                                          GError **error);
+void vmce_libvirt_watch_free (VmceLibvirtWatch *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceLibvirtWatch, vmce_libvirt_watch_free)

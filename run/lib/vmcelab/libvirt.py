@@ -1,0 +1,85 @@
+"""vmce guests as libvirt domains: the domain XML (run/libvirt/README.md)."""
+import os
+from xml.sax.saxutils import quoteattr
+
+from . import paths
+from .vm import AGENT_PORTS, DISK_LAYOUT, parse_size
+
+
+def split_disk(disk, state_dir):
+    """The data disk's halves as files of the domain's own: libvirt cannot
+    give one image to two drives (QEMU's write lock, one transient overlay
+    name per image), and the guest must not write to the shared image"""
+    halves = []
+    with open(disk, "rb") as src:
+        for what, offset, size in DISK_LAYOUT:
+            path = os.path.join(state_dir, f"{what}.img")
+            src.seek(offset << 20)
+            with open(path, "wb") as dst:
+                left = size << 20
+                while left:
+                    block = src.read(min(left, 1 << 20))
+                    if block.count(0) == len(block):
+                        dst.seek(len(block), os.SEEK_CUR)  # keep it sparse
+                    else:
+                        dst.write(block)
+                    left -= len(block)
+                dst.truncate(size << 20)
+            halves.append(path)
+    return halves
+
+
+def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_file=True,
+               hugepages=False, cpu_model="Skylake-Client", append=""):
+    """A transient-domain XML for the vmce guest: direct kernel boot, serial
+    console to STATE/console.log, the two agent ports as unix sockets in
+    STATE (agent.sock for people and tests, vmced-agent.sock for vmced), the
+    data disk's two halves, and RAM in a file shared with the host (so that
+    a host poisoner can reach it) or in hugepages."""
+    q = quoteattr
+    mib = parse_size(mem)
+    kernel = paths.require(paths.kernel(), "guest kernel", "run `make kernel`")
+    initrd = paths.require(paths.initrd(), "guest image", "run `make image`")
+    disk = paths.disk() if disk is None and os.path.exists(paths.disk()) else disk
+    if hugepages:
+        backing = "<memoryBacking><hugepages><page size='2' unit='MiB'/></hugepages></memoryBacking>"
+    elif mem_file:
+        backing = "<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>"
+    else:
+        backing = ""
+    cpu = ("<cpu mode='host-passthrough'/>" if accel == "kvm"
+           else f"<cpu mode='custom' match='exact'><model fallback='forbid'>{cpu_model}</model></cpu>")
+    disks = ""
+    for i, half in enumerate(split_disk(disk, state_dir) if disk else ()):
+        disks += (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+                  f"<source file={q(half)}/><target dev='vd{'ab'[i]}' bus='virtio'/></disk>")
+    channels = "".join(
+        f"<channel type='unix'><source mode='bind' path={q(os.path.join(state_dir, sock))}/>"
+        f"<target type='virtio' name={q(port)}/></channel>"
+        for port, sock in zip(AGENT_PORTS, ("agent.sock", "vmced-agent.sock")))
+    cmdline = ("console=ttyS0 loglevel=4 " + append).strip()
+    return f"""<domain type={q('kvm' if accel == 'kvm' else 'qemu')}>
+  <name>{name}</name>
+  <memory unit='MiB'>{mib}</memory>
+  <vcpu>{cpus}</vcpu>
+  {backing}
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>{kernel}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>{cmdline}</cmdline>
+  </os>
+  <features><acpi/></features>
+  {cpu}
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>preserve</on_crash>
+  <devices>
+    {disks}
+    <serial type='file'><source path={q(os.path.join(state_dir, 'console.log'))}/></serial>
+    <console type='file'><source path={q(os.path.join(state_dir, 'console.log'))}/></console>
+    {channels}
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""

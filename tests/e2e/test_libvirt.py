@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""vmced in libvirt mode, with a private libvirtd (run/libvirt/private-libvirtd:
+its own config, state, runtime and socket directories; stopped at the end)
+and transient domains from run/lib/vmcelab/libvirt.py. Asserts: vmced
+--all-domains attaches to three domains started after it, each poison
+reaches the right guest (its victim's SIGBUS at its own VA, the journal
+names the domain and its UUID with the victim's GPA), a domain destroyed
+mid-run is let go without error, a libvirtd restarted mid-run is
+reconnected and its domains taken again, the run/virsh/campaign script
+completes and its summary matches the journal; bad input.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from common import Tap, Vmced, paths, prerequisites, thread_states, wait_for, wait_sigbus, workdir
+
+sys.path.insert(0, os.path.join(paths.ROOT, "run", "lib"))
+from vmcelab import agent as agentmod  # noqa: E402
+from vmcelab.libvirt import domain_xml  # noqa: E402
+
+tap = Tap()
+prerequisites(tap)
+if not shutil.which("libvirtd") or not shutil.which("virsh"):
+    tap.skip("libvirt mode", "libvirtd or virsh is missing (run/install-deps installs them)")
+    tap.done()
+
+PRIVATE = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")
+work = workdir("libvirt")
+lv = os.path.join(work, "libvirt")
+res = subprocess.run([PRIVATE, "start", lv], capture_output=True, text=True, timeout=120)
+if res.returncode != 0:
+    tap.bail(f"private libvirtd did not start: {res.stderr.strip()}")
+uri = res.stdout.strip()
+daemon = None
+
+
+def virsh(*args, check=True):
+    r = subprocess.run(["virsh", "-q", "-c", uri, *args], capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def create(name):
+    state = os.path.join(work, name)
+    os.makedirs(state, exist_ok=True)
+    xml = os.path.join(state, "domain.xml")
+    with open(xml, "w") as f:
+        f.write(domain_xml(name, state))
+    virsh("create", xml)
+    return state
+
+
+def agent_of(state):
+    a, _ = agentmod.wait_ready(os.path.join(state, "agent.sock"), 120)
+    return a
+
+
+def poison_victim(name, agent):
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+    victim = agent.call("victim-start", mode="idle")
+    ev = daemon.poison(name, "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"], "--kind", "ao")
+    sig = wait_sigbus(agent, victim["pid"])
+    return victim, ev, sig
+
+
+try:
+    daemon = Vmced(os.path.join(work, "vmced"), args=["--connect", uri, "--all-domains"])
+    names = [f"vmce-lv{i}" for i in range(3)]
+    states = {n: create(n) for n in names}
+    attached = {n: daemon.wait_attached(n, timeout=120) for n in names}
+    tap.ok(all(a["state"] == "attached" for a in attached.values()),
+           "vmced --all-domains attached to three domains started after it")
+    uuids = {n: virsh("domuuid", n) for n in names}
+    tap.eq({n: a.get("uuid") for n, a in attached.items()}, uuids, "vmced knows each domain's UUID")
+    tap.eq({n: a["qmp"] for n, a in attached.items()}, {n: "libvirt" for n in names},
+           "the monitor is reached through libvirt")
+    agents = {n: agent_of(states[n]) for n in names}
+    for n in names:
+        victim, ev, sig = poison_victim(n, agents[n])
+        tap.ok(sig is not None and sig["code"] == 5 and sig["addr"] == victim["va"],
+               f"{n}: the victim got BUS_MCEERR_AO at its own VA", diag=sig)
+        tap.ok(ev.get("vm") == n and ev.get("uuid") == uuids[n] and
+               int(ev["gpa"], 16) == int(victim["gpa"], 16) and ev["result"] == "injected",
+               f"{n}: the journal names the domain and its UUID, with the victim's GPA", diag=ev)
+
+    # a domain destroyed mid-run
+    gone = names.pop(0)
+    virsh("destroy", gone)
+    tap.ok(wait_for(lambda: daemon.ctl("vm", gone, check=False).returncode != 0, 30),
+           f"{gone} destroyed: vmced let it go")
+    errors = [ln for ln in daemon.log_text().splitlines() if "error" in ln.lower()]
+    tap.eq(errors, [], "no error from a destroyed domain")
+    records = daemon.journal_records()
+    tap.ok(any(r["type"] in ("vm-exit", "detach") and (r.get("vm") == gone or
+               (isinstance(r.get("vm"), dict) and r["vm"].get("name") == gone)) for r in records),
+           f"the journal says {gone} went", diag=[r["type"] for r in records])
+    pids = {n: attached[n]["pid"] for n in names}
+    tap.ok(all("t" not in thread_states(p).values() for p in pids.values()),
+           "no thread of the other QEMUs is left stopped")
+
+    # libvirtd restarted mid-run
+    with open(os.path.join(lv, "libvirtd.pid")) as f:
+        os.kill(int(f.read()), 15)
+    tap.ok(wait_for(lambda: all(daemon.ctl("vm", n, check=False).returncode != 0 for n in names), 30),
+           "libvirtd gone: vmced let its domains go, cleanly")
+    tap.ok(all("t" not in thread_states(p).values() for p in pids.values()),
+           "libvirtd gone: no QEMU thread left stopped")
+    res = subprocess.run([PRIVATE, "start", lv], capture_output=True, text=True, timeout=120)
+    tap.eq(res.returncode, 0, "libvirtd started again", )
+    again = {}
+    for n in names:
+        try:
+            again[n] = daemon.wait_attached(n, timeout=60)
+        except RuntimeError:
+            pass
+    tap.eq(sorted(again), sorted(names), "vmced reconnected and took the domains again")
+    tap.eq({n: a["pid"] for n, a in again.items()}, pids, "the same QEMUs")
+
+    # the virsh + vmcectl campaign
+    for a in agents.values():
+        a.close()  # one client per port: the script's turn
+    summary = os.path.join(work, "summary.txt")
+    env = dict(os.environ, VMCE_SOCKET=daemon.socket, VMCECTL=paths.vmcectl())
+    t = time.monotonic()
+    res = subprocess.run([os.path.join(paths.ROOT, "run", "virsh", "campaign"), "--connect", uri,
+                          "--rounds", "2", "--summary", summary, *names],
+                         capture_output=True, text=True, timeout=600, env=env)
+    tap.diag(res.stdout.strip())
+    tap.ok(res.returncode == 0 and res.stdout.strip().endswith("4 passed, 0 failed"),
+           f"run/virsh/campaign: 4 injections, every victim signalled ({time.monotonic() - t:.0f} s)",
+           diag=res.stderr)
+    rows = []
+    if os.path.exists(summary):
+        with open(summary) as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    events = [r for r in daemon.journal_records() if r["type"] == "memory-error"]
+    tap.ok(len(rows) == 4 and all(any(e["vm"] == row[0] and int(e["gpa"], 16) == int(row[3], 16)
+                                      and e["result"] == "injected" for e in events) for row in rows),
+           "every summary line has its journal record (domain, GPA, injected)", diag=rows)
+    libvirt_events = {n: int(line.split()[-1]) for line in res.stdout.splitlines()
+                      for n in names if line.strip().startswith(n + ":")}
+    tap.eq(libvirt_events, {n: 2 for n in names}, "libvirt saw each injection (memory-failure events)")
+
+    # bad input
+    r = subprocess.run([paths.vmced(), "--socket", os.path.join(work, "bad.sock"), "--journal",
+                        os.path.join(work, "bad.jsonl"), "--connect",
+                        "qemu:///system?socket=/nonexistent/sock", "--all-domains"],
+                       capture_output=True, text=True, timeout=60)
+    errs = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    tap.ok(r.returncode != 0 and len(errs) == 1 and "cannot connect" in errs[0],
+           "a URI that cannot be reached: one error line, exit status 1", diag=r.stderr)
+    daemon.stop()  # one tracer per QEMU: the next vmced's turn
+    daemon = None
+    other = Vmced(os.path.join(work, "vmced-named"), args=["--connect", uri, "--domain", "nosuch",
+                                                           "--domain", names[0]])
+    try:
+        vm = other.wait_attached(names[0], timeout=60)
+        log = other.log_text()
+        tap.ok(vm["state"] == "attached" and "nosuch" in log and "no such domain" in log,
+               "an unknown domain: said once, the others are served", diag=log)
+    except RuntimeError as e:
+        tap.ok(False, "an unknown domain: said once, the others are served", diag=str(e))
+    finally:
+        other.stop()
+finally:
+    if daemon is not None:
+        daemon.stop()
+    subprocess.run([PRIVATE, "stop", lv], capture_output=True, timeout=120)
+tap.done()
