@@ -10,7 +10,7 @@ DESTDIR    ?=
 
 export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-campaign bench-hostlab campaign install clean help
+.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-campaign bench-libvirt bench-hostlab campaign install clean help
 
 all: build image
 
@@ -21,7 +21,8 @@ help:
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
-	@echo "make install  vmced and vmcectl into \$$DESTDIR\$$PREFIX"
+	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
+	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local)"
 
 deps:
 	@run/install-deps
@@ -67,7 +68,11 @@ campaign: image
 bench: image
 	@run/bench
 	@run/campaign --bench
+	@run/libvirt/bench
 	@run/hostlab --bench 10
+
+bench-libvirt: image
+	@run/libvirt/bench
 
 bench-campaign: image
 	@run/campaign --bench
@@ -76,6 +81,8 @@ bench-hostlab: image
 	@run/hostlab --bench 10
 
 install: build
+	meson configure $(MESON_DIR) -Dprefix=$(PREFIX) >/dev/null
+	meson compile -C $(MESON_DIR)
 	DESTDIR=$(DESTDIR) meson install -C $(MESON_DIR) --no-rebuild
 
 clean:

@@ -25,6 +25,7 @@ struct _VmceLibvirtWatch {
   gchar *uri;
   gchar **domains; /* NULL: all */
   VmcePolicy policy;
+  const VmceConfig *config; /* per-domain policies, or NULL */
   virConnectPtr conn;
   gint lifecycle_callback;
   guint reconnect_source;
@@ -200,7 +201,8 @@ vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   vmce_daemon_attach_domain_async (self->daemon, info, sock, monitor,
-                                   (GDestroyNotify) vmce_libvirt_monitor_free, self->policy,
+                                   (GDestroyNotify) vmce_libvirt_monitor_free,
+                                   vmce_config_policy_for (self->config, info->name, self->policy),
                                    vmce_domain_attached_cb, att);
 }
 
@@ -406,6 +408,12 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
   g_message ("watching %s at %s", self->domains != NULL ? "named domains" : "all domains", uri);
   vmce_libvirt_watch_scan (self);
   return g_steal_pointer (&self);
+}
+
+void
+vmce_libvirt_watch_set_config (VmceLibvirtWatch *self, const VmceConfig *config)
+{
+  self->config = config;
 }
 
 void

@@ -10,6 +10,7 @@
 
 #include <gio/gio.h>
 
+#include "config.h"
 #include "daemon.h"
 
 typedef struct _VmceLibvirtWatch VmceLibvirtWatch;
@@ -21,5 +22,7 @@ VmceLibvirtWatch *vmce_libvirt_watch_new (VmceDaemon *daemon,
                                           const gchar *const *domains,
                                           VmcePolicy policy,
                                           GError **error);
+/* Per-domain policies from now on (for domains attached after); not taken */
+void vmce_libvirt_watch_set_config (VmceLibvirtWatch *self, const VmceConfig *config);
 void vmce_libvirt_watch_free (VmceLibvirtWatch *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceLibvirtWatch, vmce_libvirt_watch_free)

@@ -16,6 +16,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "daemon.h"
 #include "libvirt-watch.h"
 #include "ptrace-watch.h"
@@ -29,7 +30,39 @@ typedef struct {
   VmceDaemon *daemon;
   int exit_status;
   gboolean attach_required;
+  const gchar *config_path;
+  VmceConfig *config;
+  VmcePolicy cli_policy; /* --policy, or the default */
+  VmceLibvirtWatch *libvirt_watch;
 } VmcedContext;
+
+/* SIGHUP: the config file again. A file with errors is refused whole (one
+ * line says where); the VMs go on with what they have. */
+static void
+vmced_reload (VmcedContext *ctx)
+{
+  g_autoptr(GError) error = NULL;
+  VmceConfig *config;
+  GPtrArray *vms;
+
+  if (ctx->config_path == NULL)
+    return;
+  config = vmce_config_load (ctx->config_path, &error);
+  if (config == NULL) {
+    g_warning ("%s; keeping the configuration in use", error->message);
+    return;
+  }
+  vmce_config_free (ctx->config);
+  ctx->config = config;
+  if (ctx->libvirt_watch != NULL)
+    vmce_libvirt_watch_set_config (ctx->libvirt_watch, config);
+  vms = vmce_daemon_get_vms (ctx->daemon);
+  for (guint i = 0; i < vms->len; i++) {
+    VmceVm *vm = g_ptr_array_index (vms, i);
+    vm->policy = vmce_config_policy_for (config, vm->name, ctx->cli_policy);
+  }
+  g_message ("reloaded %s", ctx->config_path);
+}
 
 static gboolean vmced_verbose = FALSE;
 
@@ -80,7 +113,7 @@ vmced_signal_cb (gint fd, GIOCondition condition, gpointer user_data)
       g_main_loop_quit (ctx->loop);
       break;
     case SIGHUP:
-      /* nothing to reload yet; a config file will come with libvirt mode */
+      vmced_reload (ctx);
       break;
     default:
       break;
@@ -122,6 +155,8 @@ main (int argc, char **argv)
   g_auto(GStrv) domains = NULL;
   gboolean all_domains = FALSE;
   g_autoptr(VmceLibvirtWatch) libvirt_watch = NULL;
+  g_autofree gchar *config_path = NULL;
+  g_autoptr(VmceConfig) config = NULL;
   gint pid = 0;
   gint inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
   g_autofree gchar *policy_str = NULL;
@@ -132,6 +167,8 @@ main (int argc, char **argv)
   sigset_t mask;
   int sfd;
   const GOptionEntry entries[] = {
+    { "config", 'C', 0, G_OPTION_ARG_FILENAME, &config_path,
+      "Settings, libvirt domains and per-domain policies (vmced(8)); SIGHUP rereads it", "FILE" },
     { "socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
       "Control socket (default " VMCE_DEFAULT_SOCKET ")", "PATH" },
     { "journal", 'j', 0, G_OPTION_ARG_FILENAME, &journal_path,
@@ -188,6 +225,29 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: --pid and --qmp go together\n");
     return EXIT_FAILURE;
   }
+  /* the command line wins over the file */
+  if (config_path != NULL) {
+    config = vmce_config_load (config_path, &error);
+    if (config == NULL) {
+      g_printerr ("vmced: error: %s\n", error->message);
+      return EXIT_FAILURE;
+    }
+    if (socket_path == NULL)
+      socket_path = g_strdup (config->socket_path);
+    if (journal_path == NULL)
+      journal_path = g_strdup (config->journal_path);
+    if (inject_gap_ms == VMCE_DEFAULT_INJECT_GAP_MS && config->inject_gap_ms >= 0)
+      inject_gap_ms = config->inject_gap_ms;
+    if (policy_str == NULL && config->has_policy)
+      policy_str = g_strdup (vmce_policy_to_string (config->policy));
+    if (connect_uri == NULL && config->uri != NULL) {
+      connect_uri = g_strdup (config->uri);
+      if (domains == NULL && !all_domains) {
+        domains = g_strdupv (config->domains);
+        all_domains = config->all_domains;
+      }
+    }
+  }
   if (connect_uri != NULL && (domains == NULL) == !all_domains) {
     g_printerr ("vmced: error: --connect needs --domain NAME or --all-domains (one of them)\n");
     return EXIT_FAILURE;
@@ -223,6 +283,9 @@ main (int argc, char **argv)
   ctx.loop = loop;
   ctx.daemon = daemon;
   ctx.exit_status = EXIT_SUCCESS;
+  ctx.config_path = config_path;
+  ctx.config = g_steal_pointer (&config);
+  ctx.cli_policy = policy;
   /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
    * SIG_IPI, say) waits for us, monitor answers and clients do not */
   g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
@@ -237,6 +300,9 @@ main (int argc, char **argv)
   if (connect_uri != NULL) {
     libvirt_watch = vmce_libvirt_watch_new (daemon, connect_uri, (const gchar *const *) domains,
                                             policy, &error);
+    if (libvirt_watch != NULL)
+      vmce_libvirt_watch_set_config (libvirt_watch, ctx.config);
+    ctx.libvirt_watch = libvirt_watch;
     if (libvirt_watch == NULL) {
       g_printerr ("vmced: error: %s\n", error->message);
       vmce_daemon_shutdown (daemon);
@@ -245,7 +311,9 @@ main (int argc, char **argv)
     }
   }
   g_main_loop_run (loop);
+  ctx.libvirt_watch = NULL;
   g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
+  g_clear_pointer (&ctx.config, vmce_config_free);
 
   vmce_daemon_shutdown (daemon);
   close (sfd);

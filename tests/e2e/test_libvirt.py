@@ -154,19 +154,52 @@ try:
     errs = [ln for ln in r.stderr.splitlines() if "error" in ln]
     tap.ok(r.returncode != 0 and len(errs) == 1 and "cannot connect" in errs[0],
            "a URI that cannot be reached: one error line, exit status 1", diag=r.stderr)
+    notqemu = Vmced(os.path.join(work, "vmced-test-driver"), args=["--connect", "test:///default",
+                                                                     "--all-domains"])
+    try:
+        wait_for(lambda: "cannot attach" in notqemu.log_text(), 10)
+        lines = [ln for ln in notqemu.log_text().splitlines() if "domain test" in ln]
+        tap.ok(len(lines) == 1 and "cannot attach" in lines[0] and notqemu.proc.poll() is None
+               and notqemu.ctl("status", check=False).returncode == 0,
+               "a domain that is not QEMU (libvirt's test driver): one line, vmced serves on",
+               diag=notqemu.log_text())
+    finally:
+        notqemu.stop()
     daemon.stop()  # one tracer per QEMU: the next vmced's turn
     daemon = None
-    other = Vmced(os.path.join(work, "vmced-named"), args=["--connect", uri, "--domain", "nosuch",
-                                                           "--domain", names[0]])
+    conf = os.path.join(work, "vmced.conf")
+    with open(conf, "w") as f:
+        f.write(f"[vmced]\npolicy = forward\n\n[libvirt]\nuri = {uri}\ndomains = nosuch;{names[0]}\n\n"
+                f"[domain {names[0]}]\npolicy = ignore-ao\n")
+    other = Vmced(os.path.join(work, "vmced-named"), args=["--config", conf])
     try:
         vm = other.wait_attached(names[0], timeout=60)
         log = other.log_text()
-        tap.ok(vm["state"] == "attached" and "nosuch" in log and "no such domain" in log,
-               "an unknown domain: said once, the others are served", diag=log)
+        tap.ok(vm["state"] == "attached" and log.count("nosuch") == 1 and "no such domain" in log,
+               "--config naming an unknown domain: said once, the other is served", diag=log)
+        tap.eq(vm["policy"], "ignore-ao", "--config: the domain's own policy")
+        with open(conf, "a") as f:
+            f.write("colour = red\n")
+        other.proc.send_signal(1)
+        wait_for(lambda: "keeping the configuration" in other.log_text(), 10)
+        bad = [ln for ln in other.log_text().splitlines() if "keeping the configuration" in ln]
+        tap.ok(len(bad) == 1 and f"{conf}:10: unknown key 'colour'" in bad[0]
+               and other.ctl_json("vm", names[0])["state"] == "attached",
+               "SIGHUP with a broken config: one line with file and line, the domain still served",
+               diag=other.log_text()[-1500:])
+        with open(conf, "w") as f:
+            f.write(f"[libvirt]\nuri = {uri}\nall-domains = true\n[domain {names[0]}]\npolicy = stop\n")
+        other.proc.send_signal(1)
+        tap.ok(wait_for(lambda: other.ctl_json("vm", names[0])["policy"] == "stop", 10),
+               "SIGHUP with a good config: the new policy applies")
     except RuntimeError as e:
-        tap.ok(False, "an unknown domain: said once, the others are served", diag=str(e))
+        tap.ok(False, "--config naming an unknown domain: said once, the other is served", diag=str(e))
     finally:
         other.stop()
+    r = subprocess.run([paths.vmced(), "--config", conf + ".missing"], capture_output=True, text=True,
+                       timeout=30)
+    tap.ok(r.returncode == 1 and r.stderr.count("\n") == 1 and ".missing" in r.stderr,
+           "a config file that is not there: one error line", diag=r.stderr)
 finally:
     if daemon is not None:
         daemon.stop()

@@ -30,12 +30,14 @@ def split_disk(disk, state_dir):
 
 
 def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_file=True,
-               hugepages=False, cpu_model="Skylake-Client", append=""):
+               hugepages=False, cpu_model="Skylake-Client", append="", qmp_socket=None):
     """A transient-domain XML for the vmce guest: direct kernel boot, serial
     console to STATE/console.log, the two agent ports as unix sockets in
     STATE (agent.sock for people and tests, vmced-agent.sock for vmced), the
     data disk's two halves, and RAM in a file shared with the host (so that
-    a host poisoner can reach it) or in hugepages."""
+    a host poisoner can reach it) or in hugepages. qmp_socket: a QMP
+    monitor of vmce's own beside libvirt's (for comparisons: libvirt taints
+    such a domain as "custom-argv")."""
     q = quoteattr
     mib = parse_size(mem)
     kernel = paths.require(paths.kernel(), "guest kernel", "run `make kernel`")
@@ -58,7 +60,13 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
         f"<target type='virtio' name={q(port)}/></channel>"
         for port, sock in zip(AGENT_PORTS, ("agent.sock", "vmced-agent.sock")))
     cmdline = ("console=ttyS0 loglevel=4 " + append).strip()
-    return f"""<domain type={q('kvm' if accel == 'kvm' else 'qemu')}>
+    extra = ""
+    if qmp_socket:
+        extra = ("<qemu:commandline>"
+                 f"<qemu:arg value='-chardev'/><qemu:arg value={q(f'socket,id=vmce-qmp,path={qmp_socket},server=on,wait=off')}/>"
+                 "<qemu:arg value='-mon'/><qemu:arg value='chardev=vmce-qmp,mode=control'/>"
+                 "</qemu:commandline>")
+    return f"""<domain type={q('kvm' if accel == 'kvm' else 'qemu')} xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{name}</name>
   <memory unit='MiB'>{mib}</memory>
   <vcpu>{cpus}</vcpu>
@@ -81,5 +89,6 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
     {channels}
     <memballoon model='none'/>
   </devices>
+  {extra}
 </domain>
 """

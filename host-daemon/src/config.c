@@ -1,0 +1,250 @@
+/*
+ * vmced.conf (see config.h).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmced-config"
+
+#include <gio/gio.h>
+
+#include "config.h"
+
+static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy", NULL };
+static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
+static const gchar *const domain_keys[] = { "policy", NULL };
+
+/* GKeyFile keeps no line numbers: find the group's (or its key's) line in
+ * the text, for messages */
+static guint
+vmce_config_line_of (gchar **lines, const gchar *group, const gchar *key)
+{
+  gboolean in_group = FALSE;
+
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_autofree gchar *s = g_strstrip (g_strdup (lines[i]));
+    if (s[0] == '[') {
+      g_autofree gchar *want = g_strdup_printf ("[%s]", group);
+      if (in_group && key != NULL)
+        break;
+      in_group = g_strcmp0 (s, want) == 0;
+      if (in_group && key == NULL)
+        return i + 1;
+      continue;
+    }
+    if (in_group && key != NULL) {
+      gsize n = strlen (key);
+      if (strncmp (s, key, n) == 0 && (s[n] == '=' || s[n] == ' ' || s[n] == '\t'))
+        return i + 1;
+    }
+  }
+  return 0;
+}
+
+/* The first line GKeyFile would not take: not blank, a comment, a group or
+ * a key=value */
+static guint
+vmce_config_bad_line (gchar **lines)
+{
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_autofree gchar *s = g_strstrip (g_strdup (lines[i]));
+    if (s[0] == '\0' || s[0] == '#' || (s[0] == '[' && g_str_has_suffix (s, "]")) ||
+        (strchr (s, '=') != NULL && s[0] != '='))
+      continue;
+    return i + 1;
+  }
+  return 0;
+}
+
+static gboolean
+vmce_config_fail (GError **error, const gchar *path, guint line, const gchar *fmt, ...)
+    G_GNUC_PRINTF (4, 5);
+
+static gboolean
+vmce_config_fail (GError **error, const gchar *path, guint line, const gchar *fmt, ...)
+{
+  va_list ap;
+  g_autofree gchar *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (line > 0)
+    g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_PARSE, "%s:%u: %s", path, line, msg);
+  else
+    g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_PARSE, "%s: %s", path, msg);
+  return FALSE;
+}
+
+static gboolean
+vmce_config_check_keys (GKeyFile *kf,
+                        gchar **lines,
+                        const gchar *path,
+                        const gchar *group,
+                        const gchar *const *known,
+                        GError **error)
+{
+  g_auto(GStrv) keys = g_key_file_get_keys (kf, group, NULL, NULL);
+
+  for (guint i = 0; keys != NULL && keys[i] != NULL; i++) {
+    if (!g_strv_contains (known, keys[i])) {
+      g_autofree gchar *list = g_strjoinv (", ", (gchar **) known);
+      return vmce_config_fail (error, path, vmce_config_line_of (lines, group, keys[i]),
+                               "unknown key '%s' in [%s] (known: %s)", keys[i], group, list);
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+vmce_config_policy (GKeyFile *kf,
+                    gchar **lines,
+                    const gchar *path,
+                    const gchar *group,
+                    VmcePolicy *policy,
+                    GError **error)
+{
+  g_autofree gchar *value = g_key_file_get_string (kf, group, "policy", NULL);
+
+  if (!vmce_policy_from_string (g_strstrip (value), policy))
+    return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "policy"),
+                             "policy must be forward, ignore-ao, pass, stop or force, not '%s'",
+                             value);
+  return TRUE;
+}
+
+static gboolean
+vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  if (!vmce_config_check_keys (kf, lines, self->path, "vmced", vmced_keys, error))
+    return FALSE;
+  self->socket_path = g_key_file_get_string (kf, "vmced", "socket", NULL);
+  self->journal_path = g_key_file_get_string (kf, "vmced", "journal", NULL);
+  if (g_key_file_has_key (kf, "vmced", "inject-gap-ms", NULL)) {
+    self->inject_gap_ms = g_key_file_get_integer (kf, "vmced", "inject-gap-ms", &local);
+    if (local != NULL || self->inject_gap_ms < 0)
+      return vmce_config_fail (error, self->path,
+                               vmce_config_line_of (lines, "vmced", "inject-gap-ms"),
+                               "inject-gap-ms must be a number of milliseconds, 0 or more");
+  }
+  if (g_key_file_has_key (kf, "vmced", "policy", NULL)) {
+    if (!vmce_config_policy (kf, lines, self->path, "vmced", &self->policy, error))
+      return FALSE;
+    self->has_policy = TRUE;
+  }
+  return TRUE;
+}
+
+static gboolean
+vmce_config_load_libvirt (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  guint line = vmce_config_line_of (lines, "libvirt", NULL);
+
+  if (!vmce_config_check_keys (kf, lines, self->path, "libvirt", libvirt_keys, error))
+    return FALSE;
+  self->uri = g_key_file_get_string (kf, "libvirt", "uri", NULL);
+  self->domains = g_key_file_get_string_list (kf, "libvirt", "domains", NULL, NULL);
+  if (g_key_file_has_key (kf, "libvirt", "all-domains", NULL)) {
+    self->all_domains = g_key_file_get_boolean (kf, "libvirt", "all-domains", &local);
+    if (local != NULL)
+      return vmce_config_fail (error, self->path,
+                               vmce_config_line_of (lines, "libvirt", "all-domains"),
+                               "all-domains must be true or false");
+  }
+  if (self->uri == NULL)
+    return vmce_config_fail (error, self->path, line, "[libvirt] needs uri");
+  if ((self->domains != NULL) == self->all_domains)
+    return vmce_config_fail (error, self->path, line,
+                             "[libvirt] needs domains or all-domains = true (one of them)");
+  return TRUE;
+}
+
+static gboolean
+vmce_config_load_domain (VmceConfig *self,
+                         GKeyFile *kf,
+                         gchar **lines,
+                         const gchar *group,
+                         GError **error)
+{
+  VmcePolicy policy = VMCE_POLICY_FORWARD;
+
+  if (!vmce_config_check_keys (kf, lines, self->path, group, domain_keys, error))
+    return FALSE;
+  if (g_key_file_has_key (kf, group, "policy", NULL) &&
+      !vmce_config_policy (kf, lines, self->path, group, &policy, error))
+    return FALSE;
+  g_hash_table_insert (self->domain_policies, g_strdup (group + 7), GINT_TO_POINTER (policy + 1));
+  return TRUE;
+}
+
+VmceConfig *
+vmce_config_load (const gchar *path, GError **error)
+{
+  g_autoptr(VmceConfig) self = g_new0 (VmceConfig, 1);
+  g_autoptr(GKeyFile) kf = g_key_file_new ();
+  g_autoptr(GError) local = NULL;
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_auto(GStrv) groups = NULL;
+
+  self->path = g_strdup (path);
+  self->inject_gap_ms = -1;
+  self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  if (!g_file_get_contents (path, &text, NULL, error)) {
+    g_prefix_error (error, "config: ");
+    return NULL;
+  }
+  lines = g_strsplit (text, "\n", -1);
+  if (!g_key_file_load_from_data (kf, text, (gsize) -1, G_KEY_FILE_NONE, &local)) {
+    vmce_config_fail (error, path, vmce_config_bad_line (lines), "%s", local->message);
+    return NULL;
+  }
+  groups = g_key_file_get_groups (kf, NULL);
+  for (guint i = 0; groups[i] != NULL; i++) {
+    gboolean ok;
+
+    if (g_strcmp0 (groups[i], "vmced") == 0)
+      ok = vmce_config_load_vmced (self, kf, lines, error);
+    else if (g_strcmp0 (groups[i], "libvirt") == 0)
+      ok = vmce_config_load_libvirt (self, kf, lines, error);
+    else if (g_str_has_prefix (groups[i], "domain ") && groups[i][7] != '\0')
+      ok = vmce_config_load_domain (self, kf, lines, groups[i], error);
+    else
+      ok = vmce_config_fail (error, path, vmce_config_line_of (lines, groups[i], NULL),
+                             "unknown group [%s] (known: [vmced], [libvirt], [domain NAME])",
+                             groups[i]);
+    if (!ok)
+      return NULL;
+  }
+  return g_steal_pointer (&self);
+}
+
+VmcePolicy
+vmce_config_policy_for (const VmceConfig *self, const gchar *name, VmcePolicy fallback)
+{
+  gpointer p;
+
+  if (self == NULL)
+    return fallback;
+  p = name != NULL ? g_hash_table_lookup (self->domain_policies, name) : NULL;
+  if (p != NULL)
+    return (VmcePolicy) (GPOINTER_TO_INT (p) - 1);
+  return self->has_policy ? self->policy : fallback;
+}
+
+void
+vmce_config_free (VmceConfig *self)
+{
+  if (self == NULL)
+    return;
+  g_free (self->path);
+  g_free (self->socket_path);
+  g_free (self->journal_path);
+  g_free (self->uri);
+  g_strfreev (self->domains);
+  g_clear_pointer (&self->domain_policies, g_hash_table_unref);
+  g_free (self);
+}

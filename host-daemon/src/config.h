@@ -1,0 +1,32 @@
+/*
+ * vmced.conf: a GKeyFile (vmced.conf(5) in vmced.8). Errors name the file
+ * and the line.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "vm.h"
+
+typedef struct {
+  gchar *path;
+  gchar *socket_path;  /* [vmced] socket, or NULL */
+  gchar *journal_path; /* [vmced] journal, or NULL */
+  gint inject_gap_ms;  /* [vmced] inject-gap-ms, or -1 */
+  gboolean has_policy; /* [vmced] policy */
+  VmcePolicy policy;
+  gchar *uri;          /* [libvirt] uri, or NULL */
+  gchar **domains;     /* [libvirt] domains, or NULL */
+  gboolean all_domains; /* [libvirt] all-domains */
+  GHashTable *domain_policies; /* [domain NAME] policy: name -> VmcePolicy + 1 */
+} VmceConfig;
+
+VmceConfig *vmce_config_load (const gchar *path, GError **error);
+void vmce_config_free (VmceConfig *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceConfig, vmce_config_free)
+
+/* The policy for domain @name: its own, else [vmced]'s, else @fallback */
+VmcePolicy vmce_config_policy_for (const VmceConfig *self, const gchar *name, VmcePolicy fallback);

@@ -1,0 +1,105 @@
+/*
+ * vmced.conf: what it sets, and errors that name the file and the line.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib/gstdio.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static gchar *
+write_config (const gchar *text)
+{
+  g_autoptr(GError) error = NULL;
+  gchar *path = NULL;
+  gint fd = g_file_open_tmp ("vmced-XXXXXX.conf", &path, &error);
+
+  g_assert_no_error (error);
+  close (fd);
+  g_assert_true (g_file_set_contents (path, text, -1, &error));
+  return path;
+}
+
+static void
+test_config_good (void)
+{
+  g_autofree gchar *path = write_config ("# vmced.conf\n"
+                                         "[vmced]\n"
+                                         "journal = /var/lib/vmce/j.jsonl\n"
+                                         "inject-gap-ms = 5\n"
+                                         "policy = ignore-ao\n"
+                                         "\n"
+                                         "[libvirt]\n"
+                                         "uri = qemu:///system\n"
+                                         "domains = web1;web2\n"
+                                         "\n"
+                                         "[domain web2]\n"
+                                         "policy = stop\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (config->journal_path, ==, "/var/lib/vmce/j.jsonl");
+  g_assert_null (config->socket_path);
+  g_assert_cmpint (config->inject_gap_ms, ==, 5);
+  g_assert_cmpstr (config->uri, ==, "qemu:///system");
+  g_assert_cmpuint (g_strv_length (config->domains), ==, 2);
+  g_assert_false (config->all_domains);
+  g_assert_cmpint (vmce_config_policy_for (config, "web2", VMCE_POLICY_FORWARD), ==, VMCE_POLICY_STOP);
+  g_assert_cmpint (vmce_config_policy_for (config, "web1", VMCE_POLICY_FORWARD), ==,
+                   VMCE_POLICY_IGNORE_AO);
+  g_assert_cmpint (vmce_config_policy_for (NULL, "web1", VMCE_POLICY_PASS), ==, VMCE_POLICY_PASS);
+  g_unlink (path);
+}
+
+static void
+expect_error (const gchar *text, const gchar *want)
+{
+  g_autofree gchar *path = write_config (text);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
+  g_autofree gchar *full = g_strdup_printf ("%s:%s", path, want);
+
+  g_assert_null (config);
+  g_assert_nonnull (error);
+  if (!g_str_has_prefix (error->message, full))
+    g_error ("got \"%s\", want it to start with \"%s\"", error->message, full);
+  g_assert_null (strchr (error->message, '\n'));
+  g_unlink (path);
+}
+
+static void
+test_config_errors (void)
+{
+  expect_error ("[vmced]\njournal = /j\ncolour = red\n", "3: unknown key 'colour' in [vmced]");
+  expect_error ("[vmced]\n\npolicy = sometimes\n", "3: policy must be forward");
+  expect_error ("[vmced]\ninject-gap-ms = soon\n", "2: inject-gap-ms must be");
+  expect_error ("[libvirt]\nuri = qemu:///system\n", "1: [libvirt] needs domains or all-domains");
+  expect_error ("[libvirt]\nall-domains = true\n", "1: [libvirt] needs uri");
+  expect_error ("[vmced]\npolicy = forward\n[domain web]\npolicy = maybe\n", "4: policy must be");
+  expect_error ("[vmced]\nthis line is not a key\n", "2: ");
+  expect_error ("[hosts]\nuri = x\n", "1: unknown group [hosts]");
+}
+
+static void
+test_config_missing (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load ("/nonexistent/vmced.conf", &error);
+
+  g_assert_null (config);
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  g_assert_nonnull (strstr (error->message, "/nonexistent/vmced.conf"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/config/good", test_config_good);
+  g_test_add_func ("/config/errors", test_config_errors);
+  g_test_add_func ("/config/missing", test_config_missing);
+  return g_test_run ();
+}
