@@ -665,6 +665,10 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
     json_builder_add_string_value (b, time);
     json_builder_set_member_name (b, "vm");
     json_builder_add_string_value (b, self->name);
+    if (self->uuid != NULL) {
+      json_builder_set_member_name (b, "uuid");
+      json_builder_add_string_value (b, self->uuid);
+    }
     json_builder_set_member_name (b, "pid");
     json_builder_add_int_value (b, self->pid);
     json_builder_set_member_name (b, "reason");

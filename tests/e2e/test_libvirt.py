@@ -96,9 +96,9 @@ try:
     errors = [ln for ln in daemon.log_text().splitlines() if "error" in ln.lower()]
     tap.eq(errors, [], "no error from a destroyed domain")
     records = daemon.journal_records()
-    tap.ok(any(r["type"] in ("vm-exit", "detach") and (r.get("vm") == gone or
-               (isinstance(r.get("vm"), dict) and r["vm"].get("name") == gone)) for r in records),
-           f"the journal says {gone} went", diag=[r["type"] for r in records])
+    tap.ok(any(r["type"] in ("vm-exit", "detach") and r.get("vm") == gone and r.get("uuid") == uuids[gone]
+               for r in records),
+           f"the journal says {gone} went (name and UUID)", diag=[r["type"] for r in records])
     pids = {n: attached[n]["pid"] for n in names}
     tap.ok(all("t" not in thread_states(p).values() for p in pids.values()),
            "no thread of the other QEMUs is left stopped")
