@@ -10,7 +10,7 @@ DESTDIR    ?=
 
 export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: all deps kernel build image demo check unit e2e hostlab bench bench-campaign bench-libvirt bench-hostlab campaign install clean help
+.PHONY: all deps kernel build image qemu demo check unit e2e hostlab bench bench-campaign bench-libvirt bench-hostlab campaign install clean help
 
 all: build image
 
@@ -21,6 +21,7 @@ help:
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
+	@echo "make qemu     QEMU from Debian's source with qemu-patches/ applied (cached)"
 	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
 	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local)"
 
@@ -44,13 +45,16 @@ $(BUILD)/images/disk.img: images/mkdisk
 	@mkdir -p $(dir $@)
 	@images/mkdisk --out $@
 
+qemu: deps
+	@qemu-patches/build --out $(BUILD)/qemu >/dev/null
+
 demo: image
 	@run/demo
 	@echo
 	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
 	@run/campaign --quick --fresh
 
-check: image
+check: image qemu
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 unit: build

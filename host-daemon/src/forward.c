@@ -156,38 +156,26 @@ vmce_forward_start_hold (VmceInjection *inj)
   inj->hold_source = g_unix_fd_add (inj->hold_fd, G_IO_IN, vmce_forward_hold_cb, inj);
 }
 
+/* The monitor's answer is in: @failure says why QEMU did not inject, or NULL */
 static void
-vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+vmce_forward_answered (VmceInjection *inj, const gchar *failure, gint64 reply_us)
 {
-  VmceInjection *inj = user_data;
   VmceVm *vm = inj->vm;
   VmceMceEvent *ev = inj->ev;
-  g_autoptr(GError) error = NULL;
-  g_autofree gchar *text = NULL;
-  gint64 reply_us = 0;
 
-  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
   vmce_injection_release_hold (inj);
   ev->handled_by = g_strdup ("vmced");
-  if (text == NULL) {
+  if (failure != NULL) {
     ev->result = VMCE_RESULT_FAILED;
     g_free (ev->detail);
-    ev->detail = g_strdup (error->message);
-  } else {
-    g_strstrip (text);
-    /* HMP mce prints nothing when it injected, and a reason when not */
-    if (text[0] != '\0') {
-      ev->result = VMCE_RESULT_FAILED;
-      g_free (ev->detail);
-      ev->detail = g_strdup_printf ("QEMU did not inject: %s", text);
-    } else {
-      ev->result = VMCE_RESULT_INJECTED;
-    }
-    ev->latency_us = reply_us - ev->stop_us;
-  }
-  if (ev->result == VMCE_RESULT_FAILED)
+    ev->detail = g_strdup (failure);
     g_warning ("vm %s: machine check at GPA 0x%" G_GINT64_MODIFIER "x failed: %s", vm->name,
                ev->gpa, ev->detail);
+  } else {
+    ev->result = VMCE_RESULT_INJECTED;
+  }
+  if (reply_us != 0)
+    ev->latency_us = reply_us - ev->stop_us;
   vm->inflight = NULL;
   vm->last_injection_us = g_get_monotonic_time ();
   vmce_forward_finish (vm, ev, inj->task);
@@ -195,6 +183,67 @@ vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vmce_injection_free (inj);
   vmce_forward_send_next (vm);
   vmce_vm_unref (vm);
+}
+
+static void
+vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *failure = NULL;
+  gint64 reply_us = 0;
+
+  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
+  if (text == NULL)
+    failure = g_strdup (error->message);
+  /* HMP mce prints nothing when it injected, and a reason when not */
+  else if (g_strstrip (text)[0] != '\0')
+    failure = g_strdup_printf ("QEMU did not inject: %s", text);
+  vmce_forward_answered (user_data, failure, reply_us);
+}
+
+static void
+vmce_forward_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *failure = NULL;
+  gint64 reply_us = 0;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
+  if (ret == NULL)
+    failure = g_strdup_printf ("QEMU did not inject: %s", error->message);
+  vmce_forward_answered (user_data, failure, reply_us);
+}
+
+/* QEMU's inject-mce (qemu-patches/) takes the error by intent, as vmced
+ * encodes it; raw values would need numbers above 2^63, which json-glib
+ * cannot write. A style forced on a guest of the other vendor stays HMP. */
+static gboolean
+vmce_forward_use_qmp (VmceVm *vm, const VmceMceEvent *ev)
+{
+  return vm->qmp_inject_mce && ev->have_gpa &&
+         (ev->style == VMCE_MCE_STYLE_AMD) == vmce_cpu_model_is_amd (&vm->cpu_model);
+}
+
+static JsonNode *
+vmce_forward_inject_args (const VmceMceEvent *ev)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "cpu");
+  json_builder_add_int_value (b, ev->mce.cpu);
+  json_builder_set_member_name (b, "gpa");
+  json_builder_add_int_value (b, (gint64) ev->gpa);
+  json_builder_set_member_name (b, "kind");
+  json_builder_add_string_value (b, vmce_mce_kind_to_string (ev->kind));
+  json_builder_set_member_name (b, "bank");
+  json_builder_add_int_value (b, ev->mce.bank);
+  json_builder_set_member_name (b, "broadcast");
+  json_builder_add_boolean_value (b, ev->mce.broadcast);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
 }
 
 static gboolean
@@ -232,6 +281,16 @@ vmce_forward_send_next (VmceVm *vm)
   }
   inj = g_queue_pop_head (&vm->injections);
   vm->inflight = inj;
+  if (vmce_forward_use_qmp (vm, inj->ev)) {
+    g_autoptr(JsonNode) args = vmce_forward_inject_args (inj->ev);
+
+    g_free (inj->ev->via);
+    inj->ev->via = g_strdup ("qmp");
+    /* QEMU answers once the machine check is queued on the vCPU: a held
+     * vCPU is let go at the answer, and takes it before anything else */
+    vmce_qmp_client_execute_async (vm->qmp, "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+    return;
+  }
   hmp = vmce_mce_to_hmp (&inj->ev->mce);
   g_debug ("vm %s: %s", vm->name, hmp);
   vmce_qmp_client_hmp_async (vm->qmp, hmp, NULL, vmce_forward_hmp_cb, inj);

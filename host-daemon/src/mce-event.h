@@ -45,7 +45,7 @@ typedef struct {
   const gchar *policy;
   gboolean have_mce;
   VmceMce mce;
-  gchar *via;        /* "hmp" */
+  gchar *via;        /* "hmp" or "qmp" (inject-mce, qemu-patches/) */
   gchar *handled_by; /* "vmced" or "qemu" */
   VmceResult result;
   gchar *detail; /* why it failed or was passed on; what was done */

@@ -441,6 +441,7 @@ typedef enum {
   VMCE_QUERY_FAMILY,
   VMCE_QUERY_MODEL,
   VMCE_QUERY_SUCCOR,
+  VMCE_QUERY_COMMANDS,
   VMCE_QUERY_DONE,
 } VmceAttachQuery;
 
@@ -483,6 +484,17 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
     return TRUE;
   case VMCE_QUERY_SUCCOR:
     self->cpu_model.succor = JSON_NODE_HOLDS_VALUE (ret) && json_node_get_boolean (ret);
+    return TRUE;
+  case VMCE_QUERY_COMMANDS:
+    /* qemu-patches/ adds inject-mce: no HMP text, and an answer that does
+     * not wait for the vCPU */
+    for (guint i = 0; JSON_NODE_HOLDS_ARRAY (ret) && i < json_array_get_length (json_node_get_array (ret)); i++) {
+      JsonNode *cmd = json_array_get_element (json_node_get_array (ret), i);
+      if (JSON_NODE_HOLDS_OBJECT (cmd) &&
+          g_strcmp0 (vmce_json_object_get_string_opt (json_node_get_object (cmd), "name"),
+                     "inject-mce") == 0)
+        self->qmp_inject_mce = TRUE;
+    }
     return TRUE;
   case VMCE_QUERY_DONE:
     break;
@@ -545,12 +557,15 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
   case VMCE_QUERY_CPUS:
     command = "query-cpus-fast";
     break;
+  case VMCE_QUERY_COMMANDS:
+    command = "query-commands";
+    break;
   case VMCE_QUERY_VENDOR:
   case VMCE_QUERY_FAMILY:
   case VMCE_QUERY_MODEL:
   case VMCE_QUERY_SUCCOR:
     if (cpu_path == NULL) {
-      vmce_vm_attach_query (self, VMCE_QUERY_DONE);
+      vmce_vm_attach_query (self, VMCE_QUERY_COMMANDS);
       return;
     }
     command = "qom-get";
@@ -869,6 +884,8 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   json_builder_add_string_value (b, vmce_vm_state_to_string (self->state));
   json_builder_set_member_name (b, "accel");
   json_builder_add_string_value (b, self->kvm ? "kvm" : "tcg");
+  json_builder_set_member_name (b, "inject");
+  json_builder_add_string_value (b, self->qmp_inject_mce ? "qmp inject-mce" : "hmp mce");
   json_builder_set_member_name (b, "cpu");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "vendor");

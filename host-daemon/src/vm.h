@@ -83,6 +83,7 @@ struct _VmceVm {
   GArray *vcpus; /* of VmceVcpu */
   VmceCpuModel cpu_model;
   gboolean kvm;
+  gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
   gchar host_vendor[13];
   VmcePolicy policy;
   GTask *attach_task;

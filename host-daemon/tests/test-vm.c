@@ -125,6 +125,9 @@ script_full_attach (Fixture *fx)
   fake_qmp_expect (fx->fake, "qom-get", "94");
   fake_qmp_expect (fx->fake, "qom-get",
                    "error:Property 'x86_64-cpu.succor' not found");
+  /* a QEMU with qemu-patches/: vmced will inject through QMP */
+  fake_qmp_expect (fx->fake, "query-commands",
+                   "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
   fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
   fake_qmp_expect (fx->fake, "human-monitor-command",
                    "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
@@ -169,6 +172,7 @@ test_vm_monitor_closes (Fixture *fx, gconstpointer data)
   g_assert_nonnull (fx->vm);
   g_assert_cmpstr (fx->vm->name, ==, "fake-qemu");
   g_assert_cmpint (fx->vm->state, ==, VMCE_VM_READY);
+  g_assert_true (fx->vm->qmp_inject_mce);
   g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, getpid ());
   g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, 0);
 
