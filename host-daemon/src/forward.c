@@ -93,10 +93,11 @@ vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
 {
   g_autoptr(JsonNode) json = NULL;
 
-  if (ev->result == VMCE_RESULT_INJECTED)
-    vmce_vm_record_poisoned (vm, ev);
   vm->n_events++;
   json = vmce_daemon_emit_event (vm->daemon, ev);
+  /* after the journal gave it its seq */
+  if (ev->result == VMCE_RESULT_INJECTED)
+    vmce_vm_record_poisoned (vm, ev);
   vmce_sim_event_done (vm, ev, json);
   if (task != NULL)
     g_task_return_pointer (task, json_node_ref (json), (GDestroyNotify) json_node_unref);
@@ -600,17 +601,57 @@ vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **error)
   return g_task_propagate_pointer (G_TASK (res), error);
 }
 
+static void
+vmce_forward_journal_qemu_event (VmceVm *vm, JsonObject *data)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+  VmcePoisonedPage *page = NULL;
+
+  if (json_object_has_member (data, "gpa"))
+    page = vmce_vm_find_poisoned (vm, (guint64) json_object_get_int_member (data, "gpa"));
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, "qemu-event");
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, vm->name);
+  if (vm->uuid != NULL) {
+    json_builder_set_member_name (b, "uuid");
+    json_builder_add_string_value (b, vm->uuid);
+  }
+  json_builder_set_member_name (b, "event");
+  json_builder_add_string_value (b, "MEMORY_FAILURE");
+  json_builder_set_member_name (b, "data");
+  json_builder_add_value (b, json_node_init_object (json_node_alloc (), data));
+  /* the memory-error record it answers, found by its page */
+  json_builder_set_member_name (b, "about_seq");
+  if (page != NULL && page->last_seq != 0)
+    json_builder_add_int_value (b, (gint64) page->last_seq);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (vm->daemon, "QEMU_EVENT", record);
+}
+
 void
 vmce_forward_qemu_event (VmceVm *vm, JsonObject *data)
 {
   JsonNode *node;
 
-  /* QEMU sends it from the vCPU, before the monitor answers */
-  if (vm->inflight == NULL || vm->inflight->ev->qemu_event != NULL)
+  /* HMP mce: QEMU sends it from the vCPU, before the monitor answers */
+  if (vm->inflight != NULL && vm->inflight->ev->qemu_event == NULL) {
+    node = json_node_new (JSON_NODE_OBJECT);
+    json_node_set_object (node, data);
+    vm->inflight->ev->qemu_event = node;
     return;
-  node = json_node_new (JSON_NODE_OBJECT);
-  json_node_set_object (node, data);
-  vm->inflight->ev->qemu_event = node;
+  }
+  /* inject-mce answers first: the event comes on its own, and a QEMU with
+   * qemu-patches/ says which page it is about */
+  vmce_forward_journal_qemu_event (vm, data);
 }
 
 void

@@ -827,6 +827,7 @@ vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev)
   p->time_us = ev->time_us;
   p->simulated = g_strcmp0 (ev->source, "simulated") == 0;
   p->result = ev->result;
+  p->last_seq = ev->seq;
   p->count++;
 }
 

@@ -36,6 +36,7 @@ typedef struct {
   guint64 host_page; /* the page in QEMU */
   gint64 last_us;    /* monotonic time of the last error */
   guint refaults;    /* AR again after its machine check was in */
+  guint64 last_seq;  /* the journal record of its last injection */
 } VmcePoisonedPage;
 
 /* What vmced does with a memory error in this VM */

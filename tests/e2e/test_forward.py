@@ -44,6 +44,15 @@ def case_ao_early_kill():
     # VMCE_EXPECT_INJECT says which QEMU this run is meant to test
     want = os.environ.get("VMCE_EXPECT_INJECT") or ev.get("via")
     tap.eq(ev.get("via"), want, f"AO: the journal says it went through {want}")
+    if ev.get("via") == "qmp":
+        # inject-mce answers before the vCPU runs: QEMU's event comes on its
+        # own, and (qemu-patches/ 0002) names the page and the vCPU
+        rec = wait_for(lambda: next((r for r in daemon.journal_records() if r["type"] == "qemu-event"
+                                     and r.get("about_seq") == ev["seq"]), None), 10)
+        tap.ok(rec is not None and rec["data"].get("gpa") == int(ev["gpa"], 16)
+               and rec["data"].get("cpu") == ev.get("vcpu") and rec["data"]["action"] == "inject",
+               "AO: QEMU's MEMORY_FAILURE names the page and vCPU, journaled with the error it answers",
+               diag=rec)
     sig = wait_sigbus(agent, victim["pid"])
     tap.ok(sig is not None, "AO: the victim got a SIGBUS", diag=victim_status(agent, victim["pid"]))
     if sig:
