@@ -30,6 +30,9 @@ struct _VmceLibvirtWatch {
   gint lifecycle_callback;
   guint reconnect_source;
   GHashTable *attaching; /* names being attached */
+  /* cancelled when the watch goes: attaches still in flight then let
+   * their domain be and touch nothing of it */
+  GCancellable *cancellable;
   gboolean closing;
 };
 
@@ -149,7 +152,10 @@ vmce_domain_unref (gpointer dom)
 }
 
 typedef struct {
-  VmceLibvirtWatch *watch;
+  VmceLibvirtWatch *watch; /* only while cancellable is not cancelled */
+  VmceDaemon *daemon;
+  GHashTable *attaching;
+  GCancellable *cancellable;
   virDomainPtr dom;
   gchar *name;
 } VmceDomainAttach;
@@ -157,7 +163,9 @@ typedef struct {
 static void
 vmce_domain_attach_free (VmceDomainAttach *att)
 {
-  g_hash_table_remove (att->watch->attaching, att->name);
+  g_hash_table_remove (att->attaching, att->name);
+  g_hash_table_unref (att->attaching);
+  g_object_unref (att->cancellable);
   virDomainFree (att->dom);
   g_free (att->name);
   g_free (att);
@@ -168,7 +176,7 @@ vmce_domain_attached_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   VmceDomainAttach *att = user_data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (att->watch->daemon, res, &error);
+  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (att->daemon, res, &error);
 
   if (vm == NULL)
     g_warning ("domain %s: %s", att->name, error->message);
@@ -188,6 +196,10 @@ vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GSocket) sock = NULL;
   VmceLibvirtMonitor *monitor;
 
+  if (g_cancellable_is_cancelled (att->cancellable)) {
+    vmce_domain_attach_free (att);
+    return;
+  }
   if (info == NULL || self->conn == NULL) {
     if (info == NULL)
       g_warning ("domain %s: cannot attach: %s", att->name, error->message);
@@ -219,6 +231,9 @@ vmce_libvirt_watch_attach (VmceLibvirtWatch *self, virDomainPtr dom)
     return;
   att = g_new0 (VmceDomainAttach, 1);
   att->watch = self;
+  att->daemon = self->daemon;
+  att->attaching = g_hash_table_ref (self->attaching);
+  att->cancellable = g_object_ref (self->cancellable);
   att->name = g_strdup (name);
   virDomainRef (dom);
   att->dom = dom;
@@ -403,6 +418,7 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
   self->policy = policy;
   self->lifecycle_callback = -1;
   self->attaching = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->cancellable = g_cancellable_new ();
   if (!vmce_libvirt_watch_connect (self, error))
     return NULL;
   g_message ("watching %s at %s", self->domains != NULL ? "named domains" : "all domains", uri);
@@ -422,6 +438,7 @@ vmce_libvirt_watch_free (VmceLibvirtWatch *self)
   if (self == NULL)
     return;
   self->closing = TRUE;
+  g_cancellable_cancel (self->cancellable);
   if (self->reconnect_source != 0)
     g_source_remove (self->reconnect_source);
   if (self->conn != NULL) {
@@ -431,6 +448,7 @@ vmce_libvirt_watch_free (VmceLibvirtWatch *self)
     virConnectClose (self->conn);
   }
   g_hash_table_unref (self->attaching);
+  g_object_unref (self->cancellable);
   g_strfreev (self->domains);
   g_free (self->uri);
   g_free (self);

@@ -158,7 +158,7 @@ main (int argc, char **argv)
   g_autofree gchar *config_path = NULL;
   g_autoptr(VmceConfig) config = NULL;
   gint pid = 0;
-  gint inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
+  gint inject_gap_ms = G_MININT; /* not given */
   g_autofree gchar *policy_str = NULL;
   VmcePolicy policy = VMCE_POLICY_FORWARD;
   gboolean version = FALSE;
@@ -236,7 +236,7 @@ main (int argc, char **argv)
       socket_path = g_strdup (config->socket_path);
     if (journal_path == NULL)
       journal_path = g_strdup (config->journal_path);
-    if (inject_gap_ms == VMCE_DEFAULT_INJECT_GAP_MS && config->inject_gap_ms >= 0)
+    if (inject_gap_ms == G_MININT && config->inject_gap_ms >= 0)
       inject_gap_ms = config->inject_gap_ms;
     if (policy_str == NULL && config->has_policy)
       policy_str = g_strdup (vmce_policy_to_string (config->policy));
@@ -260,6 +260,8 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass, stop or force\n");
     return EXIT_FAILURE;
   }
+  if (inject_gap_ms == G_MININT)
+    inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
   if (inject_gap_ms < 0) {
     g_printerr ("vmced: error: --inject-gap-ms must not be negative\n");
     return EXIT_FAILURE;

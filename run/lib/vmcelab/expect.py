@@ -81,11 +81,11 @@ NOTES = {
 
 class Expectation:
     def __init__(self, case, action, signals, lsb, hc_kb, guest="alive", fsync_eio=None,
-                 reread_ok=None, note=None, aftermath=None):
+                 reread_ok=None, note=None, aftermath=None, others_ao=True):
         self.action, self.signals, self.lsb, self.hc_kb = action, signals, lsb, hc_kb
         self.guest, self.fsync_eio, self.reread_ok, self.note = guest, fsync_eio, reread_ok, note
-        self.case, self.aftermath = case, aftermath
-        self.others_ao = True
+        # with a consumed error: do the other mappers hear of it early
+        self.case, self.aftermath, self.others_ao = case, aftermath, others_ao
 
     @property
     def summary(self):
@@ -107,6 +107,20 @@ class Expectation:
         if self.aftermath in ("ksm-merge", "exit"):
             parts.append(f"then {AFTERMATH[self.aftermath]}")
         return "; ".join(parts)
+
+    def wanted_signals(self, workload):
+        """pid -> the si_code each of @workload's processes should get (4 AR,
+        5 AO); processes not listed should get none"""
+        pids = workload.get("pids") or [workload.get("pid")]
+        if self.signals == "none":
+            return {}
+        if self.signals == "ar":
+            # the consumer (the workload's first process touches the page);
+            # the other mappers hear of it early, or not at all
+            early = self.case.kill in ("early", "prctl-early")
+            return {pid: 4 if pid == workload.get("pid") else 5 for pid in pids
+                    if pid == workload.get("pid") or (early and self.others_ao)}
+        return {pid: {"ao": 5, "touch": 4}[self.signals] for pid in pids}
 
     def to_dict(self):
         return dict(action=self.action, signals=self.signals, lsb=self.lsb, hc_kb=self.hc_kb,
@@ -135,31 +149,18 @@ def expectation(case):
     # the writer can fsync only if it is alive: an AO is advice it survives,
     # an AR on its own page ends it
     fsync = case.page == "pagecache-dirty" and signals != "ar"
-    exp = Expectation(case, (row.kind, row.result), signals, row.lsb, row.hc_kb * case.burst,
-                      fsync_eio=True if fsync else None,
-                      reread_ok=True if case.page == "pagecache-clean" else None,
-                      note=NOTES.get(case.page), aftermath=aftermath)
-    exp.others_ao = row.early
-    return exp
+    return Expectation(case, (row.kind, row.result), signals, row.lsb, row.hc_kb * case.burst,
+                       fsync_eio=True if fsync else None,
+                       reread_ok=True if case.page == "pagecache-clean" else None,
+                       note=NOTES.get(case.page), aftermath=aftermath, others_ao=row.early)
 
 
-def _signal_problems(exp, case, workloads, signals):
+def _signal_problems(exp, workloads, signals):
     problems = []
-    early = case.kill in ("early", "prctl-early")
     for w in workloads:
-        pids = w.get("pids") or [w.get("pid")]
         va = int(w["va"], 16) if w.get("va") else None
-        for pid in pids:
-            # a consumed error goes to the consumer (the workload's first
-            # process touches the page); the other mappers hear of it early
-            # or not at all
-            if exp.signals == "ar":
-                want = 4 if pid == w.get("pid") else (5 if early and exp.others_ao else None)
-            else:
-                want = {"ao": 5, "touch": 4}[exp.signals]
+        for pid, want in exp.wanted_signals(w).items():
             got = [s for s in signals if s.get("pid") == pid]
-            if want is None:
-                continue
             if not got:
                 problems.append(f"process {pid} got no SIGBUS")
                 continue
@@ -220,7 +221,7 @@ def judge(case, exp, obs, not_run):
         if obs["signals"]:
             oddities.append(f"signals nobody expected: {obs['signals']}")
     elif obs["guest_alive"]:
-        fails += _signal_problems(exp, case, obs["workloads"], obs["signals"])
+        fails += _signal_problems(exp, obs["workloads"], obs["signals"])
     if exp.signals in ("none", "ao") and obs["guest_alive"]:
         dead = sorted(int(p) for p, alive in (obs.get("victims_alive") or {}).items() if not alive)
         if dead:

@@ -419,12 +419,10 @@ class CaseRun:
     def _status(self, w, touched):
         """The workload's state once the signals it should get are in, or
         (none expected) once its touches are done"""
-        pids = w.get("pids") or [w["pid"]]
-        if self.exp and self.exp.signals == "ar":
-            early = self.case.kill in ("early", "prctl-early")
-            want = [p for p in pids if p == w["pid"] or (early and self.exp.others_ao)]
-        else:
-            want = pids
+        expected = self.exp.signals if self.exp and self.exp.signals != "none" else None
+        if expected is None and not touched:
+            return self.agent.call("pages-status", pid=w["pid"])
+        want = self.exp.wanted_signals(w) if expected else {}
 
         def ready():
             st = self.agent.call("pages-status", pid=w["pid"])
@@ -436,9 +434,6 @@ class CaseRun:
                            if alive and int(p) not in st.get("touched", [])]
                 return None if touched and pending else st
             return None
-        expected = self.exp.signals if self.exp and self.exp.signals != "none" else None
-        if expected is None and not touched:
-            return self.agent.call("pages-status", pid=w["pid"])
         return _wait(ready, SIGNAL_TIMEOUT_S, 0.1) or self.agent.call("pages-status", pid=w["pid"])
 
 
