@@ -269,6 +269,8 @@ def run_scenario(sc, l2, l1log):
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
     result = {
         "scenario": sc, "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
+        # False: L1's memory_failure() poisoned the page but could not isolate it
+        "l1_isolated": poisoned.get("isolated", True),
         "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"],
         "l1_memory_failure": [ln for ln in l1log.new_lines() if "Memory failure" in ln],
         "guest_log": guest_log[:40], "journal": journal,
