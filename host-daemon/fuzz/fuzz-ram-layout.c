@@ -1,6 +1,7 @@
 /*
  * Fuzz the RAM layout parsers: the input is tried as `info mtree -f`
- * output, and as a `gpa2hva` answer for a layout recorded from QEMU.
+ * output, as a `gpa2hva` answer for a layout recorded from QEMU, and as
+ * the answer of query-ram-layout (qemu-patches/).
  * Whatever parses must give translations that agree with each other.
  *
  * Copyright (C) 2026 The vmce authors
@@ -140,6 +141,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     g_assert (vmce_ram_layout_get_n_ranges (layout) == 0);
   }
   g_clear_error (&error);
+
+  /* as a query-ram-layout answer */
+  {
+    g_autoptr(JsonNode) node = json_from_string (text, NULL);
+    g_autoptr(VmceRamLayout) qmp = NULL;
+
+    if (node != NULL) {
+      qmp = vmce_ram_layout_new_from_qmp (node, &error);
+      if (qmp != NULL) {
+        g_assert (vmce_ram_layout_is_complete (qmp));
+        check_translations (qmp);
+      } else {
+        g_assert (error != NULL);
+      }
+      g_clear_error (&error);
+    }
+  }
 
   /* as a gpa2hva answer */
   g_assert (vmce_ram_layout_parse_mtree (known, pc_5g_memory_view, &error));

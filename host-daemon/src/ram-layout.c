@@ -15,6 +15,7 @@
 
 #include <gio/gio.h>
 
+#include "json-util.h"
 #include "ram-layout.h"
 
 typedef struct {
@@ -77,6 +78,43 @@ vmce_ram_layout_free (VmceRamLayout *self)
   g_ptr_array_unref (self->blocks);
   g_array_unref (self->hva_pieces);
   g_free (self);
+}
+
+/* One RAM/ROM range of block @name (created on first sight) */
+static void
+vmce_ram_layout_add_range (GArray *ranges,
+                           GPtrArray *blocks,
+                           GHashTable *blocks_by_name,
+                           const gchar *name,
+                           guint64 gpa,
+                           guint64 size,
+                           guint64 offset,
+                           gboolean rom)
+{
+  VmceRamRangeEntry entry = { 0 };
+  VmceRamBlock *blk = g_hash_table_lookup (blocks_by_name, name);
+
+  if (blk == NULL) {
+    blk = g_new0 (VmceRamBlock, 1);
+    blk->name = g_strdup (name);
+    g_ptr_array_add (blocks, blk);
+    g_hash_table_insert (blocks_by_name, blk->name, blk);
+  }
+  blk->extent = MAX (blk->extent, offset + size);
+  /* probe in the largest range: small ones (PAM, SMRAM) are the ones the
+   * guest remaps between our two commands */
+  if (size > blk->probe_size) {
+    blk->probe_size = size;
+    blk->probe_gpa = gpa;
+  }
+
+  entry.pub.gpa = gpa;
+  entry.pub.size = size;
+  entry.pub.block = blk->name;
+  entry.pub.offset = offset;
+  entry.pub.rom = rom;
+  entry.blk = blk;
+  g_array_append_val (ranges, entry);
 }
 
 /* ---- parsing `info mtree -f` ---- */
@@ -150,8 +188,6 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
   g_autofree gchar *kind = NULL;
   g_autofree gchar *name = NULL;
   g_autofree gchar *offset_str = NULL;
-  VmceRamRangeEntry entry = { 0 };
-  VmceRamBlock *blk;
   guint64 first, last, offset = 0, size;
   gint64 prio_value;
   gboolean rom;
@@ -225,28 +261,7 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
     return FALSE;
   }
 
-  blk = g_hash_table_lookup (p->blocks_by_name, name);
-  if (blk == NULL) {
-    blk = g_new0 (VmceRamBlock, 1);
-    blk->name = g_steal_pointer (&name);
-    g_ptr_array_add (p->blocks, blk);
-    g_hash_table_insert (p->blocks_by_name, blk->name, blk);
-  }
-  blk->extent = MAX (blk->extent, offset + size);
-  /* probe in the largest range: small ones (PAM, SMRAM) are the ones the
-   * guest remaps between our two commands */
-  if (size > blk->probe_size) {
-    blk->probe_size = size;
-    blk->probe_gpa = first;
-  }
-
-  entry.pub.gpa = first;
-  entry.pub.size = size;
-  entry.pub.block = blk->name;
-  entry.pub.offset = offset;
-  entry.pub.rom = rom;
-  entry.blk = blk;
-  g_array_append_val (p->ranges, entry);
+  vmce_ram_layout_add_range (p->ranges, p->blocks, p->blocks_by_name, name, first, size, offset, rom);
   return TRUE;
 }
 
@@ -427,6 +442,163 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
   vmce_ram_layout_rebuild_hva_index (self);
   g_debug ("%u RAM ranges in %u blocks", self->ranges->len, self->blocks->len);
   return TRUE;
+}
+
+/* ---- query-ram-layout (qemu-patches/) ---- */
+
+static gint
+vmce_ram_range_entry_cmp_gpa (gconstpointer a, gconstpointer b)
+{
+  const VmceRamRangeEntry *x = a;
+  const VmceRamRangeEntry *y = b;
+
+  if (x->pub.gpa != y->pub.gpa)
+    return x->pub.gpa < y->pub.gpa ? -1 : 1;
+  return 0;
+}
+
+static gboolean
+vmce_ram_layout_qmp_range (JsonObject *obj,
+                           guint64 block_size,
+                           guint64 *gpa,
+                           guint64 *size,
+                           guint64 *offset,
+                           gboolean *rom,
+                           GError **error)
+{
+  JsonNode *ro = json_object_get_member (obj, "readonly");
+
+  if (!vmce_json_object_get_u64 (obj, "gpa", gpa, error) ||
+      !vmce_json_object_get_u64 (obj, "size", size, error) ||
+      !vmce_json_object_get_u64 (obj, "offset", offset, error))
+    return FALSE;
+  if (ro == NULL || json_node_get_value_type (ro) != G_TYPE_BOOLEAN) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "'readonly' is not a boolean");
+    return FALSE;
+  }
+  *rom = json_node_get_boolean (ro);
+  if (*size == 0 || *gpa > G_MAXUINT64 - (*size - 1)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "range at 0x%" G_GINT64_MODIFIER "x has size 0x%" G_GINT64_MODIFIER "x",
+                 *gpa, *size);
+    return FALSE;
+  }
+  /* a range past its block's end would translate into another mapping */
+  if (*offset > block_size || *size > block_size - *offset) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "range at 0x%" G_GINT64_MODIFIER "x ends past its block (offset 0x%"
+                 G_GINT64_MODIFIER "x, size 0x%" G_GINT64_MODIFIER "x)", *gpa, *offset, *size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+VmceRamLayout *
+vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
+{
+  g_autoptr(VmceRamLayout) self = vmce_ram_layout_new ();
+  g_autoptr(GHashTable) hvas = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  JsonArray *blocks;
+
+  g_return_val_if_fail (answer != NULL, NULL);
+
+  if (!JSON_NODE_HOLDS_ARRAY (answer)) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                         "query-ram-layout did not return a list");
+    return NULL;
+  }
+  blocks = json_node_get_array (answer);
+  for (guint i = 0; i < json_array_get_length (blocks); i++) {
+    JsonNode *node = json_array_get_element (blocks, i);
+    JsonObject *blk;
+    JsonNode *ranges_node;
+    JsonArray *ranges;
+    const gchar *name;
+    guint64 hva, size;
+
+    if (!JSON_NODE_HOLDS_OBJECT (node)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %u is not an object", i);
+      return NULL;
+    }
+    blk = json_node_get_object (node);
+    name = vmce_json_object_get_string_opt (blk, "name");
+    ranges_node = json_object_get_member (blk, "ranges");
+    if (name == NULL || name[0] == '\0' || ranges_node == NULL || !JSON_NODE_HOLDS_ARRAY (ranges_node)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "block %u has no name or no list of ranges", i);
+      return NULL;
+    }
+    if (!vmce_json_object_get_u64 (blk, "hva", &hva, error) ||
+        !vmce_json_object_get_u64 (blk, "size", &size, error)) {
+      g_prefix_error (error, "block %s: ", name);
+      return NULL;
+    }
+    if (!g_hash_table_add (seen, (gpointer) name)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %s is listed twice", name);
+      return NULL;
+    }
+    ranges = json_node_get_array (ranges_node);
+    for (guint j = 0; j < json_array_get_length (ranges); j++) {
+      JsonNode *rnode = json_array_get_element (ranges, j);
+      guint64 gpa, rsize, offset;
+      gboolean rom;
+
+      if (!JSON_NODE_HOLDS_OBJECT (rnode)) {
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                     "block %s: range %u is not an object", name, j);
+        return NULL;
+      }
+      if (!vmce_ram_layout_qmp_range (json_node_get_object (rnode), size, &gpa, &rsize, &offset,
+                                      &rom, error)) {
+        g_prefix_error (error, "block %s: ", name);
+        return NULL;
+      }
+      if (self->ranges->len >= VMCE_RAM_LAYOUT_MAX_RANGES) {
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "more than %u RAM ranges",
+                     (guint) VMCE_RAM_LAYOUT_MAX_RANGES);
+        return NULL;
+      }
+      vmce_ram_layout_add_range (self->ranges, self->blocks, self->blocks_by_name, name, gpa,
+                                 rsize, offset, rom);
+    }
+    /* an unmapped block (no range) has no guest address to forward to */
+    if (json_array_get_length (ranges) > 0) {
+      VmceRamBlock *b = g_hash_table_lookup (self->blocks_by_name, name);
+      b->extent = size; /* known here: the mapping's true length */
+      g_hash_table_insert (hvas, (gpointer) name, GSIZE_TO_POINTER (i));
+    }
+  }
+  if (self->ranges->len == 0) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "the guest has no RAM mapped");
+    return NULL;
+  }
+  g_array_sort (self->ranges, vmce_ram_range_entry_cmp_gpa);
+  for (guint i = 1; i < self->ranges->len; i++) {
+    const VmceRamRangeEntry *prev = &g_array_index (self->ranges, VmceRamRangeEntry, i - 1);
+    const VmceRamRangeEntry *cur = &g_array_index (self->ranges, VmceRamRangeEntry, i);
+    if (cur->pub.gpa <= prev->pub.gpa + (prev->pub.size - 1)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "range at 0x%" G_GINT64_MODIFIER "x (%s) overlaps the one of %s", cur->pub.gpa,
+                   cur->pub.block, prev->pub.block);
+      return NULL;
+    }
+  }
+  /* entries were appended by block: sorting moved them, the blocks they
+   * point to did not */
+  for (guint i = 0; i < json_array_get_length (blocks); i++) {
+    JsonObject *blk = json_array_get_object_element (blocks, i);
+    const gchar *name = json_object_get_string_member (blk, "name");
+    guint64 hva = 0;
+
+    if (!g_hash_table_contains (hvas, name))
+      continue;
+    if (!vmce_json_object_get_u64 (blk, "hva", &hva, error) ||
+        !vmce_ram_layout_set_block_hva (self, name, hva, error))
+      return NULL;
+  }
+  g_debug ("%u RAM ranges in %u blocks (query-ram-layout)", self->ranges->len, self->blocks->len);
+  return g_steal_pointer (&self);
 }
 
 /* ---- block HVAs ---- */

@@ -2,8 +2,9 @@
  * Guest RAM layout of a QEMU process: which host virtual address (HVA)
  * backs which guest physical address (GPA).
  *
- * QEMU 7.2 has no command that lists RAM blocks with their HVA, so the
- * layout is learned in two steps over HMP: `info mtree -f` gives the flat
+ * QEMU 7.2 has no command that lists RAM blocks with their HVA (a QEMU with
+ * qemu-patches/ has query-ram-layout, new_from_qmp()), so the layout is
+ * otherwise learned in two steps over HMP: `info mtree -f` gives the flat
  * view of the guest physical address space (GPA range -> RAM block +
  * offset), then one `gpa2hva` per RAM block gives that block's HVA.
  *
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 typedef struct {
   guint64 gpa;     /* first guest physical address */
@@ -38,6 +40,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceRamLayout, vmce_ram_layout_free)
  * forgotten: a block name can come back as a new mapping after hot-unplug.
  * On error the layout is left unchanged. */
 gboolean vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **error);
+
+/* A complete layout from the answer of QMP `query-ram-layout` (a command
+ * qemu-patches/ adds: each RAM block with its HVA, size and GPA ranges), or
+ * NULL with @error when the answer is not that. */
+VmceRamLayout *vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error);
 
 /* Names of the blocks that still need a base HVA, in GPA order (of gchar*). */
 GPtrArray *vmce_ram_layout_dup_unresolved_blocks (VmceRamLayout *self);

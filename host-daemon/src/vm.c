@@ -202,11 +202,35 @@ vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+vmce_vm_layout_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  VmceRamLayout *layout;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  layout = ret != NULL ? vmce_ram_layout_new_from_qmp (ret, &error) : NULL;
+  if (layout == NULL) {
+    g_prefix_error (&error, "cannot read the RAM layout (query-ram-layout): ");
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  g_task_return_pointer (task, layout, (GDestroyNotify) vmce_ram_layout_free);
+}
+
+static void
 vmce_vm_load_layout_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (NULL, NULL, callback, user_data);
-  VmceLayoutLoad *load = g_new0 (VmceLayoutLoad, 1);
+  VmceLayoutLoad *load;
 
+  if (self->qmp_ram_layout) {
+    vmce_qmp_client_execute_async (self->qmp, "query-ram-layout", NULL, NULL,
+                                   vmce_vm_layout_query_cb, task);
+    return;
+  }
+  load = g_new0 (VmceLayoutLoad, 1);
   load->vm = vmce_vm_ref (self);
   load->layout = vmce_ram_layout_new ();
   g_task_set_task_data (task, load, (GDestroyNotify) vmce_layout_load_free);
@@ -490,10 +514,13 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
      * not wait for the vCPU */
     for (guint i = 0; JSON_NODE_HOLDS_ARRAY (ret) && i < json_array_get_length (json_node_get_array (ret)); i++) {
       JsonNode *cmd = json_array_get_element (json_node_get_array (ret), i);
-      if (JSON_NODE_HOLDS_OBJECT (cmd) &&
-          g_strcmp0 (vmce_json_object_get_string_opt (json_node_get_object (cmd), "name"),
-                     "inject-mce") == 0)
+      const gchar *name = JSON_NODE_HOLDS_OBJECT (cmd)
+        ? vmce_json_object_get_string_opt (json_node_get_object (cmd), "name") : NULL;
+      if (g_strcmp0 (name, "inject-mce") == 0)
         self->qmp_inject_mce = TRUE;
+      /* and query-ram-layout: the layout as data, in one command */
+      else if (g_strcmp0 (name, "query-ram-layout") == 0)
+        self->qmp_ram_layout = TRUE;
     }
     return TRUE;
   case VMCE_QUERY_DONE:
@@ -887,6 +914,9 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   json_builder_add_string_value (b, self->kvm ? "kvm" : "tcg");
   json_builder_set_member_name (b, "inject");
   json_builder_add_string_value (b, self->qmp_inject_mce ? "qmp inject-mce" : "hmp mce");
+  json_builder_set_member_name (b, "layout_via");
+  json_builder_add_string_value (b, self->qmp_ram_layout ? "qmp query-ram-layout"
+                                                         : "hmp info mtree -f, gpa2hva");
   json_builder_set_member_name (b, "cpu");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "vendor");

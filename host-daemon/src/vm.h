@@ -85,6 +85,7 @@ struct _VmceVm {
   VmceCpuModel cpu_model;
   gboolean kvm;
   gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
+  gboolean qmp_ram_layout; /* and query-ram-layout */
   gchar host_vendor[13];
   VmcePolicy policy;
   GTask *attach_task;

@@ -310,7 +310,8 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
                                                                  : vmcectl_str (cpu, "recovery"),
              vmcectl_str (vm, "host_vendor"));
   }
-  g_print ("  RAM layout (guest physical -> block, host virtual):\n");
+  g_print ("  RAM layout (guest physical -> block, host virtual), from %s:\n",
+           vmcectl_str (vm, "layout_via"));
   arr = json_object_get_array_member (vm, "layout");
   for (guint i = 0; arr != NULL && i < json_array_get_length (arr); i++) {
     JsonObject *r = json_array_get_object_element (arr, i);

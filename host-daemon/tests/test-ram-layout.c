@@ -9,6 +9,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <gio/gio.h>
+#include <string.h>
 
 #include "ram-layout.h"
 
@@ -865,6 +866,96 @@ test_ram_layout_empty (void)
   vmce_ram_layout_free (NULL);
 }
 
+/* The answer of query-ram-layout (qemu-patches/), recorded from the
+ * patched QEMU with -m 512: the same guest as mtree-pc-512m */
+static void
+test_ram_layout_qmp (void)
+{
+  g_autofree gchar *path = g_test_build_filename (G_TEST_DIST, "data", "query-ram-layout-pc-512m.json",
+                                                  NULL);
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(VmceRamLayout) layout = NULL;
+  const VmceRamRange *r = NULL;
+  const gchar *block = NULL;
+  guint64 v = 0, off = 0;
+  const guint64 ram = G_GUINT64_CONSTANT (140046600503296);
+  const guint64 bios = G_GUINT64_CONSTANT (140048416636928);
+
+  g_file_get_contents (path, &text, NULL, &error);
+  g_assert_no_error (error);
+  node = json_from_string (text, &error);
+  g_assert_no_error (error);
+  layout = vmce_ram_layout_new_from_qmp (node, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (layout);
+  g_assert_true (vmce_ram_layout_is_complete (layout));
+  /* unmapped blocks (vga.vram before the guest maps it, fw_cfg files) are left out */
+  g_assert_cmpuint (vmce_ram_layout_get_n_ranges (layout), ==, 5);
+  g_assert_true (vmce_ram_layout_gpa_to_hva (layout, 0x100000, &v, &r));
+  g_assert_cmphex (v, ==, ram + 0x100000);
+  g_assert_cmpstr (r->block, ==, "pc.ram");
+  g_assert_false (r->rom);
+  g_assert_true (vmce_ram_layout_hva_to_gpa (layout, ram + 0x1fffffff, &v, NULL));
+  g_assert_cmphex (v, ==, 0x1fffffff);
+  /* the hole at 0xa0000 is not RAM */
+  g_assert_false (vmce_ram_layout_gpa_to_hva (layout, 0xa0000, &v, NULL));
+  /* the BIOS alias: the lowest GPA wins, and it is ROM */
+  g_assert_true (vmce_ram_layout_hva_to_gpa (layout, bios + 0x20000, &v, &r));
+  g_assert_cmphex (v, ==, 0xe0000);
+  g_assert_true (r->rom);
+  g_assert_true (vmce_ram_layout_hva_to_block (layout, bios + 0x30000, &block, &off));
+  g_assert_cmpstr (block, ==, "pc.bios");
+  g_assert_cmphex (off, ==, 0x30000);
+  g_assert_true (vmce_ram_layout_get_block_extent (layout, "pc.ram", &v));
+  g_assert_cmphex (v, ==, 512 << 20);
+}
+
+static void
+test_ram_layout_qmp_bad (void)
+{
+  static const struct {
+    const gchar *json;
+    const gchar *message;
+  } bad[] = {
+    { "{}", "did not return a list" },
+    { "[]", "no RAM mapped" },
+    { "[1]", "block 0 is not an object" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192}]", "no list of ranges" },
+    { "[{\"name\": \"a\", \"hva\": -1, \"size\": 8192, \"ranges\": []}]", "block a: " },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 8192, \"offset\": 4096, \"readonly\": false}]}]", "ends past its block" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 0, \"offset\": 0, \"readonly\": false}]}]", "has size 0x0" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 4096, \"offset\": 0}]}]", "'readonly' is not a boolean" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 8192, \"offset\": 0, \"readonly\": false}]},"
+      " {\"name\": \"b\", \"hva\": 65536, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 4096, \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]", "overlaps the one of a" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 8192, \"offset\": 0, \"readonly\": false}]},"
+      " {\"name\": \"b\", \"hva\": 8192, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 65536, \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]", "overlaps RAM block a" },
+    { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": []},"
+      " {\"name\": \"a\", \"hva\": 65536, \"size\": 8192, \"ranges\": []}]", "listed twice" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) node = json_from_string (bad[i].json, &error);
+    g_autoptr(VmceRamLayout) layout = NULL;
+
+    g_assert_no_error (error);
+    layout = vmce_ram_layout_new_from_qmp (node, &error);
+    g_assert_null (layout);
+    g_assert_nonnull (error);
+    if (strstr (error->message, bad[i].message) == NULL)
+      g_error ("%s: '%s' does not say '%s'", bad[i].json, error->message, bad[i].message);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -891,5 +982,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ram-layout/bad-mtree", test_ram_layout_bad_mtree);
   g_test_add_func ("/ram-layout/bad-gpa2hva", test_ram_layout_bad_gpa2hva);
   g_test_add_func ("/ram-layout/empty", test_ram_layout_empty);
+  g_test_add_func ("/ram-layout/qmp", test_ram_layout_qmp);
+  g_test_add_func ("/ram-layout/qmp-bad", test_ram_layout_qmp_bad);
   return g_test_run ();
 }

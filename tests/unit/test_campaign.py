@@ -76,6 +76,31 @@ kill = early, late
         msg = self.error("[guest g]\n[case c]\npage = ksm\n")
         self.assertIn("needs KSM", msg)
 
+    def test_host_real(self):
+        hostlab = Campaign.load(os.path.join(HERE, "..", "..", "run", "campaigns", "hostlab.ini"))
+        self.assertTrue(all(c.inject == "host-real" and c.host_side for c in hostlab.cases))
+        self.assertEqual([c.id for c in hostlab.cases if expectation(c) is None], [])
+        msg = self.error("[matrix m]\npages = anon-dirty\ninject = host-real\nrepeat = true\n")
+        self.assertTrue(msg.startswith("test.ini:4: repeat needs inject = host"), msg)
+        msg = self.error("[matrix m]\npages = anon-dirty, slab\nkinds = ar\ninject = host-real\n")
+        self.assertTrue(msg.startswith("test.ini:3: a consumed (ar) host-real error needs a process page"),
+                        msg)
+        # where the host kernel cannot poison, said with the line, before anything runs
+        c = self.parse("[case a]\n[case b]\n# real\ninject = host-real\n")
+        self.assertEqual(c.host_real_line, 4)
+        can = campaign_mod.host_can_poison
+        try:
+            campaign_mod.host_can_poison = lambda: False
+            with self.assertRaises(SpecError) as cm:
+                c.check_host()
+            self.assertTrue(str(cm.exception).startswith("test.ini:4: inject = host-real needs a host "
+                                                         "kernel with MEMORY_FAILURE"), cm.exception)
+            self.parse("[case a]\n").check_host()  # simulated errors need nothing of the host
+            campaign_mod.host_can_poison = lambda: True
+            c.check_host()
+        finally:
+            campaign_mod.host_can_poison = can
+
     def test_syntax_error(self):
         msg = self.error("[campaign\nname = x\n")
         self.assertTrue(msg.startswith("test.ini"), msg)

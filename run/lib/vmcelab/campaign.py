@@ -11,6 +11,10 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
                     (lists: every combination is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, expect
 
+inject: host (vmced's simulated host error), host-real (the host kernel's
+memory_failure(): the host lab, run/hostlab --campaign FILE), guest-madvise,
+guest-corrupt-pfn, guest-mce-inject.
+
 Errors name the file, the line and the problem, and come before anything
 runs.
 """
@@ -27,7 +31,12 @@ PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file
          "slab", "pagetable")
 KINDS = ("ao", "ar")
 KILLS = ("early", "late", "prctl-early", "prctl-late")
-INJECTS = ("host", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# host: vmced's simulated host error (sim-poison), on any host; host-real:
+# the host kernel's own memory_failure() on the page behind the guest's, so
+# only where the host kernel can poison (the host lab's L1)
+INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# pages with no process mapping: nothing in the guest can consume them on purpose
+KERNEL_PAGES = ("free", "slab", "pagetable")
 # what a page type needs from its guest
 NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean": "disk",
          "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
@@ -38,6 +47,11 @@ CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "
 GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk"}
 CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "expect"}
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat"}
+
+
+def host_can_poison():
+    """This kernel has memory_failure() (and so the sysctl)"""
+    return os.path.exists("/proc/sys/vm/memory_failure_recovery")
 
 
 class SpecError(Exception):
@@ -93,6 +107,11 @@ class Case:
         return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
                 f"/recovery{self.recovery}{extra}/{self.rep}")
 
+    @property
+    def host_side(self):
+        """The error comes from the host, simulated or real"""
+        return self.inject in ("host", "host-real")
+
     def to_dict(self):
         d = {f: getattr(self, f) for f in self.FIELDS}
         d.update(id=self.id, scenario=self.scenario, rep=self.rep)
@@ -109,6 +128,7 @@ class Campaign:
         self.reuse = True
         self.restore = True
         self.order = "file"
+        self.host_real_line = None  # first line asking for inject = host-real
         self.guests = {}
         self.cases = []
         self.path = None
@@ -217,6 +237,21 @@ class Campaign:
             if need == "disk" and not guest.disk:
                 fail(section, key, f"page {page} needs the data disk of [guest {guest.name}]")
 
+        def check_real(section, group):
+            for c in group:
+                if c["inject"] != "host-real":
+                    continue
+                if c["repeat"]:
+                    fail(section, "repeat", "repeat needs inject = host: a real host's memory_failure() "
+                                            "does not signal a page it has already poisoned")
+                if c["kind"] == "ar" and c["page"] in KERNEL_PAGES:
+                    fail(section, "kind" if "kind" in parser[section] else "kinds",
+                         f"a consumed (ar) host-real error needs a process page to touch, and "
+                         f"{c['page']} is kernel memory: use kind = ao")
+                line = where.get((section, "inject")) or where.get((section, None))
+                if self.host_real_line is None or line < self.host_real_line:
+                    self.host_real_line = line
+
         scenarios = []
         for section in sections:
             kind, _, name = section.partition(" ")
@@ -235,6 +270,7 @@ class Campaign:
                     recovery=one_of(section, "recovery", integer(section, "recovery", 1), (0, 1)),
                     burst=integer(section, "burst", 1, 1), repeat=boolean(section, "repeat", False),
                     expect=s.get("expect"))])
+                check_real(section, scenarios[-1])
             elif kind == "matrix":
                 check_keys(section, MATRIX_KEYS)
                 guest = guest_of(section, s.get("guest"))
@@ -251,6 +287,7 @@ class Campaign:
                                        repeat=boolean(section, "repeat", False))
                                   for p, k, kl, i, r in itertools.product(pages, kinds, kills,
                                                                           injects, recoveries)])
+                check_real(section, scenarios[-1])
         for rep in range(self.repetitions):
             for group in scenarios:
                 self.cases += [Case(rep=rep, **c) for c in group]
@@ -268,6 +305,15 @@ class Campaign:
         if any(NEEDS.get(c.page) == "disk" for c in self.cases) and not os.path.exists(paths.disk()):
             raise SpecError(f"{path}: the guest data disk is missing at {paths.disk()}: run `make image`")
         return self
+
+    def check_host(self):
+        """inject = host-real needs a host kernel that can poison a page
+        (CONFIG_MEMORY_FAILURE): said before anything runs"""
+        if self.host_real_line is None or host_can_poison():
+            return
+        raise SpecError(f"{self.path}:{self.host_real_line}: inject = host-real needs a host kernel "
+                        "with MEMORY_FAILURE, which this one has not: run the campaign in the host "
+                        f"lab (run/hostlab --campaign {self.path})")
 
     def ordered(self):
         """The cases in the order to run them: as the file has them, or (order =

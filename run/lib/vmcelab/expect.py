@@ -137,7 +137,7 @@ def expectation(case):
         return Expectation(case, None, "none", row.lsb, None, guest="panic",
                            note="vm.memory_failure_recovery=0 makes memory_failure() panic")
     early = case.kill in ("early", "prctl-early")
-    if case.kind == "ar" and case.inject == "host":
+    if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")
     elif early:
         signals = "ao" if row.early else "none"
@@ -145,7 +145,7 @@ def expectation(case):
         signals = "touch" if row.late else "none"
     # only host-side errors leave a page that is bad to read (guest-side
     # injection marks a page, the memory behind it is fine)
-    aftermath = row.aftermath if case.inject == "host" else None
+    aftermath = row.aftermath if case.host_side else None
     # the writer can fsync only if it is alive: an AO is advice it survives,
     # an AR on its own page ends it
     fsync = case.page == "pagecache-dirty" and signals != "ar"

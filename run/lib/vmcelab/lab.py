@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import paths
+from . import labcampaign, paths
 from .daemon import Vmced
 from .vm import Vm
 
@@ -64,6 +64,12 @@ class L1Log:
             lines.append(text)
 
 
+def qemu_knows_succor(qemu):
+    """QEMU lists the CPUID flags it knows in `-cpu help`"""
+    res = subprocess.run([qemu, "-cpu", "help"], capture_output=True, text=True)
+    return "succor" in res.stdout.split()
+
+
 class L2:
     """One L2 guest, maybe with a vmced, reused while scenarios allow it."""
 
@@ -74,6 +80,10 @@ class L2:
         self.ram = os.path.join(SHM, f"{name}.ram")
         work = os.path.join("/run/vmce/lab", name)
         cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
+        if accel == "kvm" and qemu_knows_succor(qemu):
+            # a QEMU that can give an AMD guest MCA recovery (9.1, or
+            # qemu-patches/ 0004) does so only when asked
+            cpu += ",succor=on,overflow-recov=on"
         t = time.monotonic()
         self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=qemu,
                            state_dir=os.path.join(work, "vm"), mem_file=self.ram)
@@ -101,21 +111,7 @@ class L2:
         return f"exited with status {rc}"
 
     def file_offset(self, gpa):
-        """Where in the RAM file QEMU keeps @gpa: QEMU's own gpa2hva, and
-        the file offset of that mapping in /proc/PID/maps."""
-        with self.vm.qmp() as q:
-            text = q.hmp(f"gpa2hva {gpa:#x}")
-        m = re.search(r"is (0x[0-9a-f]+)", text)
-        if not m:
-            raise RuntimeError(f"gpa2hva {gpa:#x}: {text.strip()}")
-        hva = int(m.group(1), 16)
-        with open(f"/proc/{self.vm.pid}/maps") as f:
-            for line in f:
-                fields = line.split()
-                lo, hi = (int(x, 16) for x in fields[0].split("-"))
-                if lo <= hva < hi and len(fields) >= 6 and fields[5] == self.ram:
-                    return (int(fields[2], 16) + (hva - lo)) & ~0xfff, hva
-        raise RuntimeError(f"HVA {hva:#x} is not in {self.ram}'s mapping")
+        return self.vm.ram_file_offset(gpa)
 
     def ram_pfns(self):
         """Host pfn -> file offset of every present page of the guest's RAM,
@@ -320,6 +316,10 @@ def main():
     emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
          qemu=subprocess.run([qemu, "--version"], capture_output=True,
                              text=True).stdout.splitlines()[0])
+    if spec.get("campaign"):
+        labcampaign.run(spec["campaign"], qemu)
+        emit("done")
+        return
     l1log = L1Log()
     l2 = None
     for i, sc in enumerate(spec["scenarios"]):

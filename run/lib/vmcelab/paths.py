@@ -43,6 +43,14 @@ def disk():
     return _artifact("VMCE_DISK", "images", "disk.img")
 
 
+def poisoner():
+    """images/host/vmce-poison: puts a real host memory error in a file's page"""
+    if os.environ.get("VMCE_POISON"):
+        return os.environ["VMCE_POISON"]
+    built = os.path.join(build_dir(), "meson", "images", "host", "vmce-poison")
+    return built if os.path.exists(built) else (shutil.which("vmce-poison") or built)
+
+
 def qemu():
     return os.environ.get("VMCE_QEMU") or shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"
 

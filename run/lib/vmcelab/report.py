@@ -191,7 +191,8 @@ td, th {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; ver
 <h1>vmce campaign {esc(meta.get("name"))}</h1>
 <p class="meta">{esc(when)} &middot; {len(results)} cases: {esc(summary)} &middot;
 guest kernel {esc(meta.get("guest_kernel", "?"))} &middot; {esc(meta.get("qemu", "?"))} &middot;
-guest reuse {"on" if meta.get("reuse", True) else "off"} &middot; seed {esc(meta.get("seed"))}</p>
+guest reuse {"on" if meta.get("reuse", True) else "off"} &middot; seed {esc(meta.get("seed"))}
+{f"&middot; {esc(meta['host'])}" if meta.get("host") else ""}</p>
 <p>Each case puts a guest page in a known state, injects a memory error into it, and compares
 what the guest did with what Linux's HWPOISON handler is expected to do for that page state
 (written down per kernel version in <code>run/lib/vmcelab/expect.py</code>).

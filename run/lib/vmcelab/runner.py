@@ -17,8 +17,12 @@ from .expect import expectation, judge
 from .outcome import GuestLog, kernel_crash
 from .vm import Vm
 
-ACTION_TIMEOUT_S = 30
-SIGNAL_TIMEOUT_S = 10
+# everything is slower in a guest of a guest (the host lab's L1 under TCG):
+# it sets VMCE_TIME_SCALE
+SLOW = float(os.environ.get("VMCE_TIME_SCALE", "1"))
+ACTION_TIMEOUT_S = 30 * SLOW
+SIGNAL_TIMEOUT_S = 10 * SLOW
+SHM = "/dev/shm"
 
 
 def _ends_guest(case):
@@ -38,8 +42,11 @@ class GuestVm:
     panic is the expected result) a spare guest boots in the background, so
     that the next case need not wait for a boot."""
 
-    def __init__(self, spec, slot, workdir, daemon, timeline, restore=False):
+    def __init__(self, spec, slot, workdir, daemon, timeline, restore=False, ram_file=False):
         self.spec, self.slot, self.workdir = spec, slot, workdir
+        # ram_file: guest RAM is a shared file in /dev/shm, so that a real
+        # host error can be put in it (inject = host-real)
+        self.ram_file = ram_file
         self.daemon, self.timeline = daemon, timeline
         # restore: the first boot is saved as a template (QEMU migration to
         # a file) and every later guest is a copy of it, loaded in a fraction
@@ -68,13 +75,14 @@ class GuestVm:
         vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
                       accel=self.spec.accel, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
-                      incoming=template)
+                      incoming=template,
+                      mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
                 vm.resume()
-                vm.wait_ready(timeout=60)
+                vm.wait_ready(timeout=60 * SLOW)
             else:
-                vm.wait_ready(timeout=180)
+                vm.wait_ready(timeout=180 * SLOW)
                 self._set_up(vm)
                 if self.restore:
                     path = os.path.join(self.workdir, f"{self.name}.template")
@@ -84,8 +92,11 @@ class GuestVm:
                 vm.agent.call("disk-up")
             self.daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path,
                             "--name", vm.name, "--agent", vm.vmced_agent_path)
-        except Exception:
-            vm.stop()  # a guest that did not come up is not left behind
+        except Exception as e:
+            said = [] if vm.alive() else vm.qemu_log().strip().splitlines()
+            self._stop_vm(vm)  # a guest that did not come up is not left behind
+            if said:  # QEMU's own last word says more than a closed socket
+                raise RuntimeError(f"QEMU exited: {said[-1]}") from e
             raise
         self.timeline.append(dict(vm=self.name, event="boot", start=t, end=time.time(), boot=n,
                                   spare=spare, restored=bool(template)))
@@ -150,8 +161,17 @@ class GuestVm:
             return
         if self.vm.alive():
             self.daemon.ctl("detach", self.vm.name, check=False)
-        self.vm.stop()
+        self._stop_vm(self.vm)
         self.vm = None
+
+    @staticmethod
+    def _stop_vm(vm):
+        vm.stop()
+        if vm.mem_file:
+            try:
+                os.unlink(vm.mem_file)
+            except FileNotFoundError:
+                pass
 
     def close(self):
         self.stop()
@@ -211,6 +231,8 @@ class CaseRun:
     def inject(self, w):
         """One error on workload @w's page; returns vmced's record if host-side"""
         case, agent = self.case, self.agent
+        if case.inject == "host-real":
+            return self._poison_host(w)
         if case.inject == "host":
             if case.kind == "ar" and w.get("va") not in (None, "0x0"):
                 # consumed: the host page goes away, and the process's touch
@@ -234,6 +256,38 @@ class CaseRun:
         if method == "corrupt-pfn":
             return {"agent": agent.call("inject", method="corrupt-pfn", pfn=w["pfn"])}
         return {"agent": agent.call("inject", method="mce-inject", pfn=w["pfn"], kind=case.kind)}
+
+    def _poison_host(self, w):
+        """A real host memory error: the host kernel's memory_failure() on
+        the page of the guest's RAM file behind the workload's GPA. It
+        unmaps the page from QEMU and sends QEMU the real SIGBUS, which
+        vmced catches and forwards. For a consumed error, vmced lets the
+        early AO go by (policy ignore-ao) and the process's touch is the
+        vCPU access that brings the AR."""
+        case, vm = self.case, self.vm
+        offset, hva = vm.ram_file_offset(int(w["gpa"], 16))
+        journal_len = len(self.daemon.journal_records())
+        ar = case.kind == "ar"
+        if ar:
+            self.daemon.ctl("policy", vm.name, "ignore-ao")
+        try:
+            res = subprocess.run([paths.poisoner(), "file", vm.mem_file, hex(offset)],
+                                 capture_output=True, text=True, timeout=60)
+            if res.returncode != 0:
+                raise RuntimeError(f"vmce-poison: {res.stderr.strip()}")
+            poisoned = json.loads(res.stdout)
+            if ar:
+                self.t_consumed = time.monotonic()
+                self.agent.call("pages-touch", pid=w["pid"], only=1)
+            # vmced's word on the signal it caught, whichever it was
+            want = "BUS_MCEERR_AR" if ar else "BUS_MCEERR_AO"
+            rec = _wait(lambda: next((r for r in self.daemon.journal_records()[journal_len:]
+                                      if r.get("type") == "memory-error" and r.get("si_code") == want),
+                                     None), SIGNAL_TIMEOUT_S)
+        finally:
+            if ar:
+                self.daemon.ctl("policy", vm.name, "forward", check=False)
+        return {"host": {"hva": hex(hva), "file_offset": hex(offset), **poisoned}, "vmced": rec}
 
     def run(self):
         console_len = len(self.vm.console())
@@ -325,8 +379,8 @@ class CaseRun:
             for w in workloads:
                 if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
                     agent.call("pages-check", pid=w["pid"])
-                    checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10))
-        if case.kill in ("late", "prctl-late") or (case.inject != "host" and case.kind == "ar"):
+                    checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10 * SLOW))
+        if case.kill in ("late", "prctl-late") or (not case.host_side and case.kind == "ar"):
             touched = True
             for w in workloads:
                 agent.call("pages-touch", pid=w["pid"])
@@ -539,8 +593,10 @@ class Runner:
                 spec = self.campaign.guests[case.guest]
                 gvm = gvms.get(spec.name)
                 if gvm is None:
+                    real = any(c.inject == "host-real" and c.guest == spec.name
+                               for c in self.campaign.cases)
                     gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline,
-                                                    restore=self.restore)
+                                                    restore=self.restore, ram_file=real)
                 # a guest for a later case that will need one: it boots while
                 # the cases before it run
                 spare = any(_ends_guest(c) for c in list(work.queue) + [case]

@@ -14,6 +14,7 @@ QEMU serves one client per socket, hence two of each.
 """
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -45,6 +46,7 @@ class Vm:
         self.dir = state_dir
         self.agent = None
         self.ready_seconds = None
+        self.mem_file = None  # the RAM file when started with mem_file=
 
     # -- paths
     def path(self, leaf):
@@ -195,7 +197,28 @@ class Vm:
             json.dump({"name": name, "pid": proc.pid, "accel": accel, "mem": mem, "cpus": cpus,
                        "numa": numa, "disk": disk or None, "command": args}, f, indent=2)
         vm._proc = proc
+        vm.mem_file = mem_file
         return vm
+
+    def ram_file_offset(self, gpa):
+        """Where in its RAM file (start(mem_file=...)) QEMU keeps @gpa:
+        QEMU's own gpa2hva, and the file offset of that mapping in
+        /proc/PID/maps. Returns (page offset, HVA)."""
+        if not self.mem_file:
+            raise RuntimeError(f"vm {self.name} has no RAM file (start it with mem_file=)")
+        with self.qmp() as q:
+            text = q.hmp(f"gpa2hva {gpa:#x}")
+        m = re.search(r"is (0x[0-9a-f]+)", text)
+        if not m:
+            raise RuntimeError(f"gpa2hva {gpa:#x}: {text.strip()}")
+        hva = int(m.group(1), 16)
+        with open(f"/proc/{self.pid}/maps") as f:
+            for line in f:
+                fields = line.split()
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                if lo <= hva < hi and len(fields) >= 6 and fields[5] == self.mem_file:
+                    return (int(fields[2], 16) + (hva - lo)) & ~0xfff, hva
+        raise RuntimeError(f"HVA {hva:#x} is not in {self.mem_file}'s mapping")
 
     def save_state(self, path, timeout=60.0):
         """Saves the running guest's whole state (RAM, devices) to @path by

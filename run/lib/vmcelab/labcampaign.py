@@ -1,0 +1,101 @@
+"""A campaign run inside the host lab's L1 host (run/hostlab --campaign FILE).
+
+L1's kernel has MEMORY_FAILURE, so cases with inject = host-real get the
+real thing: the page behind the guest's page is poisoned in the guest's RAM
+file, L1's memory_failure() unmaps it from QEMU and sends QEMU the real
+SIGBUS, and vmced forwards it. The runner is the one run/campaign uses; each
+record it writes is also sent to L0 as a JSON line, where run/hostlab keeps
+results.jsonl and writes the report.
+"""
+import contextlib
+import glob
+import gzip
+import json
+import os
+import shutil
+import sys
+import threading
+
+DISK_GZ = "/lab/l2/disk.img.gz"
+DISK = "/run/vmce/disk.img"
+OUTDIR = "/run/vmce/campaign"
+
+
+class Lines:
+    """JSON lines to L0 on the lab's serial port; the runner's own progress
+    goes to the console, where it cannot split a line"""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def emit(self, kind, **fields):
+        with self.lock:
+            self.stream.write(json.dumps({"type": kind, **fields}) + "\n")
+            self.stream.flush()
+
+
+def watch_consoles(out, stop):
+    """While a guest boots for minutes nothing else is said: the last line
+    of the newest guest console, every 30 s while it changes and every 120 s
+    when it does not, tells L0 (and whoever watches) that L1 itself is not
+    wedged"""
+    last, quiet = None, 0
+    while not stop.wait(30):
+        logs = glob.glob(os.path.join(OUTDIR, "*", "console.log"))
+        if not logs:
+            continue
+        newest = max(logs, key=os.path.getmtime)
+        try:
+            with open(newest, errors="replace") as f:
+                lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+        except OSError:
+            continue
+        seen = (newest, len(lines))
+        quiet += 30
+        if seen != last or quiet >= 120:
+            last, quiet = seen, 0
+            text = lines[-1][:120] if lines else "(nothing on its console yet)"
+            out.emit("progress", text=f"{os.path.basename(os.path.dirname(newest))}: {text}")
+
+
+def run(spec, qemu):
+    out = Lines(sys.stdout)
+    if os.path.exists(DISK_GZ):
+        os.makedirs(os.path.dirname(DISK), exist_ok=True)
+        with gzip.open(DISK_GZ, "rb") as src, open(DISK, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.environ["VMCE_DISK"] = DISK
+    os.environ["VMCE_QEMU"] = qemu
+    # an L2 under TCG in an L1 under TCG: boots, signals and log lines all
+    # take several times longer than on a host
+    os.environ.setdefault("VMCE_TIME_SCALE", str(spec.get("time_scale", 5)))
+    # after the environment: the runner reads it when imported
+    from .campaign import Campaign, SpecError
+    from .runner import Runner
+
+    try:
+        campaign = Campaign.parse(spec["text"], spec["path"])
+        campaign.check_host()
+    except SpecError as e:
+        out.emit("campaign-error", text=str(e))
+        return
+
+    class LabRunner(Runner):
+        def record(self, rec):
+            super().record(rec)
+            out.emit("campaign-record", record=rec)
+
+    runner = LabRunner(campaign, OUTDIR, reuse=spec.get("reuse", True), fresh=True,
+                       restore=spec.get("restore", False),
+                       log=lambda text: out.emit("progress", text=text))
+    out.emit("progress", text=f"campaign {campaign.name}: {len(campaign.cases)} case(s), real host "
+                              "errors by L1's memory_failure()")
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_consoles, args=(out, stop), daemon=True)
+    watcher.start()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            runner.run()
+    finally:
+        stop.set()
