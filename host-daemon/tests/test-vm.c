@@ -108,8 +108,10 @@ journal_text (Fixture *fx, const gchar *until)
   return text != NULL ? text : g_strdup ("");
 }
 
+/* @layout_reply: NULL for a QEMU without query-ram-layout (the layout
+ * comes from HMP text), else its answer */
 static void
-script_full_attach (Fixture *fx)
+script_attach (Fixture *fx, const gchar *layout_reply)
 {
   g_autofree gchar *cpus = g_strdup_printf (
       "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
@@ -126,11 +128,68 @@ script_full_attach (Fixture *fx)
   fake_qmp_expect (fx->fake, "qom-get",
                    "error:Property 'x86_64-cpu.succor' not found");
   /* a QEMU with qemu-patches/: vmced will inject through QMP */
+  if (layout_reply == NULL) {
+    fake_qmp_expect (fx->fake, "query-commands",
+                     "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
+    fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
+    fake_qmp_expect (fx->fake, "human-monitor-command",
+                     "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
+    return;
+  }
   fake_qmp_expect (fx->fake, "query-commands",
-                   "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
-  fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
-  fake_qmp_expect (fx->fake, "human-monitor-command",
-                   "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
+                   "[{\"name\": \"inject-mce\"}, {\"name\": \"query-ram-layout\"}]");
+  fake_qmp_expect (fx->fake, "query-ram-layout", layout_reply);
+}
+
+static void
+script_full_attach (Fixture *fx)
+{
+  script_attach (fx, NULL);
+}
+
+/* query-ram-layout (qemu-patches/ 0003): the layout comes as data, and
+ * the journal says so */
+static void
+test_vm_layout_qmp (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+  guint64 hva = 0;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  script_attach (fx, "[{\"name\": \"pc.ram\", \"hva\": 139637976727552, \"size\": 536870912, "
+                     "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 655360, \"offset\": 0, "
+                     "\"readonly\": false}]}]");
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  g_assert_true (fx->vm->qmp_ram_layout);
+  g_assert_true (vmce_ram_layout_gpa_to_hva (fx->vm->layout, 0x1000, &hva, NULL));
+  g_assert_cmphex (hva, ==, G_GUINT64_CONSTANT (0x7f0000001000));
+  journal = journal_text (fx, "\"type\":\"attach\"");
+  g_assert_nonnull (strstr (journal, "\"layout_via\":\"qmp query-ram-layout\""));
+}
+
+/* query-ram-layout answers nonsense: one clear error, the process let go */
+static void
+test_vm_layout_qmp_bad (Fixture *fx, gconstpointer data)
+{
+  pid_t pid = fx->child->pid;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  script_attach (fx, "{\"pc.ram\": 1}");
+  attach (fx);
+  g_assert_null (fx->vm);
+  g_assert_nonnull (fx->error);
+  g_assert_nonnull (strstr (fx->error->message, "query-ram-layout did not return a list"));
+  g_assert_cmpuint (vmce_daemon_get_vms (fx->daemon)->len, ==, 0);
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, 0);
+  g_assert_true (test_child_command (fx->child, 'p'));
 }
 
 /* A monitor that answers garbage while vmced attaches: one clear error,
@@ -222,6 +281,9 @@ main (int argc, char **argv)
   g_test_add ("/vm/monitor-closes", Fixture, NULL, fixture_setup, test_vm_monitor_closes,
               fixture_teardown);
   g_test_add ("/vm/process-exits", Fixture, NULL, fixture_setup, test_vm_process_exits,
+              fixture_teardown);
+  g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
+  g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
   return g_test_run ();
 }

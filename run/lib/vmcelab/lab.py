@@ -84,11 +84,23 @@ class L2:
             # a QEMU that can give an AMD guest MCA recovery (9.1, or
             # qemu-patches/ 0004) does so only when asked
             cpu += ",succor=on,overflow-recov=on"
+        self.cpu_model = cpu
         t = time.monotonic()
         self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=qemu,
                            state_dir=os.path.join(work, "vm"), mem_file=self.ram)
-        self.vm.wait_ready(timeout=600 if accel == "tcg" else 120)
+        try:
+            self.vm.wait_ready(timeout=600 if accel == "tcg" else 120)
+        except Exception as e:
+            said = [] if self.vm.alive() else self.vm.qemu_log().strip().splitlines()
+            self.vm.stop()
+            if said:  # QEMU's last word says more than a closed socket
+                raise LabError(f"QEMU exited: {said[-1]}") from e
+            raise
         self.boot_s = time.monotonic() - t
+        # an AMD guest finds a deferred error (an AO) only when it polls its
+        # banks, every 5 minutes by default: poll every second
+        self.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
+                           value=1)
         self.daemon = None
         if forwarder == "vmced":
             self.daemon = Vmced(os.path.join(work, "vmced"),
@@ -272,7 +284,7 @@ def run_scenario(sc, l2, l1log):
         "guest_log": guest_log[:40], "journal": journal,
         "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,
         "ms_to_injection": round(injected_ms, 2) if injected_ms is not None else None,
-        "l2_boot_s": round(l2.boot_s, 1),
+        "l2_boot_s": round(l2.boot_s, 1), "l2_cpu_model": l2.cpu_model,
         "qemu_log": l2.vm.qemu_log().splitlines()[-10:],
         "qemu_exit": l2.exit_status(),
     }
