@@ -34,8 +34,8 @@
 
 #define VMCE_PAGE_SIZE 4096
 #define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
-/* how long a TCG vCPU that consumed poison may be held while QEMU queues
- * the machine check for it */
+/* how long a vCPU that consumed poison may be held while QEMU queues the
+ * machine check for it */
 #define VMCE_HOLD_MAX_US 20000
 #define VMCE_HOLD_POLL_NS 100000
 
@@ -116,8 +116,10 @@ vmce_forward_main_thread_waits (VmceVm *vm)
   return g_str_has_prefix (text, futex);
 }
 
-/* A TCG vCPU stopped at the load that consumed poison is let go once the
- * main thread has queued the machine check for it and waits for it to run:
+/* A vCPU stopped at the load that consumed poison (TCG: inside it; KVM:
+ * its exit for the fault) is let go once the main thread has queued the
+ * machine check for it and waits for it to run (HMP), or at QEMU's answer
+ * (QMP inject-mce, which queues it before answering):
  * the vCPU then leaves its translation block and takes the machine check
  * right away, still in the context (the guest process) that consumed the
  * poison. Let go earlier, it may run on into a timer interrupt, and an SRAR
@@ -534,7 +536,10 @@ vmce_forward_signal (VmceVm *vm,
   ev->via = g_strdup ("hmp");
 
   inj = vmce_injection_new (vm, g_steal_pointer (&ev));
-  if (tcg_vcpu_ar) {
+  /* KVM too: let go now, the vCPU re-enters the guest, which may take a
+   * timer interrupt before the machine check is in, and an SRAR taken in
+   * guest kernel context panics it (seen in the host lab) */
+  if (inj->ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL) {
     inj->hold_tid = tid;
     vmce_forward_enqueue (vm, inj);
     return;
