@@ -197,6 +197,37 @@ def heap_address(pid):
     return None
 
 
+def case_inject_in_progress():
+    """qemu-patches/ 0001: a second uncorrected error while the first is in
+    progress is refused with an error that says so, not a guest reset. The
+    guest is paused in between, so the first one's MCG_STATUS.MCIP stays
+    set: no race."""
+    if os.environ.get("VMCE_EXPECT_INJECT") != "qmp":
+        tap.skip("inject-mce refuses an error while one is in progress", "QEMU without qemu-patches/")
+        return
+    agent = vm.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+    victim = start_victim(agent, mode="idle")
+    with vm.qmp() as q:
+        q.execute("stop")
+        q.execute("inject-mce", cpu=0, gpa=victim["gpa_int"], kind="ao")
+        # the first is queued on the (paused) vCPU, or has run and set
+        # MCIP, which the paused guest cannot clear: refused either way
+        refusal = None
+        try:
+            q.execute("inject-mce", cpu=0, gpa=victim["gpa_int"] + 0x1000, kind="ao")
+        except Exception as e:  # QmpError: what the client reads
+            refusal = str(e)
+        tap.ok(refusal is not None and "still in progress" in refusal,
+               "in progress: a second error is refused, and the error says why", diag=refusal)
+        q.execute("cont")
+        status = q.execute("query-status")["status"]
+    sig = wait_sigbus(agent, victim["pid"])
+    tap.ok(sig is not None and int(sig["addr"], 16) == victim["va_int"] and status == "running",
+           "in progress: the first error reached the guest, which runs on (no reset)",
+           diag={"signal": sig, "status": status})
+
+
 def case_outside_ram():
     """An error in QEMU's own memory is not the guest's: vmced journals it
     and passes the signal on, and QEMU handles it as it would without vmced."""
@@ -238,7 +269,7 @@ try:
            diag=daemon.log_text())
     for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),
                        ("AR on access", case_ar), ("policies", case_policies),
-                       ("bad input", case_bad_input),
+                       ("bad input", case_bad_input), ("in progress", case_inject_in_progress),
                        ("outside guest RAM", case_outside_ram), ("QEMU exits", case_qemu_exits)):
         tap.case(name, func)
 finally:
