@@ -51,6 +51,19 @@ struct _VmceInjection {
 
 static void vmce_forward_send_next (VmceVm *vm);
 
+/* An AMD AO is a deferred error: it raises no #MC, and the guest sees it
+ * only when it next polls its banks. Worth saying where it is journaled,
+ * or an operator waits minutes wondering */
+static void
+vmce_forward_note_deferred (VmceMceEvent *ev)
+{
+  if (ev->style != VMCE_MCE_STYLE_AMD || ev->kind != VMCE_MCE_KIND_AO || ev->detail != NULL)
+    return;
+  ev->detail = g_strdup ("AMD deferred error: no machine check exception; the guest finds it "
+                         "when it next polls its banks (Linux: machinecheck check_interval, "
+                         "300 s by default)");
+}
+
 static void
 vmce_injection_release_hold (VmceInjection *inj)
 {
@@ -533,6 +546,7 @@ vmce_forward_signal (VmceVm *vm,
                              : 0;
   vmce_mce_encode (ev->kind, ev->gpa, cpu, &vm->cpu_model, ev->style, &ev->mce);
   ev->have_mce = TRUE;
+  vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
 
   inj = vmce_injection_new (vm, g_steal_pointer (&ev));
@@ -593,6 +607,7 @@ vmce_forward_inject_async (VmceVm *vm,
   ev->policy = vmce_policy_to_string (vm->policy);
   vmce_mce_encode (kind, gpa, (guint) cpu, &vm->cpu_model, ev->style, &ev->mce);
   ev->have_mce = TRUE;
+  vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
 
   inj = vmce_injection_new (vm, g_steal_pointer (&ev));

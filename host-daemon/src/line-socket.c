@@ -19,7 +19,12 @@ struct _VmceLineSocket {
   GByteArray *inbuf;
   GString *outbuf;
   gboolean closed;
+  /* inside on_line: a free then only marks it, the dispatch loop frees */
+  gboolean dispatching;
+  gboolean free_pending;
 };
+
+static void vmce_line_socket_destroy (VmceLineSocket *self);
 
 static void
 vmce_line_socket_drop_sources (VmceLineSocket *self)
@@ -127,6 +132,9 @@ vmce_line_socket_in_cb (GSocket *socket, GIOCondition cond, gpointer user_data)
   }
   now = g_get_monotonic_time ();
   g_byte_array_append (self->inbuf, buf, n);
+  /* a reply can end its owner's life (a failed attach drops the monitor)
+   * while lines are still being handed out */
+  self->dispatching = TRUE;
   for (gsize i = 0; i < self->inbuf->len && !self->closed; i++) {
     gsize len;
     if (self->inbuf->data[i] != '\n')
@@ -137,6 +145,11 @@ vmce_line_socket_in_cb (GSocket *socket, GIOCondition cond, gpointer user_data)
     if (len > 0)
       self->on_line (self, (const gchar *) self->inbuf->data + start, len, now, self->user_data);
     start = i + 1;
+  }
+  self->dispatching = FALSE;
+  if (self->free_pending) {
+    vmce_line_socket_destroy (self);
+    return G_SOURCE_REMOVE;
   }
   if (self->closed)
     return G_SOURCE_REMOVE;
@@ -180,6 +193,17 @@ vmce_line_socket_free (VmceLineSocket *self)
 {
   if (self == NULL)
     return;
+  if (self->dispatching) {
+    vmce_line_socket_close (self);
+    self->free_pending = TRUE;
+    return;
+  }
+  vmce_line_socket_destroy (self);
+}
+
+static void
+vmce_line_socket_destroy (VmceLineSocket *self)
+{
   vmce_line_socket_drop_sources (self);
   if (!self->closed)
     g_socket_close (self->socket, NULL);

@@ -21,7 +21,8 @@ typedef void (*VmceLineFunc) (VmceLineSocket *sock,
 /* @error is NULL when the peer closed the connection */
 typedef void (*VmceLineClosedFunc) (VmceLineSocket *sock, const GError *error, gpointer user_data);
 
-/* The callbacks may close the socket but not free it */
+/* The callbacks may close the socket, or free it (on_line: the free
+ * happens once the lines already read are handed out) */
 VmceLineSocket *vmce_line_socket_new (GSocket *socket,
                                       gsize max_line,
                                       VmceLineFunc on_line,
