@@ -45,5 +45,9 @@ class Tap:
         sys.exit(1 if self.failed else 0)
 
     def bail(self, reason):
-        self._emit(f"Bail out! {reason}")
+        # TAP reads nothing after the bail-out line: the details come first
+        lines = str(reason).splitlines() or [""]
+        for line in lines[1:]:
+            self._emit(f"# {line}")
+        self._emit(f"Bail out! {lines[0]}")
         sys.exit(1)
