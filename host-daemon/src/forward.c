@@ -37,6 +37,9 @@
 /* how long a vCPU that consumed poison may be held while QEMU queues the
  * machine check for it */
 #define VMCE_HOLD_MAX_US 20000
+/* inject-mce lets a held vCPU go with its answer (5-10 ms here); a QEMU
+ * that does not answer must not keep the guest frozen */
+#define VMCE_HOLD_QMP_MAX_MS 100
 #define VMCE_HOLD_POLL_NS 100000
 
 struct _VmceInjection {
@@ -150,6 +153,18 @@ vmce_forward_hold_cb (gint fd, GIOCondition condition, gpointer user_data)
   if (g_get_monotonic_time () >= inj->hold_deadline_us)
     g_debug ("vm %s: thread %d let go after %d us without QEMU waiting for it", inj->vm->name,
              inj->hold_tid, VMCE_HOLD_MAX_US);
+  inj->hold_source = 0;
+  vmce_injection_release_hold (inj);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+vmce_forward_hold_expired_cb (gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+
+  g_debug ("vm %s: thread %d let go after %d ms without QEMU's answer", inj->vm->name,
+           inj->hold_tid, VMCE_HOLD_QMP_MAX_MS);
   inj->hold_source = 0;
   vmce_injection_release_hold (inj);
   return G_SOURCE_REMOVE;
@@ -305,6 +320,8 @@ vmce_forward_send_next (VmceVm *vm)
     /* QEMU answers once the machine check is queued on the vCPU: a held
      * vCPU is let go at the answer, and takes it before anything else */
     vmce_qmp_client_execute_async (vm->qmp, "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+    if (inj->hold_tid > 0)
+      inj->hold_source = g_timeout_add (VMCE_HOLD_QMP_MAX_MS, vmce_forward_hold_expired_cb, inj);
     return;
   }
   hmp = vmce_mce_to_hmp (&inj->ev->mce);

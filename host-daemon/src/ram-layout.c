@@ -446,6 +446,11 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
 
 /* ---- query-ram-layout (qemu-patches/) ---- */
 
+typedef struct {
+  const gchar *name; /* borrowed from the answer */
+  guint64 hva;
+} VmceQmpBlock;
+
 static gint
 vmce_ram_range_entry_cmp_gpa (gconstpointer a, gconstpointer b)
 {
@@ -497,7 +502,7 @@ VmceRamLayout *
 vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
 {
   g_autoptr(VmceRamLayout) self = vmce_ram_layout_new ();
-  g_autoptr(GHashTable) hvas = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GArray) mapped = g_array_new (FALSE, FALSE, sizeof (VmceQmpBlock));
   g_autoptr(GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
   JsonArray *blocks;
 
@@ -564,9 +569,10 @@ vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
     }
     /* an unmapped block (no range) has no guest address to forward to */
     if (json_array_get_length (ranges) > 0) {
+      VmceQmpBlock m = { name, hva };
       VmceRamBlock *b = g_hash_table_lookup (self->blocks_by_name, name);
       b->extent = size; /* known here: the mapping's true length */
-      g_hash_table_insert (hvas, (gpointer) name, GSIZE_TO_POINTER (i));
+      g_array_append_val (mapped, m);
     }
   }
   if (self->ranges->len == 0) {
@@ -584,17 +590,10 @@ vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
       return NULL;
     }
   }
-  /* entries were appended by block: sorting moved them, the blocks they
-   * point to did not */
-  for (guint i = 0; i < json_array_get_length (blocks); i++) {
-    JsonObject *blk = json_array_get_object_element (blocks, i);
-    const gchar *name = json_object_get_string_member (blk, "name");
-    guint64 hva = 0;
-
-    if (!g_hash_table_contains (hvas, name))
-      continue;
-    if (!vmce_json_object_get_u64 (blk, "hva", &hva, error) ||
-        !vmce_ram_layout_set_block_hva (self, name, hva, error))
+  /* after the ranges: the overlap checks need every block's extent */
+  for (guint i = 0; i < mapped->len; i++) {
+    const VmceQmpBlock *m = &g_array_index (mapped, VmceQmpBlock, i);
+    if (!vmce_ram_layout_set_block_hva (self, m->name, m->hva, error))
       return NULL;
   }
   g_debug ("%u RAM ranges in %u blocks (query-ram-layout)", self->ranges->len, self->blocks->len);

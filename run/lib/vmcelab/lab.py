@@ -11,6 +11,7 @@ Input: a JSON file {"scenarios": [{"name", "accel", "kind", "forwarder",
 "kill"}, ...], "qemu": PATH?}. Output, on stdout, one JSON object per line:
 {"type": "progress", "text": ...} and {"type": "result", ...}.
 """
+import functools
 import json
 import os
 import re
@@ -64,6 +65,7 @@ class L1Log:
             lines.append(text)
 
 
+@functools.lru_cache(maxsize=None)
 def qemu_knows_succor(qemu):
     """QEMU lists the CPUID flags it knows in `-cpu help`"""
     res = subprocess.run([qemu, "-cpu", "help"], capture_output=True, text=True)
@@ -126,9 +128,6 @@ class L2:
         if rc < 0:
             return f"killed by signal {-rc} ({signal.Signals(-rc).name})"
         return f"exited with status {rc}"
-
-    def file_offset(self, gpa):
-        return self.vm.ram_file_offset(gpa)
 
     def ram_pfns(self):
         """Host pfn -> file offset of every present page of the guest's RAM,
@@ -232,7 +231,7 @@ def run_scenario(sc, l2, l1log):
         # that the guest learns of the page only when it consumes it
         policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
         l2.daemon.ctl("policy", l2.name, policy)
-    offset, hva = l2.file_offset(gpa)
+    offset, hva = l2.vm.ram_file_offset(gpa)
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
     l1log.new_lines()

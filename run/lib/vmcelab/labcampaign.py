@@ -16,6 +16,9 @@ import shutil
 import sys
 import threading
 
+from .campaign import Campaign, SpecError
+from .runner import Runner
+
 DISK_GZ = "/lab/l2/disk.img.gz"
 DISK = "/run/vmce/disk.img"
 OUTDIR = "/run/vmce/campaign"
@@ -70,10 +73,6 @@ def run(spec, qemu):
     # an L2 under TCG in an L1 under TCG: boots, signals and log lines all
     # take several times longer than on a host
     os.environ.setdefault("VMCE_TIME_SCALE", str(spec.get("time_scale", 5)))
-    # after the environment: the runner reads it when imported
-    from .campaign import Campaign, SpecError
-    from .runner import Runner
-
     try:
         campaign = Campaign.parse(spec["text"], spec["path"])
         campaign.check_host()

@@ -17,12 +17,15 @@ from .expect import expectation, judge
 from .outcome import GuestLog, kernel_crash
 from .vm import Vm
 
-# everything is slower in a guest of a guest (the host lab's L1 under TCG):
-# it sets VMCE_TIME_SCALE
-SLOW = float(os.environ.get("VMCE_TIME_SCALE", "1"))
-ACTION_TIMEOUT_S = 30 * SLOW
-SIGNAL_TIMEOUT_S = 10 * SLOW
+ACTION_TIMEOUT_S = 30
+SIGNAL_TIMEOUT_S = 10
 SHM = "/dev/shm"
+
+
+def slow(seconds):
+    """A timeout, stretched where everything is slower: in a guest of a
+    guest (the host lab's L1 under TCG sets VMCE_TIME_SCALE)"""
+    return seconds * float(os.environ.get("VMCE_TIME_SCALE", "1"))
 
 
 def _ends_guest(case):
@@ -80,9 +83,9 @@ class GuestVm:
         try:
             if template:
                 vm.resume()
-                vm.wait_ready(timeout=60 * SLOW)
+                vm.wait_ready(timeout=slow(60))
             else:
-                vm.wait_ready(timeout=180 * SLOW)
+                vm.wait_ready(timeout=slow(180))
                 self._set_up(vm)
                 if self.restore:
                     path = os.path.join(self.workdir, f"{self.name}.template")
@@ -283,7 +286,7 @@ class CaseRun:
             want = "BUS_MCEERR_AR" if ar else "BUS_MCEERR_AO"
             rec = _wait(lambda: next((r for r in self.daemon.journal_records()[journal_len:]
                                       if r.get("type") == "memory-error" and r.get("si_code") == want),
-                                     None), SIGNAL_TIMEOUT_S)
+                                     None), slow(SIGNAL_TIMEOUT_S))
         finally:
             if ar:
                 self.daemon.ctl("policy", vm.name, "forward", check=False)
@@ -337,7 +340,7 @@ class CaseRun:
             return all((log.action_for(w["pfn_int"]) or w["pfn_int"] in log.already)
                        and (not case.repeat or w["pfn_int"] in log.already)
                        for w in workloads)
-        _wait(settled, ACTION_TIMEOUT_S)
+        _wait(settled, slow(ACTION_TIMEOUT_S))
         ms_to_action = (time.monotonic() - t0) * 1000 if any(
             log.action_for(w["pfn_int"]) for w in workloads) else None
         alive = vm.alive() and not log.panics and self._answers()
@@ -379,7 +382,7 @@ class CaseRun:
             for w in workloads:
                 if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
                     agent.call("pages-check", pid=w["pid"])
-                    checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 10 * SLOW))
+                    checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), slow(10)))
         if case.kill in ("late", "prctl-late") or (not case.host_side and case.kind == "ar"):
             touched = True
             for w in workloads:
@@ -488,7 +491,7 @@ class CaseRun:
                            if alive and int(p) not in st.get("touched", [])]
                 return None if touched and pending else st
             return None
-        return _wait(ready, SIGNAL_TIMEOUT_S, 0.1) or self.agent.call("pages-status", pid=w["pid"])
+        return _wait(ready, slow(SIGNAL_TIMEOUT_S), 0.1) or self.agent.call("pages-status", pid=w["pid"])
 
 
 class Progress:
