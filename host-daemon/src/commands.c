@@ -7,7 +7,9 @@
  *   subscribe                         events from now on
  *   attach        {pid, qmp, name?, agent?, policy?}
  *   detach        {vm}
- *   set-policy    {vm, policy}       forward, ignore-ao, pass, stop or force
+ *   set-policy    {vm, policy?, migration?}
+ *                                     forward, ignore-ao, pass, stop or force;
+ *                                     refuse or allow-zero
  *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
@@ -20,6 +22,7 @@
 #include "commands.h"
 #include "forward.h"
 #include "json-util.h"
+#include "migration-guard.h"
 #include "sim-poison.h"
 
 #define VMCE_POISON_DEFAULT_TIMEOUT_MS 30000
@@ -186,16 +189,32 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
 {
   VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
   VmcePolicy policy = VMCE_POLICY_FORWARD;
+  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
+  const gchar *migration_str = vmce_json_object_get_string_opt (args, "migration");
 
   if (vm == NULL || !vmce_commands_get_policy (req, args, &policy))
     return;
-  if (!json_object_has_member (args, "policy")) {
-    vmce_control_request_error (req, "InvalidParameter", "'policy' is missing");
+  if (!json_object_has_member (args, "policy") && migration_str == NULL) {
+    vmce_control_request_error (req, "InvalidParameter", "'policy' or 'migration' is missing");
     return;
   }
-  g_message ("vm %s: policy %s (was %s)", vm->name, vmce_policy_to_string (policy),
-             vmce_policy_to_string (vm->policy));
-  vm->policy = policy;
+  if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
+    vmce_control_request_error (req, "InvalidParameter",
+                                "'migration' must be refuse or allow-zero, not \"%s\"",
+                                migration_str);
+    return;
+  }
+  if (json_object_has_member (args, "policy")) {
+    g_message ("vm %s: policy %s (was %s)", vm->name, vmce_policy_to_string (policy),
+               vmce_policy_to_string (vm->policy));
+    vm->policy = policy;
+  }
+  if (migration_str != NULL) {
+    g_message ("vm %s: migration %s (was %s)", vm->name,
+               vmce_migration_policy_to_string (migration),
+               vmce_migration_policy_to_string (vm->migration_policy));
+    vm->migration_policy = migration;
+  }
   vmce_control_request_return (req, NULL);
 }
 

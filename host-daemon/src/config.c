@@ -9,10 +9,12 @@
 #include <gio/gio.h>
 
 #include "config.h"
+#include "migration-guard.h"
 
-static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy", NULL };
+static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy",
+                                           "migration", NULL };
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
-static const gchar *const domain_keys[] = { "policy", NULL };
+static const gchar *const domain_keys[] = { "policy", "migration", NULL };
 
 /* GKeyFile keeps no line numbers: find the group's (or its key's) line in
  * the text, for messages */
@@ -114,6 +116,22 @@ vmce_config_policy (GKeyFile *kf,
 }
 
 static gboolean
+vmce_config_migration (GKeyFile *kf,
+                       gchar **lines,
+                       const gchar *path,
+                       const gchar *group,
+                       VmceMigrationPolicy *migration,
+                       GError **error)
+{
+  g_autofree gchar *value = g_key_file_get_string (kf, group, "migration", NULL);
+
+  if (!vmce_migration_policy_from_string (g_strstrip (value), migration))
+    return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "migration"),
+                             "migration must be refuse or allow-zero, not '%s'", value);
+  return TRUE;
+}
+
+static gboolean
 vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
 {
   g_autoptr(GError) local = NULL;
@@ -133,6 +151,11 @@ vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **
     if (!vmce_config_policy (kf, lines, self->path, "vmced", &self->policy, error))
       return FALSE;
     self->has_policy = TRUE;
+  }
+  if (g_key_file_has_key (kf, "vmced", "migration", NULL)) {
+    if (!vmce_config_migration (kf, lines, self->path, "vmced", &self->migration, error))
+      return FALSE;
+    self->has_migration = TRUE;
   }
   return TRUE;
 }
@@ -170,13 +193,22 @@ vmce_config_load_domain (VmceConfig *self,
                          GError **error)
 {
   VmcePolicy policy = VMCE_POLICY_FORWARD;
+  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
 
   if (!vmce_config_check_keys (kf, lines, self->path, group, domain_keys, error))
     return FALSE;
-  if (g_key_file_has_key (kf, group, "policy", NULL) &&
-      !vmce_config_policy (kf, lines, self->path, group, &policy, error))
-    return FALSE;
-  g_hash_table_insert (self->domain_policies, g_strdup (group + 7), GINT_TO_POINTER (policy + 1));
+  if (g_key_file_has_key (kf, group, "policy", NULL)) {
+    if (!vmce_config_policy (kf, lines, self->path, group, &policy, error))
+      return FALSE;
+    g_hash_table_insert (self->domain_policies, g_strdup (group + 7),
+                         GINT_TO_POINTER (policy + 1));
+  }
+  if (g_key_file_has_key (kf, group, "migration", NULL)) {
+    if (!vmce_config_migration (kf, lines, self->path, group, &migration, error))
+      return FALSE;
+    g_hash_table_insert (self->domain_migration, g_strdup (group + 7),
+                         GINT_TO_POINTER (migration + 1));
+  }
   return TRUE;
 }
 
@@ -193,6 +225,7 @@ vmce_config_load (const gchar *path, GError **error)
   self->path = g_strdup (path);
   self->inject_gap_ms = -1;
   self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->domain_migration = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!g_file_get_contents (path, &text, NULL, error)) {
     g_prefix_error (error, "config: ");
     return NULL;
@@ -235,6 +268,19 @@ vmce_config_policy_for (const VmceConfig *self, const gchar *name, VmcePolicy fa
   return self->has_policy ? self->policy : fallback;
 }
 
+VmceMigrationPolicy
+vmce_config_migration_for (const VmceConfig *self, const gchar *name, VmceMigrationPolicy fallback)
+{
+  gpointer p;
+
+  if (self == NULL)
+    return fallback;
+  p = name != NULL ? g_hash_table_lookup (self->domain_migration, name) : NULL;
+  if (p != NULL)
+    return (VmceMigrationPolicy) (GPOINTER_TO_INT (p) - 1);
+  return self->has_migration ? self->migration : fallback;
+}
+
 void
 vmce_config_free (VmceConfig *self)
 {
@@ -246,5 +292,6 @@ vmce_config_free (VmceConfig *self)
   g_free (self->uri);
   g_strfreev (self->domains);
   g_clear_pointer (&self->domain_policies, g_hash_table_unref);
+  g_clear_pointer (&self->domain_migration, g_hash_table_unref);
   g_free (self);
 }

@@ -18,10 +18,13 @@ typedef struct {
   gint inject_gap_ms;  /* [vmced] inject-gap-ms, or -1 */
   gboolean has_policy; /* [vmced] policy */
   VmcePolicy policy;
+  gboolean has_migration; /* [vmced] migration */
+  VmceMigrationPolicy migration;
   gchar *uri;          /* [libvirt] uri, or NULL */
   gchar **domains;     /* [libvirt] domains, or NULL */
   gboolean all_domains; /* [libvirt] all-domains */
   GHashTable *domain_policies; /* [domain NAME] policy: name -> VmcePolicy + 1 */
+  GHashTable *domain_migration; /* [domain NAME] migration: name -> VmceMigrationPolicy + 1 */
 } VmceConfig;
 
 VmceConfig *vmce_config_load (const gchar *path, GError **error);
@@ -30,3 +33,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceConfig, vmce_config_free)
 
 /* The policy for domain @name: its own, else [vmced]'s, else @fallback */
 VmcePolicy vmce_config_policy_for (const VmceConfig *self, const gchar *name, VmcePolicy fallback);
+/* The same for the migration policy */
+VmceMigrationPolicy vmce_config_migration_for (const VmceConfig *self,
+                                               const gchar *name,
+                                               VmceMigrationPolicy fallback);

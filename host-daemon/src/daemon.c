@@ -15,6 +15,8 @@
 #include "daemon.h"
 #include "journal.h"
 #include "json-util.h"
+#include "poison-index.h"
+#include "proc-info.h"
 
 /* records kept in memory for `vmcectl events` */
 #define VMCE_RECENT_MAX 1000
@@ -27,7 +29,84 @@ struct _VmceDaemon {
   guint64 next_seq;
   guint inject_gap_ms;
   gint64 start_time_us;
+  /* poisoned pages of QEMUs not watched now, from the journal */
+  VmcePoisonIndex *index;
+  VmcePoisonIndexStats replay;
+  VmceMigrationPolicy migration;
+  const VmceConfig *config;
 };
+
+/* What vmced knew of poisoned pages before it stopped: a reset after a
+ * restart must still replace them (poison-index.h) */
+static gboolean
+vmce_daemon_replay_journal (VmceDaemon *self, const gchar *path, GError **error)
+{
+  VmcePoisonIndexStats *st = &self->replay;
+
+  if (!vmce_poison_index_load (self->index, path, st, error))
+    return FALSE;
+  if (st->bad_lines > 0)
+    g_warning ("journal %s:%" G_GUINT64_FORMAT ": %s, skipped (%" G_GUINT64_FORMAT " such "
+               "line(s)); every other record counts",
+               path, st->first_bad_line,
+               st->first_bad_line == st->lines
+                   ? "the last record was cut short (vmced stopped in the middle of a write)"
+                   : "not a JSON record",
+               st->bad_lines);
+  if (st->records > 0)
+    g_message ("journal %s: %" G_GUINT64_FORMAT " record(s) read in %" G_GINT64_FORMAT " us: "
+               "%u poisoned page(s) of %u QEMU(s) kept for when vmced attaches to them",
+               path, st->records, st->elapsed_us, vmce_poison_index_get_n_pages (self->index),
+               vmce_poison_index_get_n_qemus (self->index));
+  return TRUE;
+}
+
+void
+vmce_daemon_keep_poisoned (VmceDaemon *self, VmceVm *vm, gboolean exited)
+{
+  if (exited) {
+    vmce_poison_index_forget (self->index, vm->qemu_id);
+    return;
+  }
+  if (g_hash_table_size (vm->poisoned) == 0)
+    return;
+  /* the vm keeps an empty set; the index takes the pages */
+  vmce_poison_index_keep (self->index, vm->qemu_id,
+                          g_steal_pointer (&vm->poisoned));
+  vm->poisoned = vmce_poison_set_new ();
+}
+
+/* Before attaching: what is known of this QEMU's poisoned pages */
+static void
+vmce_daemon_restore_poisoned (VmceDaemon *self, VmceVm *vm)
+{
+  g_autofree gchar *other = NULL;
+  g_autofree gchar *from = NULL;
+  guint64 n_records = 0;
+  gboolean kept = FALSE;
+  GHashTable *pages;
+
+  pages = vmce_poison_index_take (self->index, vm->qemu_id, &n_records, &kept, &other);
+  if (pages != NULL) {
+    from = kept ? g_strdup_printf ("kept: %u page(s) known when vmced last detached from this "
+                                   "QEMU",
+                                   g_hash_table_size (pages))
+                : g_strdup_printf ("journal: %u page(s) rebuilt from %" G_GUINT64_FORMAT
+                                   " record(s) of this QEMU (%s)",
+                                   g_hash_table_size (pages), n_records, vm->qemu_id);
+    g_message ("vm pid %d: %s", vm->pid, from);
+    vmce_vm_restore_poisoned (vm, pages, from);
+    return;
+  }
+  if (other != NULL) {
+    g_autofree gchar *when = vmce_format_time (vmce_proc_identity_start_time (other));
+    from = g_strdup_printf ("none: the journal's poisoned pages for pid %d are of another process "
+                            "(%s, started %s), not this QEMU (%s): not restored",
+                            vm->pid, other, when, vm->qemu_id);
+    g_warning ("%s", from);
+    vmce_vm_set_poisoned_from (vm, from);
+  }
+}
 
 VmceDaemon *
 vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
@@ -37,7 +116,11 @@ vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
   self->vms = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_vm_unref);
   g_queue_init (&self->recent);
   self->inject_gap_ms = options->inject_gap_ms;
+  self->migration = options->migration;
   self->start_time_us = g_get_monotonic_time ();
+  self->index = vmce_poison_index_new ();
+  if (!vmce_daemon_replay_journal (self, options->journal_path, error))
+    return NULL;
   self->journal = vmce_journal_open (options->journal_path, error);
   if (self->journal == NULL)
     return NULL;
@@ -71,6 +154,7 @@ vmce_daemon_free (VmceDaemon *self)
   vmce_daemon_shutdown (self);
   g_clear_pointer (&self->control, vmce_control_free);
   g_clear_pointer (&self->journal, vmce_journal_free);
+  g_clear_pointer (&self->index, vmce_poison_index_free);
   g_ptr_array_unref (self->vms);
   g_queue_clear_full (&self->recent, (GDestroyNotify) json_node_unref);
   g_free (self);
@@ -162,6 +246,9 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
+  /* its name is known now */
+  data->vm->migration_policy =
+      vmce_config_migration_for (data->daemon->config, data->vm->name, data->daemon->migration);
   g_task_return_pointer (task, vmce_vm_ref (data->vm), (GDestroyNotify) vmce_vm_unref);
 }
 
@@ -189,6 +276,7 @@ vmce_daemon_attach_vm (VmceDaemon *self, VmceVm *vm, GAsyncReadyCallback callbac
       return;
     }
   }
+  vmce_daemon_restore_poisoned (self, vm);
   data = g_new0 (VmceAttachData, 1);
   data->daemon = self;
   data->vm = vm;
@@ -269,6 +357,18 @@ vmce_daemon_remove_vm (VmceDaemon *self, VmceVm *vm)
   g_ptr_array_remove (self->vms, vm);
 }
 
+void
+vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config)
+{
+  self->config = config;
+}
+
+VmceMigrationPolicy
+vmce_daemon_get_migration (VmceDaemon *self)
+{
+  return self->migration;
+}
+
 guint
 vmce_daemon_get_inject_gap_ms (VmceDaemon *self)
 {
@@ -314,6 +414,17 @@ vmce_daemon_status_to_json (VmceDaemon *self)
     json_builder_add_string_value (b, vmce_journal_get_last_error (self->journal));
   else
     json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "replay");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "records");
+  json_builder_add_int_value (b, (gint64) self->replay.records);
+  json_builder_set_member_name (b, "bad_lines");
+  json_builder_add_int_value (b, (gint64) self->replay.bad_lines);
+  json_builder_set_member_name (b, "elapsed_us");
+  json_builder_add_int_value (b, self->replay.elapsed_us);
+  json_builder_set_member_name (b, "kept_pages");
+  json_builder_add_int_value (b, vmce_poison_index_get_n_pages (self->index));
   json_builder_end_object (b);
   json_builder_set_member_name (b, "vms");
   json_builder_begin_array (b);

@@ -9,6 +9,7 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "config.h"
 #include "mce-event.h"
 #include "vm.h"
 
@@ -16,6 +17,7 @@ typedef struct {
   const gchar *socket_path;
   const gchar *journal_path;
   guint inject_gap_ms;
+  VmceMigrationPolicy migration; /* unless vmced.conf says otherwise for a domain */
 } VmceDaemonOptions;
 
 VmceDaemon *vmce_daemon_new (const VmceDaemonOptions *options, GError **error);
@@ -55,6 +57,9 @@ VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError *
 VmceVm *vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **error);
 GPtrArray *vmce_daemon_get_vms (VmceDaemon *self);
 void vmce_daemon_remove_vm (VmceDaemon *self, VmceVm *vm);
+/* A vm goes: its poisoned pages are kept for when it is attached again
+ * (or forgotten, if its QEMU @exited) */
+void vmce_daemon_keep_poisoned (VmceDaemon *self, VmceVm *vm, gboolean exited);
 
 /* Numbers the event, journals it, tells subscribers; returns its JSON */
 JsonNode *vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev);
@@ -64,4 +69,8 @@ void vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *re
 JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit);
 
 guint vmce_daemon_get_inject_gap_ms (VmceDaemon *self);
+/* vmced.conf, for per-domain settings of VMs attached from now on (not
+ * owned; NULL for none) */
+void vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config);
+VmceMigrationPolicy vmce_daemon_get_migration (VmceDaemon *self);
 JsonNode *vmce_daemon_status_to_json (VmceDaemon *self);

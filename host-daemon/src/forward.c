@@ -111,9 +111,9 @@ vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
 
   vm->n_events++;
   json = vmce_daemon_emit_event (vm->daemon, ev);
-  /* after the journal gave it its seq */
-  if (ev->result == VMCE_RESULT_INJECTED)
-    vmce_vm_record_poisoned (vm, ev);
+  /* after the journal gave it its seq; a host page is bad whatever became
+   * of the machine check (poison-set.c decides) */
+  vmce_vm_record_poisoned (vm, ev);
   vmce_sim_event_done (vm, ev, json);
   if (task != NULL)
     g_task_return_pointer (task, json_node_ref (json), (GDestroyNotify) json_node_unref);
@@ -445,6 +445,7 @@ vmce_forward_signal (VmceVm *vm,
   ev->vm = g_strdup (vm->name);
   ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
+  ev->qemu_id = g_strdup (vm->qemu_id);
   ev->tid = tid;
   ev->thread = vmce_vm_describe_thread (vm, tid);
   ev->si_code = info->si_code;
@@ -611,6 +612,7 @@ vmce_forward_inject_async (VmceVm *vm,
   ev->vm = g_strdup (vm->name);
   ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
+  ev->qemu_id = g_strdup (vm->qemu_id);
   ev->source = "inject";
   ev->kind = kind;
   ev->gpa = gpa;

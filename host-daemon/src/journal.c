@@ -218,6 +218,36 @@ vmce_journal_flush_sync (VmceJournal *self, GError **error)
   return FALSE;
 }
 
+/* A journal whose last record was cut short (vmced killed in the middle
+ * of a write, a full disk) would glue the next record onto that fragment
+ * and lose both: start the next one on a line of its own */
+static gboolean
+vmce_journal_end_line (VmceJournal *self, GError **error)
+{
+  int fd = open (self->path, O_RDONLY | O_CLOEXEC);
+  char last = '\n';
+  off_t size;
+
+  if (fd < 0)
+    return TRUE;
+  size = lseek (fd, 0, SEEK_END);
+  if (size > 0 && pread (fd, &last, 1, size - 1) != 1)
+    last = '\n';
+  close (fd);
+  if (last == '\n')
+    return TRUE;
+  /* the replay (poison-index.c) has said so already, with the line */
+  g_debug ("journal %s ends in the middle of a record: the next record starts on a new line",
+           self->path);
+  if (write (self->fd, "\n", 1) != 1) {
+    int errsv = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                 "cannot write to journal %s: %s", self->path, g_strerror (errsv));
+    return FALSE;
+  }
+  return TRUE;
+}
+
 VmceJournal *
 vmce_journal_open (const gchar *path, GError **error)
 {
@@ -243,6 +273,8 @@ vmce_journal_open (const gchar *path, GError **error)
                  "cannot open journal %s: %s", path, g_strerror (errsv));
     return NULL;
   }
+  if (!vmce_journal_end_line (self, error))
+    return NULL;
   rc = io_uring_queue_init (8, &self->ring, 0);
   if (rc < 0) {
     g_set_error (error, G_IO_ERROR, g_io_error_from_errno (-rc),

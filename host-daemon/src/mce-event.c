@@ -29,6 +29,7 @@ vmce_mce_event_free (VmceMceEvent *ev)
   g_free (ev->vm);
   g_free (ev->uuid);
   g_free (ev->thread);
+  g_free (ev->qemu_id);
   g_free (ev->block);
   g_free (ev->via);
   g_free (ev->handled_by);
@@ -122,6 +123,8 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   if (ev->uuid != NULL)
     vmce_add_string (b, "uuid", ev->uuid);
   vmce_add_int (b, "pid", ev->pid);
+  if (ev->qemu_id != NULL)
+    vmce_add_string (b, "qemu_id", ev->qemu_id);
   json_builder_set_member_name (b, "tid");
   if (ev->tid > 0)
     json_builder_add_int_value (b, ev->tid);

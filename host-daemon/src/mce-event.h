@@ -29,6 +29,7 @@ typedef struct {
   gchar *vm;
   gchar *uuid; /* a libvirt domain's, else NULL */
   pid_t pid;
+  gchar *qemu_id; /* the QEMU process for good (proc-info.h) */
   pid_t tid;
   gchar *thread; /* "main", "vcpu N", or the thread's name */
   int si_code;

@@ -61,6 +61,14 @@ typedef struct {
   gboolean held;
   VmceStopKind stop_kind; /* of the current stop, while stopped */
   int stop_sig;
+  gint64 stop_time_us;
+  /* a signal-delivery-stop's siginfo, read when it stopped: a remote
+   * system call made at this stop replaces the kernel's copy with its
+   * single-step trap's */
+  siginfo_t siginfo;
+  gboolean have_siginfo;
+  gboolean signal_dispatched; /* signal_stop() has seen this stop */
+  gboolean ops_ran;           /* a VmceStoppedFunc ran at this stop */
   GQueue ops; /* of VmceStopOp */
 } VmceTracee;
 
@@ -260,6 +268,11 @@ vmce_tracee_continue (VmceTracee *t, int signo)
   long rc;
 
   t->held = FALSE;
+  /* put back what the kernel delivers with the signal, if a function
+   * run at this stop may have made the thread trap since */
+  if (signo != 0 && t->ops_ran && t->have_siginfo && t->siginfo.si_signo == signo &&
+      ptrace (PTRACE_SETSIGINFO, t->tid, NULL, &t->siginfo) < 0 && errno != ESRCH)
+    g_warning ("thread %d: cannot restore its siginfo: %s", t->tid, g_strerror (errno));
   if (t->detaching) {
     t->stop_sig = signo;
     vmce_tracee_detach_now (t);
@@ -300,6 +313,7 @@ vmce_tracee_run_ops (VmceTracee *t)
     VmceStoppedFunc func = op->func;
     gpointer data = op->user_data;
     g_free (op);
+    t->ops_ran = TRUE;
     func (t->watch, tid, data);
     /* the function may have detached or freed the watch */
     if (g_hash_table_lookup (vmce_tracees, GINT_TO_POINTER (tid)) != t)
@@ -314,11 +328,12 @@ vmce_tracee_handle_signal_stop (VmceTracee *t, int sig, gint64 now)
   VmcePtraceWatch *watch = t->watch;
   siginfo_t info;
 
-  memset (&info, 0, sizeof info);
-  if (ptrace (PTRACE_GETSIGINFO, t->tid, NULL, &info) < 0) {
+  t->signal_dispatched = TRUE;
+  if (!t->have_siginfo) {
     vmce_tracee_continue (t, sig);
     return;
   }
+  info = t->siginfo;
   if (watch->funcs.signal_stop != NULL &&
       (watch->state == VMCE_WATCH_ATTACHED || watch->state == VMCE_WATCH_ATTACHING) &&
       watch->funcs.signal_stop (watch, t->tid, &info, now, watch->user_data)) {
@@ -346,6 +361,14 @@ vmce_tracee_handle_stop (VmceTracee *t, int status, gint64 now)
     t->stop_kind = VMCE_STOP_SIGNAL;
   }
   t->stop_sig = sig;
+  t->stop_time_us = now;
+  t->signal_dispatched = FALSE;
+  t->ops_ran = FALSE;
+  t->have_siginfo = FALSE;
+  if (t->stop_kind == VMCE_STOP_SIGNAL) {
+    memset (&t->siginfo, 0, sizeof t->siginfo);
+    t->have_siginfo = ptrace (PTRACE_GETSIGINFO, t->tid, NULL, &t->siginfo) == 0;
+  }
   /* whatever stop this is serves the interrupt: a remote syscall may have
    * swallowed the interrupt-stop itself, and a second one is harmless */
   t->interrupted = FALSE;
@@ -647,7 +670,26 @@ vmce_ptrace_watch_set_siginfo (VmcePtraceWatch *self,
                  "cannot set siginfo of thread %d: %s", tid, g_strerror (errsv));
     return FALSE;
   }
+  t->siginfo = *info;
+  t->have_siginfo = TRUE;
   return TRUE;
+}
+
+void
+vmce_ptrace_watch_release (VmcePtraceWatch *self, pid_t tid)
+{
+  VmceTracee *t = g_hash_table_lookup (self->threads, GINT_TO_POINTER (tid));
+
+  if (t == NULL || t->stop_kind == VMCE_STOP_NONE)
+    return;
+  /* held by a VmceStoppedFunc at a signal-delivery-stop nobody has looked
+   * at yet: the signal is handled as if it had never been held */
+  if (t->stop_kind == VMCE_STOP_SIGNAL && !t->signal_dispatched && !t->detaching) {
+    t->held = FALSE;
+    vmce_tracee_handle_signal_stop (t, t->stop_sig, t->stop_time_us);
+    return;
+  }
+  vmce_tracee_continue (t, 0);
 }
 
 void

@@ -63,6 +63,9 @@ gboolean vmce_ptrace_watch_set_siginfo (VmcePtraceWatch *self,
                                         GError **error);
 /* Lets a held thread run on, delivering @signo (0 suppresses the signal) */
 void vmce_ptrace_watch_resume (VmcePtraceWatch *self, pid_t tid, int signo);
+/* Lets a thread go that a VmceStoppedFunc held: a signal it had stopped
+ * for, and that was not yet handed to signal_stop(), is handed over now */
+void vmce_ptrace_watch_release (VmcePtraceWatch *self, pid_t tid);
 
 /* Runs @func at the next ptrace-stop of @tid, interrupting it if needed;
  * @destroy frees @user_data if the thread ends before that */

@@ -460,6 +460,15 @@ vmce_qmp_client_get_name (VmceQmpClient *self)
 }
 
 gboolean
+vmce_qmp_client_has_input (VmceQmpClient *self)
+{
+  GSocket *socket = self->sock != NULL ? vmce_line_socket_get_socket (self->sock) : NULL;
+
+  return socket != NULL && !self->closed &&
+         (g_socket_condition_check (socket, G_IO_IN) & G_IO_IN) != 0;
+}
+
+gboolean
 vmce_qmp_client_is_open (VmceQmpClient *self)
 {
   return !self->closed;

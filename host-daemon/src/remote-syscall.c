@@ -193,6 +193,40 @@ vmce_remote_mprotect (pid_t pid, pid_t tid, guint64 addr, guint64 len, int prot,
   return TRUE;
 }
 
+static const gchar *
+vmce_madvise_name (int advice)
+{
+  switch (advice) {
+  case MADV_DONTNEED:
+    return "MADV_DONTNEED";
+  case MADV_REMOVE:
+    return "MADV_REMOVE";
+#ifdef MADV_DONTNEED_LOCKED
+  case MADV_DONTNEED_LOCKED:
+    return "MADV_DONTNEED_LOCKED";
+#endif
+  default:
+    return "madvise";
+  }
+}
+
+gboolean
+vmce_remote_madvise (pid_t pid, pid_t tid, guint64 addr, guint64 len, int advice, GError **error)
+{
+  long args[6] = { (long) addr, (long) len, advice, 0, 0, 0 };
+  long ret = 0;
+
+  if (!vmce_remote_syscall (pid, tid, SYS_madvise, args, &ret, error))
+    return FALSE;
+  if (ret < 0) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
+                 "pid %d: madvise(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", %s): %s", pid,
+                 addr, len, vmce_madvise_name (advice), g_strerror ((int) -ret));
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 vmce_remote_map_anon_fixed (pid_t pid, pid_t tid, guint64 addr, guint64 len, GError **error)
 {

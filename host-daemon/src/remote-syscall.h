@@ -28,6 +28,14 @@ gboolean vmce_remote_mprotect (pid_t pid,
                                int prot,
                                GError **error);
 
+/* madvise(2) in the process; @advice as for madvise */
+gboolean vmce_remote_madvise (pid_t pid,
+                              pid_t tid,
+                              guint64 addr,
+                              guint64 len,
+                              int advice,
+                              GError **error);
+
 /* Puts a fresh zeroed private page where @addr was: what stands in for a
  * host page the kernel has taken away for good */
 gboolean vmce_remote_map_anon_fixed (pid_t pid,

@@ -160,8 +160,9 @@ vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 re
     g_hash_table_insert (vm->sim_pending, GINT_TO_POINTER (tid), queue);
   }
   g_queue_push_tail (queue, sig);
-  /* a plain SIGBUS; its siginfo is written at the signal-delivery-stop */
-  if (syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
+  /* a plain SIGBUS; its siginfo is written at the signal-delivery-stop.
+   * One at a time: the next is sent when this one has been seen */
+  if (queue->length == 1 && syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
     g_warning ("vm %s: tgkill %d: %s", vm->name, tid, g_strerror (errno));
 }
 
@@ -332,6 +333,10 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
       return FALSE;
     vmce_sim_fill_siginfo (&rewritten, sig->code, sig->addr, sig->lsb);
     *request_id = sig->request_id;
+    /* a second plain SIGBUS sent while the first was pending was merged
+     * into it (signals below SIGRTMIN do not queue): ask for the next */
+    if (!g_queue_is_empty (queue) && syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
+      g_warning ("vm %s: tgkill %d: %s", vm->name, tid, g_strerror (errno));
   } else if (info->si_signo == SIGSEGV &&
              vmce_sim_is_protected (vm, (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK)) {
     guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
@@ -371,6 +376,51 @@ vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
   }
   g_hash_table_remove (vm->sim_protected, &host_page);
   return TRUE;
+}
+
+GArray *
+vmce_sim_get_protected (VmceVm *vm)
+{
+  GArray *pages;
+  GHashTableIter iter;
+  gpointer key;
+
+  if (vm->sim_protected == NULL || g_hash_table_size (vm->sim_protected) == 0)
+    return NULL;
+  pages = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_hash_table_iter_init (&iter, vm->sim_protected);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_array_append_val (pages, *(guint64 *) key);
+  return pages;
+}
+
+void
+vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
+{
+  host_page &= VMCE_PAGE_MASK;
+  if (vm->sim_protected == NULL || !g_hash_table_remove (vm->sim_protected, &host_page))
+    return;
+  for (guint i = 0; i < vm->sim_waiters->len;) {
+    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+    if (w->on_access && w->host_page == host_page) {
+      vmce_sim_waiter_fail (w, g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED, "vm %s: %s",
+                                            vm->name, why));
+      continue;
+    }
+    i++;
+  }
+}
+
+void
+vmce_sim_adopt_page (VmceVm *vm, guint64 host_page, guint64 gpa)
+{
+  guint64 *key = g_new (guint64, 1);
+  guint64 *value = g_new (guint64, 1);
+
+  vmce_sim_tables_init (vm);
+  *key = host_page & VMCE_PAGE_MASK;
+  *value = gpa & VMCE_PAGE_MASK;
+  g_hash_table_replace (vm->sim_protected, key, value);
 }
 
 void

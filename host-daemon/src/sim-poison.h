@@ -41,6 +41,16 @@ gboolean vmce_sim_is_protected (VmceVm *vm, guint64 host_page);
 /* Gives access to a simulated-poisoned page back; @tid must be stopped */
 gboolean vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error);
 
+/* The host pages vmced has taken away (of guint64), or NULL */
+GArray *vmce_sim_get_protected (VmceVm *vm);
+/* @host_page was replaced by a fresh one (a reset): it is no longer taken
+ * away, and a request waiting for a thread to touch it ends with @why */
+void vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why);
+/* At attach: @host_page was taken away by an earlier vmced (killed before
+ * it could give it back); a thread touching it is told as of a poisoned
+ * page again */
+void vmce_sim_adopt_page (VmceVm *vm, guint64 host_page, guint64 gpa);
+
 /* An event was handled: answers the request waiting for it */
 void vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json);
 /* Before detaching: give every page back (at the main thread's next stop) */

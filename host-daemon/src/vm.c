@@ -19,10 +19,15 @@
 #include "daemon.h"
 #include "forward.h"
 #include "json-util.h"
+#include "migration-guard.h"
+#include "proc-info.h"
+#include "proc-maps.h"
+#include "reset-guard.h"
 #include "sim-poison.h"
 #include "vm.h"
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
+static void vmce_vm_adopt_protected (VmceVm *self);
 
 static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop", "force" };
 
@@ -300,8 +305,25 @@ vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
     vmce_forward_qemu_event (self, data);
     return;
   }
+  if (g_strcmp0 (name, "MIGRATION") == 0 && data != NULL) {
+    vmce_migration_guard_on_event (self, data);
+    return;
+  }
+  if (g_strcmp0 (name, "RESUME") == 0) {
+    vmce_migration_guard_on_resume (self);
+    return;
+  }
+  if (g_strcmp0 (name, "STOP") == 0) {
+    self->running = FALSE;
+    return;
+  }
+  if (g_strcmp0 (name, "RESET") == 0) {
+    vmce_reset_guard_on_reset (self, data, time_us);
+    vmce_vm_refresh_layout (self);
+    return;
+  }
   /* what can move RAM in guest physical space or add vCPUs */
-  if (g_strcmp0 (name, "RESET") == 0 || g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0) {
+  if (g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0) {
     vmce_vm_refresh_layout (self);
     return;
   }
@@ -340,13 +362,33 @@ vmce_vm_signal_stop_cb (VmcePtraceWatch *watch,
 
   if (self->state != VMCE_VM_READY)
     return FALSE;
+  if (vmce_reset_guard_stale_fault (self, tid, info))
+    return TRUE;
   simulated = vmce_sim_rewrite (self, tid, info, &request_id);
   if (info->si_signo != SIGBUS ||
       (info->si_code != BUS_MCEERR_AO && info->si_code != BUS_MCEERR_AR))
     return FALSE;
-  vmce_forward_signal (self, tid, info, stop_time_us, simulated ? "simulated" : "kernel",
-                       request_id);
+  vmce_vm_dispatch_memory_error (self, tid, info, stop_time_us,
+                                 simulated ? "simulated" : "kernel", request_id, FALSE);
   return TRUE;
+}
+
+void
+vmce_vm_dispatch_memory_error (VmceVm *self,
+                               pid_t tid,
+                               const siginfo_t *info,
+                               gint64 stop_time_us,
+                               const gchar *source,
+                               guint64 request_id,
+                               gboolean again)
+{
+  /* a page known to be poisoned, touched as the guest resets */
+  if (vmce_reset_guard_signal (self, tid, info, stop_time_us, source, request_id, again))
+    return;
+  /* the migration thread reading a poisoned page */
+  if (vmce_migration_guard_signal (self, tid, info))
+    return;
+  vmce_forward_signal (self, tid, info, stop_time_us, source, request_id);
 }
 
 static void
@@ -362,6 +404,7 @@ vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
     return;
   self->state = VMCE_VM_READY;
   self->attached_time_us = g_get_real_time ();
+  vmce_vm_adopt_protected (self);
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "type");
   json_builder_add_string_value (b, "attach");
@@ -434,6 +477,91 @@ vmce_vm_attach_fail (VmceVm *self, GError *error)
 }
 
 static void
+vmce_vm_attach_trace (VmceVm *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  self->watch = vmce_ptrace_watch_new (self->pid, &vmce_vm_ptrace_funcs, self);
+  if (!vmce_ptrace_watch_attach (self->watch, &error)) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  /* continues in vmce_vm_attached_cb() */
+}
+
+static void
+vmce_vm_attach_caps_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (self->attach_task == NULL)
+    return;
+  if (ret == NULL)
+    g_warning ("vm %s: cannot turn QEMU's migration events on (%s): a migration of a VM with "
+               "poisoned memory is not seen",
+               self->name, error->message);
+  vmce_vm_attach_trace (self);
+}
+
+/* Whether it is a migration's destination, still loading; and, for a QEMU
+ * of its own (libvirt turns them on for its domains), the MIGRATION events
+ * that tell vmced a migration starts (migration-guard.c) */
+static void
+vmce_vm_attach_status_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autoptr(JsonNode) args = NULL;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (self->attach_task == NULL)
+    return;
+  if (ret == NULL) {
+    vmce_vm_attach_fail (self, g_steal_pointer (&error));
+    return;
+  }
+  if (JSON_NODE_HOLDS_OBJECT (ret)) {
+    const gchar *status = vmce_json_object_get_string_opt (json_node_get_object (ret), "status");
+    self->incoming = g_strcmp0 (status, "inmigrate") == 0;
+    self->running = g_strcmp0 (status, "running") == 0;
+  }
+  if (self->qmp_socket != NULL) {
+    vmce_vm_attach_trace (self);
+    return;
+  }
+  args = json_from_string ("{\"capabilities\": [{\"capability\": \"events\", \"state\": true}]}",
+                           NULL);
+  vmce_qmp_client_execute_async (self->qmp, "migrate-set-capabilities", args, NULL,
+                                 vmce_vm_attach_caps_cb, vmce_vm_ref (self));
+}
+
+/* QEMU writes these into guest RAM again at every reset, before it says
+ * so: a poisoned page there must be replaced then (reset-guard.c) */
+static void
+vmce_vm_attach_roms_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+
+  text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (self->attach_task == NULL)
+    return;
+  if (text != NULL)
+    self->roms = vmce_rom_blobs_parse (text, &error);
+  if (self->roms == NULL)
+    g_warning ("vm %s: cannot read QEMU's ROM list (%s): a poisoned page of a ROM blob in RAM "
+               "is replaced only after QEMU has rewritten it at reset",
+               self->name, error->message);
+  vmce_qmp_client_execute_async (self->qmp, "query-status", NULL, NULL, vmce_vm_attach_status_cb,
+                                 vmce_vm_ref (self));
+}
+
+static void
 vmce_vm_attach_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(VmceVm) self = user_data;
@@ -449,12 +577,8 @@ vmce_vm_attach_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data
     return;
   }
   self->layout = layout;
-  self->watch = vmce_ptrace_watch_new (self->pid, &vmce_vm_ptrace_funcs, self);
-  if (!vmce_ptrace_watch_attach (self->watch, &error)) {
-    vmce_vm_attach_fail (self, g_steal_pointer (&error));
-    return;
-  }
-  /* continues in vmce_vm_attached_cb() */
+  vmce_qmp_client_hmp_async (self->qmp, "info roms", NULL, vmce_vm_attach_roms_cb,
+                             vmce_vm_ref (self));
 }
 
 typedef enum {
@@ -693,6 +817,7 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
   if (self->state == VMCE_VM_GONE)
     return;
   self->state = VMCE_VM_GONE;
+  vmce_reset_guard_cancel_all (self);
   vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
   if (self->qmp != NULL) {
@@ -713,6 +838,8 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
     }
     json_builder_set_member_name (b, "pid");
     json_builder_add_int_value (b, self->pid);
+    json_builder_set_member_name (b, "qemu_id");
+    json_builder_add_string_value (b, self->qemu_id);
     json_builder_set_member_name (b, "reason");
     if (reason != NULL)
       json_builder_add_string_value (b, reason);
@@ -724,6 +851,8 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
     record = json_builder_get_root (b);
     vmce_daemon_emit_record (self->daemon, "VM_DETACHED", record);
   }
+  if (was_ready)
+    vmce_daemon_keep_poisoned (self->daemon, self, g_strcmp0 (type, "vm-exit") == 0);
   vmce_daemon_remove_vm (self->daemon, self);
 }
 
@@ -736,6 +865,7 @@ vmce_vm_detach (VmceVm *self, const gchar *reason)
     return;
   self->state = VMCE_VM_DETACHING;
   self->detach_reason = g_strdup (reason);
+  vmce_reset_guard_cancel_all (self);
   vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_release_all (self);
@@ -758,6 +888,7 @@ vmce_vm_shutdown_sync (VmceVm *self)
     return;
   if (self->state == VMCE_VM_READY)
     self->state = VMCE_VM_DETACHING;
+  vmce_reset_guard_cancel_all (self);
   vmce_forward_cancel_all (self, "vmced is stopping");
   vmce_sim_cancel_all (self, "vmced is stopping");
   vmce_sim_release_all (self);
@@ -839,23 +970,52 @@ vmce_vm_pause (VmceVm *self, const gchar *why)
 void
 vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev)
 {
-  guint64 page = ev->gpa & ~G_GUINT64_CONSTANT (0xfff);
-  VmcePoisonedPage *p = g_hash_table_lookup (self->poisoned, &page);
+  (void) vmce_poison_set_add_event (self->poisoned, ev);
+}
 
-  if (p == NULL) {
-    p = g_new0 (VmcePoisonedPage, 1);
-    p->gpa = page;
-    g_hash_table_insert (self->poisoned, &p->gpa, p);
+void
+vmce_vm_set_poisoned_from (VmceVm *self, const gchar *from)
+{
+  g_free (self->poisoned_from);
+  self->poisoned_from = g_strdup (from);
+}
+
+void
+vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from)
+{
+  g_hash_table_unref (self->poisoned);
+  self->poisoned = pages;
+  vmce_vm_set_poisoned_from (self, from);
+}
+
+/* A simulated page taken away by a vmced that was killed before it could
+ * give it back is still PROT_NONE: a touch must be told as of a poisoned
+ * page, not passed to QEMU as a plain SIGSEGV */
+static void
+vmce_vm_adopt_protected (VmceVm *self)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (self->poisoned);
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  guint n = 0;
+
+  if (pages->len == 0 || (vmas = vmce_vma_table_read (self->pid, NULL)) == NULL)
+    return;
+  for (guint i = 0; i < pages->len; i++) {
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    guint64 hva = p->hva;
+    const VmceVma *vma;
+
+    (void) vmce_ram_layout_gpa_to_hva (self->layout, p->gpa, &hva, NULL);
+    vma = vmce_vma_table_lookup (vmas, hva);
+    if (p->simulated && vma != NULL && !vma->readable) {
+      vmce_sim_adopt_page (self, hva, p->gpa);
+      n++;
+    }
   }
-  p->hva = ev->hva & ~G_GUINT64_CONSTANT (0xfff);
-  p->host_page = p->hva;
-  p->last_us = ev->stop_us;
-  p->kind = ev->kind;
-  p->time_us = ev->time_us;
-  p->simulated = g_strcmp0 (ev->source, "simulated") == 0;
-  p->result = ev->result;
-  p->last_seq = ev->seq;
-  p->count++;
+  if (n > 0)
+    g_message ("vm %s: %u page(s) are still taken away by an earlier vmced: a touch is reported "
+               "as a consumed memory error, a reset replaces them",
+               self->name, n);
 }
 
 static const gchar *
@@ -874,32 +1034,19 @@ vmce_vm_state_to_string (VmceVmState state)
   return "unknown";
 }
 
-static gint
-vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
-{
-  const VmcePoisonedPage *pa = *(VmcePoisonedPage *const *) a;
-  const VmcePoisonedPage *pb = *(VmcePoisonedPage *const *) b;
-
-  return pa->gpa < pb->gpa ? -1 : pa->gpa > pb->gpa;
-}
-
 JsonNode *
 vmce_vm_to_json (VmceVm *self, gboolean with_layout)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(GPtrArray) pages = g_ptr_array_new ();
-  GHashTableIter iter;
-  gpointer value;
-
-  g_hash_table_iter_init (&iter, self->poisoned);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    g_ptr_array_add (pages, value);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_sorted (self->poisoned);
 
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "name");
   json_builder_add_string_value (b, self->name);
   json_builder_set_member_name (b, "pid");
   json_builder_add_int_value (b, self->pid);
+  json_builder_set_member_name (b, "qemu_id");
+  json_builder_add_string_value (b, self->qemu_id);
   json_builder_set_member_name (b, "qmp");
   json_builder_add_string_value (b, self->qmp_path != NULL ? self->qmp_path : "libvirt");
   if (self->uuid != NULL) {
@@ -961,26 +1108,16 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
                                      ? g_hash_table_size (self->sim_protected)
                                      : 0);
 
-  g_ptr_array_sort (pages, vmce_poisoned_cmp);
   json_builder_set_member_name (b, "poisoned");
   json_builder_begin_array (b);
-  for (guint i = 0; i < pages->len; i++) {
-    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    g_autofree gchar *time = vmce_format_time (p->time_us);
-    json_builder_begin_object (b);
-    vmce_json_builder_add_hex (b, "gpa", p->gpa);
-    vmce_json_builder_add_hex (b, "hva", p->hva);
-    json_builder_set_member_name (b, "kind");
-    json_builder_add_string_value (b, vmce_mce_kind_to_string (p->kind));
-    json_builder_set_member_name (b, "time");
-    json_builder_add_string_value (b, time);
-    json_builder_set_member_name (b, "source");
-    json_builder_add_string_value (b, p->simulated ? "simulated" : "kernel");
-    json_builder_set_member_name (b, "count");
-    json_builder_add_int_value (b, p->count);
-    json_builder_end_object (b);
-  }
+  for (guint i = 0; i < pages->len; i++)
+    vmce_poisoned_page_to_json (g_ptr_array_index (pages, i), b);
   json_builder_end_array (b);
+  json_builder_set_member_name (b, "poisoned_from");
+  json_builder_add_string_value (b, self->poisoned_from);
+  json_builder_set_member_name (b, "rom_blobs");
+  json_builder_add_int_value (b, self->roms != NULL ? vmce_rom_blobs_get_n (self->roms) : 0);
+  vmce_migration_guard_to_json (self, b);
 
   if (with_layout && self->layout != NULL) {
     json_builder_set_member_name (b, "layout");
@@ -1025,7 +1162,13 @@ vmce_vm_new (VmceDaemon *daemon,
   self->qmp_path = g_strdup (qmp_path);
   self->name = g_strdup (name);
   self->agent_path = g_strdup (agent_path);
-  self->poisoned = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_free);
+  /* NULL if the process is gone: attaching says so */
+  self->qemu_id = vmce_proc_identity (pid, NULL);
+  self->poisoned = vmce_poison_set_new ();
+  self->poisoned_from = g_strdup ("none: no poisoned page before vmced attached");
+  self->reset_deferred = g_ptr_array_new ();
+  self->reset_early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+  self->reset_recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   g_queue_init (&self->injections);
   return self;
 }
@@ -1066,6 +1209,14 @@ vmce_vm_unref (VmceVm *self)
     g_free (g_array_index (self->vcpus, VmceVcpu, i).qom_path);
   g_clear_pointer (&self->vcpus, g_array_unref);
   g_hash_table_unref (self->poisoned);
+  g_free (self->poisoned_from);
+  g_clear_pointer (&self->roms, vmce_rom_blobs_free);
+  g_ptr_array_unref (self->reset_deferred);
+  g_ptr_array_unref (self->reset_early);
+  g_hash_table_unref (self->reset_recent);
+  g_free (self->migration_status);
+  g_clear_pointer (&self->migration_marks, g_array_unref);
+  g_free (self->qemu_id);
   g_clear_pointer (&self->sim_protected, g_hash_table_unref);
   g_clear_pointer (&self->sim_pending, g_hash_table_unref);
   g_clear_pointer (&self->sim_waiters, g_ptr_array_unref);

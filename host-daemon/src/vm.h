@@ -8,36 +8,26 @@
 
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "mce-encode.h"
 #include "mce-event.h"
+#include "poison-set.h"
 #include "ptrace-watch.h"
 #include "qmp-client.h"
 #include "ram-layout.h"
+#include "rom-blobs.h"
 
 typedef struct _VmceDaemon VmceDaemon;
 typedef struct _VmceInjection VmceInjection;
+typedef struct _VmceResetPass VmceResetPass;
 
 typedef struct {
   guint index; /* QEMU's cpu-index */
   pid_t tid;
   gchar *qom_path;
 } VmceVcpu;
-
-typedef struct {
-  guint64 gpa; /* page address */
-  guint64 hva;
-  VmceMceKind kind;
-  gint64 time_us;
-  gboolean simulated;
-  VmceResult result;
-  guint count;       /* errors reported on this page */
-  guint64 host_page; /* the page in QEMU */
-  gint64 last_us;    /* monotonic time of the last error */
-  guint refaults;    /* AR again after its machine check was in */
-  guint64 last_seq;  /* the journal record of its last injection */
-} VmcePoisonedPage;
 
 /* What vmced does with a memory error in this VM */
 typedef enum {
@@ -47,6 +37,12 @@ typedef enum {
   VMCE_POLICY_STOP,      /* pause the VM and report */
   VMCE_POLICY_FORCE,     /* inject even what the guest cannot recover from */
 } VmcePolicy;
+
+/* What vmced does when a VM with poisoned memory is migrated */
+typedef enum {
+  VMCE_MIGRATION_REFUSE,     /* cancel it, say why */
+  VMCE_MIGRATION_ALLOW_ZERO, /* let it go: zeroed pages, marked poisoned on arrival */
+} VmceMigrationPolicy;
 
 const gchar *vmce_policy_to_string (VmcePolicy policy);
 gboolean vmce_policy_from_string (const gchar *str, VmcePolicy *policy);
@@ -64,6 +60,7 @@ struct _VmceVm {
   VmceDaemon *daemon;
   gchar *name;
   pid_t pid;
+  gchar *qemu_id; /* the process for good: vmce_proc_identity() */
   gchar *qmp_path;
   gchar *agent_path;
   /* a libvirt domain: its UUID, and the monitor reached through libvirt
@@ -90,8 +87,25 @@ struct _VmceVm {
   VmcePolicy policy;
   GTask *attach_task;
 
-  /* what the guest was told about, by guest page */
+  /* what the guest was told about, and which host pages are bad, by
+   * guest page (poison-set.h) */
   GHashTable *poisoned; /* gpa -> VmcePoisonedPage */
+  gchar *poisoned_from; /* where that set came from, for vmcectl vm */
+  VmceRomBlobs *roms;   /* ROM blobs in RAM, which QEMU rewrites at reset */
+
+  /* migration-guard.c */
+  VmceMigrationPolicy migration_policy;
+  gchar *migration_status;   /* of the last MIGRATION event, or NULL */
+  gboolean migration_refused;
+  gboolean incoming;         /* a migration's destination, loading */
+  gboolean running;          /* the guest runs (RESUME/STOP) */
+  GArray *migration_marks;   /* GPAs to mark poisoned once it runs */
+
+  /* reset-guard.c */
+  VmceResetPass *reset_pass;
+  GPtrArray *reset_deferred; /* stops waiting for a pass or the monitor */
+  GPtrArray *reset_early;    /* of JsonNode: replaced before the RESET event */
+  GHashTable *reset_recent;  /* host pages replaced since the last reset */
 
   /* forward.c */
   GQueue injections; /* waiting to be sent, of VmceInjection */
@@ -132,6 +146,18 @@ const VmceVcpu *vmce_vm_find_vcpu (VmceVm *self, guint index);
 gchar *vmce_vm_describe_thread (VmceVm *self, pid_t tid);
 void vmce_vm_refresh_layout (VmceVm *self);
 void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
+/* Before attaching: the pages kept for this QEMU (taken), from @from */
+void vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from);
+void vmce_vm_set_poisoned_from (VmceVm *self, const gchar *from);
+/* A memory-error stop (SIGBUS BUS_MCEERR_AO/AR, rewritten if simulated)
+ * of @tid: takes the stop. @again: it waited once already. */
+void vmce_vm_dispatch_memory_error (VmceVm *self,
+                                    pid_t tid,
+                                    const siginfo_t *info,
+                                    gint64 stop_time_us,
+                                    const gchar *source,
+                                    guint64 request_id,
+                                    gboolean again);
 VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
 /* QMP stop; the outcome is logged */
 void vmce_vm_pause (VmceVm *self, const gchar *why);

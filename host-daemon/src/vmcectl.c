@@ -323,12 +323,27 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
              vmcectl_str (r, "hva"),
              json_object_get_boolean_member_with_default (r, "rom", FALSE) ? "  (rom)" : "");
   }
+  if (json_object_has_member (vm, "migration")) {
+    JsonObject *mig = json_object_get_object_member (vm, "migration");
+    g_print ("  migration: %s with poisoned memory; last status %s%s\n",
+             g_strcmp0 (vmcectl_str (mig, "policy"), "refuse") == 0 ? "refused"
+                                                                    : "allowed, pages zeroed",
+             vmcectl_str (mig, "status"),
+             json_object_get_boolean_member_with_default (mig, "incoming", FALSE)
+                 ? " (a destination, loading)"
+                 : "");
+  }
   arr = json_object_get_array_member (vm, "poisoned");
-  g_print ("  poisoned guest pages: %u\n", json_array_get_length (arr));
+  g_print ("  poisoned guest pages: %u (%s)\n", json_array_get_length (arr),
+           vmcectl_str (vm, "poisoned_from"));
   for (guint i = 0; i < json_array_get_length (arr); i++) {
     JsonObject *p = json_array_get_object_element (arr, i);
-    g_print ("    GPA %s  HVA %s  %s  %s  %s\n", vmcectl_str (p, "gpa"), vmcectl_str (p, "hva"),
-             vmcectl_str (p, "kind"), vmcectl_str (p, "source"), vmcectl_str (p, "time"));
+    g_print ("    GPA %s  HVA %s  %s  %s  %s  %s%s\n", vmcectl_str (p, "gpa"),
+             vmcectl_str (p, "hva"), vmcectl_str (p, "kind"), vmcectl_str (p, "source"),
+             vmcectl_str (p, "result"), vmcectl_str (p, "time"),
+             json_object_get_boolean_member_with_default (p, "restored", FALSE)
+                 ? "  (from the journal)"
+                 : "");
   }
   return EXIT_SUCCESS;
 }
@@ -468,16 +483,27 @@ vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
 
-  if (!vmcectl_parse ("VM POLICY - what vmced does with the VM's memory errors: forward, "
-                      "ignore-ao, pass or stop",
-                      vmcectl_no_options, &argc, &argv))
+  g_autofree gchar *migration = NULL;
+  GOptionEntry entries[] = {
+    { "migration", 0, 0, G_OPTION_ARG_STRING, &migration,
+      "A migration of the VM while it has poisoned memory: refuse or allow-zero", "POLICY" },
+    { NULL },
+  };
+
+  if (!vmcectl_parse ("VM [POLICY] - what vmced does with the VM's memory errors: forward, "
+                      "ignore-ao, pass, stop or force",
+                      entries, &argc, &argv))
     return EXIT_FAILURE;
-  if (argc != 3) {
-    g_printerr ("vmcectl: error: usage: vmcectl policy VM forward|ignore-ao|pass|stop|force\n");
+  if (argc != 3 && !(argc == 2 && migration != NULL)) {
+    g_printerr ("vmcectl: error: usage: vmcectl policy VM [forward|ignore-ao|pass|stop|force] "
+                "[--migration refuse|allow-zero]\n");
     return EXIT_FAILURE;
   }
   json_object_set_string_member (args, "vm", argv[1]);
-  json_object_set_string_member (args, "policy", argv[2]);
+  if (argc == 3)
+    json_object_set_string_member (args, "policy", argv[2]);
+  if (migration != NULL)
+    json_object_set_string_member (args, "migration", migration);
   ret = vmcectl_call (c, "set-policy", args, &error);
   if (ret == NULL)
     return vmcectl_fail (error);
@@ -763,7 +789,9 @@ static const struct {
   { "attach", vmcectl_cmd_attach,
     "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
-  { "policy", vmcectl_cmd_policy, "VM forward|ignore-ao|pass|stop|force: what to do with its errors" },
+  { "policy", vmcectl_cmd_policy,
+    "VM [forward|ignore-ao|pass|stop|force] [--migration refuse|allow-zero]: what to do with its "
+    "errors, and with a migration while it has poisoned memory" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "
     "simulate a host memory error" },

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "migration-guard.h"
 #include "libvirt-watch.h"
 #include "ptrace-watch.h"
 
@@ -33,6 +34,7 @@ typedef struct {
   const gchar *config_path;
   VmceConfig *config;
   VmcePolicy cli_policy; /* --policy, or the default */
+  VmceMigrationPolicy cli_migration;
   VmceLibvirtWatch *libvirt_watch;
 } VmcedContext;
 
@@ -54,12 +56,14 @@ vmced_reload (VmcedContext *ctx)
   }
   vmce_config_free (ctx->config);
   ctx->config = config;
+  vmce_daemon_set_config (ctx->daemon, config);
   if (ctx->libvirt_watch != NULL)
     vmce_libvirt_watch_set_config (ctx->libvirt_watch, config);
   vms = vmce_daemon_get_vms (ctx->daemon);
   for (guint i = 0; i < vms->len; i++) {
     VmceVm *vm = g_ptr_array_index (vms, i);
     vm->policy = vmce_config_policy_for (config, vm->name, ctx->cli_policy);
+    vm->migration_policy = vmce_config_migration_for (config, vm->name, ctx->cli_migration);
   }
   g_message ("reloaded %s", ctx->config_path);
 }
@@ -161,6 +165,8 @@ main (int argc, char **argv)
   gint inject_gap_ms = G_MININT; /* not given */
   g_autofree gchar *policy_str = NULL;
   VmcePolicy policy = VMCE_POLICY_FORWARD;
+  g_autofree gchar *migration_str = NULL;
+  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
   gboolean version = FALSE;
   VmceDaemonOptions options = { 0 };
   VmcedContext ctx = { 0 };
@@ -186,6 +192,8 @@ main (int argc, char **argv)
       "Watch every domain of --connect as it runs", NULL },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy_str,
       "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
+    { "migration", 0, 0, G_OPTION_ARG_STRING, &migration_str,
+      "A migration of a VM with poisoned memory: refuse (default) or allow-zero", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
       "Least time between two machine checks into one VM (default 20)", "MS" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
@@ -240,6 +248,8 @@ main (int argc, char **argv)
       inject_gap_ms = config->inject_gap_ms;
     if (policy_str == NULL && config->has_policy)
       policy_str = g_strdup (vmce_policy_to_string (config->policy));
+    if (migration_str == NULL && config->has_migration)
+      migration_str = g_strdup (vmce_migration_policy_to_string (config->migration));
     if (connect_uri == NULL && config->uri != NULL) {
       connect_uri = g_strdup (config->uri);
       if (domains == NULL && !all_domains) {
@@ -260,6 +270,10 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass, stop or force\n");
     return EXIT_FAILURE;
   }
+  if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
+    g_printerr ("vmced: error: --migration must be refuse or allow-zero\n");
+    return EXIT_FAILURE;
+  }
   if (inject_gap_ms == G_MININT)
     inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
   if (inject_gap_ms < 0) {
@@ -270,6 +284,7 @@ main (int argc, char **argv)
   options.socket_path = socket_path != NULL ? socket_path : VMCE_DEFAULT_SOCKET;
   options.journal_path = journal_path != NULL ? journal_path : VMCE_DEFAULT_JOURNAL;
   options.inject_gap_ms = (guint) inject_gap_ms;
+  options.migration = migration;
   daemon = vmce_daemon_new (&options, &error);
   if (daemon == NULL) {
     g_printerr ("vmced: error: %s\n", error->message);
@@ -288,6 +303,8 @@ main (int argc, char **argv)
   ctx.config_path = config_path;
   ctx.config = g_steal_pointer (&config);
   ctx.cli_policy = policy;
+  ctx.cli_migration = migration;
+  vmce_daemon_set_config (daemon, ctx.config);
   /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
    * SIG_IPI, say) waits for us, monitor answers and clients do not */
   g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);

@@ -108,6 +108,19 @@ journal_text (Fixture *fx, const gchar *until)
   return text != NULL ? text : g_strdup ("");
 }
 
+/* What vmced asks after the layout: QEMU's ROM blobs in RAM, whether the
+ * guest runs, and MIGRATION events on */
+static void
+script_attach_tail (Fixture *fx)
+{
+  fake_qmp_expect (fx->fake, "human-monitor-command",
+                   "\"addr=0000000001000000 size=0x200000 mem=ram name=\\\"vmlinux ELF program "
+                   "header segment 0\\\"\\r\\nfw=genroms/kvmvapic.bin size=0x002400 "
+                   "name=\\\"kvmvapic.bin\\\"\\r\\n\"");
+  fake_qmp_expect (fx->fake, "query-status", "{\"status\": \"running\", \"running\": true}");
+  fake_qmp_expect (fx->fake, "migrate-set-capabilities", "{}");
+}
+
 /* @layout_reply: NULL for a QEMU without query-ram-layout (the layout
  * comes from HMP text), else its answer */
 static void
@@ -134,11 +147,12 @@ script_attach (Fixture *fx, const gchar *layout_reply)
     fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
     fake_qmp_expect (fx->fake, "human-monitor-command",
                      "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
-    return;
+  } else {
+    fake_qmp_expect (fx->fake, "query-commands",
+                     "[{\"name\": \"inject-mce\"}, {\"name\": \"query-ram-layout\"}]");
+    fake_qmp_expect (fx->fake, "query-ram-layout", layout_reply);
   }
-  fake_qmp_expect (fx->fake, "query-commands",
-                   "[{\"name\": \"inject-mce\"}, {\"name\": \"query-ram-layout\"}]");
-  fake_qmp_expect (fx->fake, "query-ram-layout", layout_reply);
+  script_attach_tail (fx);
 }
 
 static void

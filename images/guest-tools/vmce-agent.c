@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/swap.h>
 #include <sys/syscall.h>
@@ -1135,6 +1136,26 @@ static int cmd_kmsg(struct agent *a, const struct request *rq, struct buf *out, 
 
 /* ---- system information ---- */
 
+/* The guest reboots itself, as `reboot -f` would: the kernel resets the
+ * machine (through the reset port), which QEMU turns into a system reset.
+ * A child does it a moment later, so that this answer gets out first. */
+static int cmd_reboot(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	pid_t pid;
+
+	sync();
+	pid = fork();
+	if (pid < 0)
+		return fail(err, "GenericError", "fork: %s", strerror(errno));
+	if (pid == 0) {
+		usleep(200 * 1000);
+		reboot(RB_AUTOBOOT);
+		_exit(1);
+	}
+	buf_puts(out, "{}");
+	return 0;
+}
+
 static int cmd_ping(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
 {
 	struct timespec ts;
@@ -1802,6 +1823,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "ping", cmd_ping, { NULL } },
+	{ "reboot", cmd_reboot, { NULL } },
 	{ "sysctl", cmd_sysctl, { "name", "value", NULL } },
 	{ "victim-start", cmd_victim_start, { "mode", "node", "min-gpa", NULL } },
 	{ "victim-status", cmd_victim_status, { "pid", NULL } },

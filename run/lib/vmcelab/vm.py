@@ -111,7 +111,8 @@ class Vm:
     @classmethod
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
-              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None):
+              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None,
+              incoming_uri=None):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
@@ -124,6 +125,9 @@ class Vm:
         to a temporary overlay of its own, never to the shared image.
         incoming: a state saved by save_state() from a guest started with the
         same arguments: QEMU loads it instead of booting (see resume()).
+        incoming_uri: QEMU's own -incoming (e.g. "defer", then QMP
+        migrate-incoming): a migration's destination, started with the same
+        arguments as its source.
         """
         kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
         initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
@@ -186,6 +190,8 @@ class Vm:
                                f"size={size << 20},snapshot=on"]
         if incoming:
             args += ["-incoming", f"exec:cat {shlex.quote(incoming)}"]
+        elif incoming_uri:
+            args += ["-incoming", incoming_uri]
         args += list(extra)
 
         with open(vm.path("qemu.log"), "w") as log:

@@ -1,0 +1,424 @@
+/*
+ * A migration of a VM with poisoned memory (see migration-guard.h).
+ *
+ * Without vmced, QEMU's migration thread reads every page of guest RAM;
+ * a poisoned one sends it SIGBUS BUS_MCEERR_AR, and QEMU exits ("Hardware
+ * memory error for memory used by QEMU itself"). QEMU 9.0 refuses to start
+ * a migration of a VM with poisoned memory (06152b89db64, "migration:
+ * prevent migration when VM has poisoned memory"), which it can do because
+ * it knows the pages; with vmced taking the signals it does not, so vmced
+ * keeps the promise, by the policy `migration` of vmced.conf:
+ *  - refuse (the default): when QEMU announces a migration (MIGRATION,
+ *    status setup), vmced cancels it and says why, in one line and in the
+ *    journal. That answers the setup event, so the migration thread may
+ *    reach a poisoned page before the cancel lands: it then reads a zeroed
+ *    page, which goes nowhere, and the page is taken away again once the
+ *    migration has ended (a guest access still raises a machine check);
+ *  - allow-zero: the migration goes on; each poisoned page the migration
+ *    thread reads is a zeroed one, and the destination (a QEMU this vmced
+ *    watches, loading the migration) gets those pages marked poisoned when
+ *    it runs, so its guest is told again and a touch still faults.
+ * A migration is seen through MIGRATION events: vmced turns the `events`
+ * capability on for the QEMUs it attaches to itself (libvirt does so for
+ * its domains).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-migration"
+
+#include <sys/mman.h>
+
+#include "daemon.h"
+#include "json-util.h"
+#include "migration-guard.h"
+#include "page-replace.h"
+#include "remote-syscall.h"
+#include "sim-poison.h"
+
+#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
+#define VMCE_MARK_TIMEOUT_MS 30000
+
+static const gchar *vmce_migration_policy_names[] = { "refuse", "allow-zero" };
+
+const gchar *
+vmce_migration_policy_to_string (VmceMigrationPolicy policy)
+{
+  return policy < G_N_ELEMENTS (vmce_migration_policy_names) ? vmce_migration_policy_names[policy]
+                                                             : "unknown";
+}
+
+gboolean
+vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (vmce_migration_policy_names); i++) {
+    if (g_strcmp0 (str, vmce_migration_policy_names[i]) == 0) {
+      *policy = (VmceMigrationPolicy) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+static gboolean
+vmce_migration_is_running (const gchar *status)
+{
+  return status != NULL && g_strcmp0 (status, "none") != 0 &&
+         g_strcmp0 (status, "completed") != 0 && g_strcmp0 (status, "failed") != 0 &&
+         g_strcmp0 (status, "cancelled") != 0;
+}
+
+/* --- journal --------------------------------------------------------------------- */
+
+static void
+vmce_migration_add_pages (JsonBuilder *b, const gchar *member, GPtrArray *pages, gboolean zeroed_only)
+{
+  json_builder_set_member_name (b, member);
+  json_builder_begin_array (b);
+  for (guint i = 0; i < pages->len; i++) {
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    g_autofree gchar *gpa = vmce_hex (p->gpa);
+    if (!zeroed_only || p->zeroed_for_migration)
+      json_builder_add_string_value (b, gpa);
+  }
+  json_builder_end_array (b);
+}
+
+static void
+vmce_migration_journal (VmceVm *vm,
+                        const gchar *action,
+                        const gchar *status,
+                        const gchar *detail,
+                        const gchar *destination,
+                        gboolean zeroed_only)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, "migration");
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, vm->name);
+  if (vm->uuid != NULL) {
+    json_builder_set_member_name (b, "uuid");
+    json_builder_add_string_value (b, vm->uuid);
+  }
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, vm->pid);
+  json_builder_set_member_name (b, "qemu_id");
+  json_builder_add_string_value (b, vm->qemu_id);
+  json_builder_set_member_name (b, "action");
+  json_builder_add_string_value (b, action);
+  json_builder_set_member_name (b, "status");
+  json_builder_add_string_value (b, status);
+  json_builder_set_member_name (b, "policy");
+  json_builder_add_string_value (b, vmce_migration_policy_to_string (vm->migration_policy));
+  vmce_migration_add_pages (b, zeroed_only ? "pages_zeroed" : "pages", pages, zeroed_only);
+  if (destination != NULL) {
+    json_builder_set_member_name (b, "destination");
+    json_builder_add_string_value (b, destination);
+  }
+  json_builder_set_member_name (b, "detail");
+  json_builder_add_string_value (b, detail);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (vm->daemon, "MIGRATION", record);
+}
+
+/* --- the source ------------------------------------------------------------------ */
+
+static void
+vmce_migration_cancel_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) vm = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+  if (ret == NULL)
+    g_warning ("vm %s: cannot cancel the migration: %s", vm->name, error->message);
+}
+
+static void
+vmce_migration_start (VmceVm *vm, const gchar *status)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autofree gchar *why = NULL;
+  g_autofree gchar *first = NULL;
+
+  if (pages->len == 0)
+    return;
+  first = vmce_hex (((VmcePoisonedPage *) g_ptr_array_index (pages, 0))->gpa);
+  if (vm->migration_policy == VMCE_MIGRATION_ALLOW_ZERO) {
+    why = g_strdup_printf ("migration with %u poisoned page(s) (GPA %s%s) allowed: the "
+                           "destination gets them zeroed, and marked poisoned if vmced watches it",
+                           pages->len, first, pages->len > 1 ? ", ..." : "");
+    g_message ("vm %s: %s", vm->name, why);
+    vmce_migration_journal (vm, "allowed", status, why, NULL, FALSE);
+    return;
+  }
+  vm->migration_refused = TRUE;
+  why = g_strdup_printf ("migration refused: %u poisoned page(s) (GPA %s%s) would reach the "
+                         "destination as data; reset the guest first (the pages are replaced), "
+                         "or set migration = allow-zero",
+                         pages->len, first, pages->len > 1 ? ", ..." : "");
+  g_warning ("vm %s: %s", vm->name, why);
+  vmce_migration_journal (vm, "refused", status, why, NULL, FALSE);
+  vmce_qmp_client_execute_async (vm->qmp, "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
+                                 vmce_vm_ref (vm));
+}
+
+/* The source runs on (the migration failed or was cancelled): a page the
+ * migration thread was given zeroed is taken away again, so the guest
+ * still gets a machine check if it touches it */
+static void
+vmce_migration_guard_again_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceVm *vm = user_data;
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+
+  for (guint i = 0; i < pages->len; i++) {
+    VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    g_autoptr(GError) error = NULL;
+
+    if (!p->zeroed_for_migration)
+      continue;
+    p->zeroed_for_migration = FALSE;
+    if (!vmce_remote_mprotect (vm->pid, tid, p->hva, 4096, PROT_NONE, &error)) {
+      g_warning ("vm %s: cannot take the page at GPA 0x%" G_GINT64_MODIFIER "x away again: %s",
+                 vm->name, p->gpa, error->message);
+      continue;
+    }
+    vmce_sim_adopt_page (vm, p->hva, p->gpa);
+  }
+  vmce_vm_unref (vm);
+}
+
+static gboolean
+vmce_migration_has_zeroed (VmceVm *vm)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+
+  for (guint i = 0; i < pages->len; i++)
+    if (((VmcePoisonedPage *) g_ptr_array_index (pages, i))->zeroed_for_migration)
+      return TRUE;
+  return FALSE;
+}
+
+/* --- the destination ----------------------------------------------------------------- */
+
+static void
+vmce_migration_mark_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) vm = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ev = vmce_sim_poison_finish (vm, res, &error);
+
+  if (ev == NULL)
+    g_warning ("vm %s: cannot mark a page poisoned after its migration: %s", vm->name,
+               error->message);
+}
+
+static void
+vmce_migration_mark_pending (VmceVm *vm)
+{
+  g_autoptr(GArray) marks = g_steal_pointer (&vm->migration_marks);
+  g_autoptr(GString) list = g_string_new (NULL);
+
+  if (marks == NULL || marks->len == 0)
+    return;
+  for (guint i = 0; i < marks->len; i++) {
+    guint64 gpa = g_array_index (marks, guint64, i);
+    g_string_append_printf (list, "%s0x%" G_GINT64_MODIFIER "x", i > 0 ? ", " : "", gpa);
+    /* what the source's host kernel told it: the guest hears of the page
+     * again (a guest that isolated it says so), and a touch faults */
+    vmce_sim_poison_async (vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1,
+                           VMCE_MARK_TIMEOUT_MS, vmce_migration_mark_cb, vmce_vm_ref (vm));
+  }
+  g_message ("vm %s: %u page(s) that reached it zeroed by migration marked poisoned: %s",
+             vm->name, marks->len, list->str);
+}
+
+static VmceVm *
+vmce_migration_find_destination (VmceVm *source)
+{
+  GPtrArray *vms = vmce_daemon_get_vms (source->daemon);
+  VmceVm *found = NULL;
+
+  for (guint i = 0; i < vms->len; i++) {
+    VmceVm *vm = g_ptr_array_index (vms, i);
+    if (vm == source || !vm->incoming || vm->state != VMCE_VM_READY)
+      continue;
+    if (found != NULL)
+      return NULL; /* two could be it: neither is guessed */
+    found = vm;
+  }
+  return found;
+}
+
+static void
+vmce_migration_completed (VmceVm *vm, const gchar *status)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GString) hint = g_string_new (NULL);
+  VmceVm *dst;
+  guint n = 0;
+
+  for (guint i = 0; i < pages->len; i++)
+    n += ((VmcePoisonedPage *) g_ptr_array_index (pages, i))->zeroed_for_migration;
+  if (n == 0)
+    return;
+  dst = vmce_migration_find_destination (vm);
+  if (dst == NULL) {
+    g_string_append_printf (hint, "%u page(s) reached the destination zeroed; vmced does not "
+                                  "watch it (or cannot tell which it is): mark them there with "
+                                  "vmcectl poison DESTINATION --gpa GPA",
+                            n);
+    g_warning ("vm %s: %s", vm->name, hint->str);
+    vmce_migration_journal (vm, "completed", status, hint->str, NULL, TRUE);
+    return;
+  }
+  g_string_append_printf (hint, "%u page(s) reached vm %s zeroed: marked poisoned there once it "
+                                "runs",
+                          n, dst->name);
+  vmce_migration_journal (vm, "completed", status, hint->str, dst->name, TRUE);
+  if (dst->migration_marks == NULL)
+    dst->migration_marks = g_array_new (FALSE, FALSE, sizeof (guint64));
+  for (guint i = 0; i < pages->len; i++) {
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    if (p->zeroed_for_migration)
+      g_array_append_val (dst->migration_marks, p->gpa);
+  }
+  if (dst->running)
+    vmce_migration_mark_pending (dst);
+}
+
+void
+vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
+{
+  const gchar *status = vmce_json_object_get_string_opt (data, "status");
+  gboolean was_running = vmce_migration_is_running (vm->migration_status);
+
+  g_free (vm->migration_status);
+  vm->migration_status = g_strdup (status);
+  if (vm->incoming) {
+    /* the destination's own events: loading is over */
+    if (!vmce_migration_is_running (status) && g_strcmp0 (status, "completed") == 0)
+      vm->incoming = FALSE;
+    return;
+  }
+  if (!was_running && vmce_migration_is_running (status)) {
+    vm->migration_refused = FALSE;
+    vmce_migration_start (vm, status);
+    return;
+  }
+  if (!was_running || vmce_migration_is_running (status))
+    return;
+  /* it ended */
+  if (g_strcmp0 (status, "completed") == 0) {
+    vmce_migration_completed (vm, status);
+    return;
+  }
+  if (vmce_migration_has_zeroed (vm) && vm->watch != NULL) {
+    vmce_migration_journal (vm, "ended", status,
+                            "the source runs on: the pages the migration read zeroed are taken "
+                            "away again",
+                            NULL, TRUE);
+    /* the op's reference is dropped by the op, or if it never runs */
+    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_migration_guard_again_cb,
+                                    vmce_vm_ref (vm), (GDestroyNotify) vmce_vm_unref);
+    return;
+  }
+  if (vm->migration_refused)
+    g_message ("vm %s: the refused migration ended (%s)", vm->name, status);
+}
+
+void
+vmce_migration_guard_on_resume (VmceVm *vm)
+{
+  vm->running = TRUE;
+  if (vm->incoming)
+    vm->incoming = FALSE;
+  vmce_migration_mark_pending (vm);
+}
+
+gboolean
+vmce_migration_guard_signal (VmceVm *vm, pid_t tid, const siginfo_t *info)
+{
+  guint64 hva = (guint64) (guintptr) info->si_addr;
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = NULL;
+  VmcePageReplace r = { 0 };
+  VmcePoisonedPage *p;
+  guint64 gpa = 0;
+
+  if (!vmce_migration_is_running (vm->migration_status) || vm->incoming ||
+      vmce_vm_find_vcpu_by_tid (vm, tid) != NULL || vm->layout == NULL ||
+      !vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, NULL))
+    return FALSE;
+  p = vmce_poison_set_lookup (vm->poisoned, gpa);
+  if (p == NULL || !p->host_poisoned)
+    return FALSE;
+  vmas = vmce_vma_table_read (vm->pid, &error);
+  if (vmas == NULL || !vmce_page_replace (vm->pid, tid, vmas, hva, &r, &error)) {
+    g_warning ("vm %s: the migration read the poisoned page at GPA 0x%" G_GINT64_MODIFIER
+               "x, which cannot be replaced: %s",
+               vm->name, gpa, error->message);
+    vmce_page_replace_clear (&r);
+    return FALSE;
+  }
+  p->zeroed_for_migration = TRUE;
+  vmce_sim_forget_page (vm, hva, "the page was given to the migration zeroed");
+  time = vmce_format_time (g_get_real_time ());
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, "page-replaced");
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, vm->name);
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, vm->pid);
+  json_builder_set_member_name (b, "qemu_id");
+  json_builder_add_string_value (b, vm->qemu_id);
+  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  /* the page is fresh, the guest's data in it is still lost */
+  json_builder_set_member_name (b, "still_poisoned");
+  json_builder_add_boolean_value (b, TRUE);
+  json_builder_set_member_name (b, "detail");
+  json_builder_add_string_value (b, vm->migration_refused
+                                        ? "the migration thread read it before the cancel landed: "
+                                          "it read a zeroed page, which goes nowhere"
+                                        : "the migration thread read it: the destination gets a "
+                                          "zeroed page (migration = allow-zero)");
+  json_builder_set_member_name (b, "how");
+  json_builder_add_string_value (b, r.how);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (vm->daemon, "PAGE_REPLACED", record);
+  vmce_page_replace_clear (&r);
+  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  return TRUE;
+}
+
+void
+vmce_migration_guard_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "migration");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "policy");
+  json_builder_add_string_value (b, vmce_migration_policy_to_string (vm->migration_policy));
+  json_builder_set_member_name (b, "status");
+  json_builder_add_string_value (b, vm->migration_status != NULL ? vm->migration_status : "none");
+  json_builder_set_member_name (b, "incoming");
+  json_builder_add_boolean_value (b, vm->incoming);
+  json_builder_end_object (b);
+}

@@ -1,0 +1,291 @@
+/*
+ * Poisoned pages of QEMUs not watched right now (see poison-index.h).
+ *
+ * Which records count, by "qemu_id" (a process, not a pid: see
+ * proc-info.h): memory-error records add pages; a reset record removes the
+ * pages it replaced; a page-replaced record (QEMU reloaded a ROM into the
+ * page) removes its page; a vm-exit record ends the QEMU, and with it
+ * every page. Records of vmced before qemu_id existed name no process and
+ * are left out.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-daemon"
+
+#include <gio/gio.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "poison-index.h"
+#include "poison-set.h"
+#include "proc-info.h"
+
+typedef struct {
+  GHashTable *pages; /* gpa -> VmcePoisonedPage */
+  guint64 records;
+  gboolean kept; /* from a detach, not from the journal */
+} VmceIndexEntry;
+
+struct _VmcePoisonIndex {
+  GHashTable *qemus; /* identity -> VmceIndexEntry */
+  JsonParser *parser;
+};
+
+static void
+vmce_index_entry_free (VmceIndexEntry *e)
+{
+  g_clear_pointer (&e->pages, g_hash_table_unref);
+  g_free (e);
+}
+
+VmcePoisonIndex *
+vmce_poison_index_new (void)
+{
+  VmcePoisonIndex *self = g_new0 (VmcePoisonIndex, 1);
+
+  self->qemus = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify) vmce_index_entry_free);
+  self->parser = json_parser_new_immutable ();
+  return self;
+}
+
+void
+vmce_poison_index_free (VmcePoisonIndex *self)
+{
+  if (self == NULL)
+    return;
+  g_hash_table_unref (self->qemus);
+  g_object_unref (self->parser);
+  g_free (self);
+}
+
+static VmceIndexEntry *
+vmce_poison_index_get (VmcePoisonIndex *self, const gchar *identity)
+{
+  VmceIndexEntry *e = g_hash_table_lookup (self->qemus, identity);
+
+  if (e == NULL) {
+    e = g_new0 (VmceIndexEntry, 1);
+    e->pages = vmce_poison_set_new ();
+    g_hash_table_insert (self->qemus, g_strdup (identity), e);
+  }
+  return e;
+}
+
+static void
+vmce_poison_index_remove_page (VmceIndexEntry *e, const gchar *gpa_str)
+{
+  guint64 gpa = 0;
+
+  if (gpa_str != NULL && vmce_parse_u64 (gpa_str, &gpa, NULL)) {
+    gpa &= ~G_GUINT64_CONSTANT (0xfff);
+    g_hash_table_remove (e->pages, &gpa);
+  }
+}
+
+/* a reset record's pages that are fine again */
+static void
+vmce_poison_index_apply_reset (VmceIndexEntry *e, JsonObject *record)
+{
+  JsonNode *pages = json_object_get_member (record, "pages");
+  JsonArray *arr;
+
+  if (pages == NULL || !JSON_NODE_HOLDS_ARRAY (pages))
+    return;
+  arr = json_node_get_array (pages);
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonNode *node = json_array_get_element (arr, i);
+    JsonObject *page;
+    const gchar *result;
+
+    if (!JSON_NODE_HOLDS_OBJECT (node))
+      continue;
+    page = json_node_get_object (node);
+    result = vmce_json_object_get_string_opt (page, "result");
+    if (g_strcmp0 (result, "replaced") == 0 || g_strcmp0 (result, "usable") == 0)
+      vmce_poison_index_remove_page (e, vmce_json_object_get_string_opt (page, "gpa"));
+  }
+}
+
+void
+vmce_poison_index_apply (VmcePoisonIndex *self, JsonObject *record)
+{
+  const gchar *type = vmce_json_object_get_string_opt (record, "type");
+  const gchar *identity = vmce_json_object_get_string_opt (record, "qemu_id");
+  VmceIndexEntry *e;
+
+  if (identity == NULL || type == NULL)
+    return;
+  if (g_strcmp0 (type, "vm-exit") == 0) {
+    g_hash_table_remove (self->qemus, identity);
+    return;
+  }
+  if (g_strcmp0 (type, "memory-error") == 0) {
+    e = vmce_poison_index_get (self, identity);
+    if (vmce_poison_set_add_record (e->pages, record))
+      e->records++;
+    return;
+  }
+  e = g_hash_table_lookup (self->qemus, identity);
+  if (e == NULL)
+    return;
+  if (g_strcmp0 (type, "reset") == 0) {
+    vmce_poison_index_apply_reset (e, record);
+    e->records++;
+  } else if (g_strcmp0 (type, "page-replaced") == 0 &&
+             !json_object_get_boolean_member_with_default (record, "still_poisoned", FALSE)) {
+    vmce_poison_index_remove_page (e, vmce_json_object_get_string_opt (record, "gpa"));
+    e->records++;
+  }
+}
+
+gboolean
+vmce_poison_index_apply_line (VmcePoisonIndex *self, const gchar *line, gsize len)
+{
+  JsonNode *root;
+
+  if (!json_parser_load_from_data (self->parser, line, (gssize) len, NULL))
+    return FALSE;
+  root = json_parser_get_root (self->parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return FALSE;
+  vmce_poison_index_apply (self, json_node_get_object (root));
+  return TRUE;
+}
+
+gboolean
+vmce_poison_index_load (VmcePoisonIndex *self,
+                        const gchar *path,
+                        VmcePoisonIndexStats *stats,
+                        GError **error)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autoptr(GFileInputStream) in = NULL;
+  g_autoptr(GDataInputStream) data = NULL;
+  g_autoptr(GError) local = NULL;
+  gint64 start = g_get_monotonic_time ();
+
+  memset (stats, 0, sizeof *stats);
+  in = g_file_read (file, NULL, &local);
+  if (in == NULL) {
+    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+      return TRUE;
+    g_propagate_prefixed_error (error, g_steal_pointer (&local), "cannot read the journal: ");
+    return FALSE;
+  }
+  data = g_data_input_stream_new (G_INPUT_STREAM (in));
+  g_data_input_stream_set_newline_type (data, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  for (;;) {
+    gsize len = 0;
+    g_autofree gchar *line = g_data_input_stream_read_line (data, &len, NULL, &local);
+
+    if (line == NULL) {
+      if (local != NULL) {
+        g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                    "cannot read the journal %s at line %" G_GUINT64_FORMAT ": ",
+                                    path, stats->lines + 1);
+        return FALSE;
+      }
+      break;
+    }
+    stats->lines++;
+    if (len == 0)
+      continue;
+    if (vmce_poison_index_apply_line (self, line, len)) {
+      stats->records++;
+      continue;
+    }
+    if (stats->bad_lines++ == 0)
+      stats->first_bad_line = stats->lines;
+  }
+  stats->elapsed_us = g_get_monotonic_time () - start;
+  return TRUE;
+}
+
+GHashTable *
+vmce_poison_index_take (VmcePoisonIndex *self,
+                        const gchar *identity,
+                        guint64 *n_records,
+                        gboolean *kept,
+                        gchar **other_identity)
+{
+  VmceIndexEntry *e = identity != NULL ? g_hash_table_lookup (self->qemus, identity) : NULL;
+  GHashTable *pages = NULL;
+
+  *n_records = 0;
+  *kept = FALSE;
+  if (other_identity != NULL)
+    *other_identity = NULL;
+  if (e != NULL) {
+    *n_records = e->records;
+    *kept = e->kept;
+    if (g_hash_table_size (e->pages) > 0)
+      pages = g_steal_pointer (&e->pages);
+    g_hash_table_remove (self->qemus, identity);
+    return pages;
+  }
+  if (other_identity != NULL) {
+    pid_t pid = vmce_proc_identity_pid (identity);
+    GHashTableIter iter;
+    gpointer key, value;
+
+    g_hash_table_iter_init (&iter, self->qemus);
+    while (g_hash_table_iter_next (&iter, &key, &value)) {
+      VmceIndexEntry *other = value;
+      if (pid != 0 && vmce_proc_identity_pid (key) == pid && g_hash_table_size (other->pages) > 0) {
+        *other_identity = g_strdup (key);
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
+void
+vmce_poison_index_keep (VmcePoisonIndex *self, const gchar *identity, GHashTable *pages)
+{
+  VmceIndexEntry *e;
+
+  if (identity == NULL || pages == NULL) {
+    g_clear_pointer (&pages, g_hash_table_unref);
+    return;
+  }
+  e = vmce_poison_index_get (self, identity);
+  g_hash_table_unref (e->pages);
+  e->pages = pages;
+  e->kept = TRUE;
+}
+
+void
+vmce_poison_index_forget (VmcePoisonIndex *self, const gchar *identity)
+{
+  if (identity != NULL)
+    g_hash_table_remove (self->qemus, identity);
+}
+
+guint
+vmce_poison_index_get_n_qemus (VmcePoisonIndex *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->qemus);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    n += g_hash_table_size (((VmceIndexEntry *) value)->pages) > 0;
+  return n;
+}
+
+guint
+vmce_poison_index_get_n_pages (VmcePoisonIndex *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->qemus);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    n += g_hash_table_size (((VmceIndexEntry *) value)->pages);
+  return n;
+}

@@ -1,0 +1,194 @@
+/*
+ * The poisoned pages of one QEMU (see poison-set.h).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-vm"
+
+#include "json-util.h"
+#include "poison-set.h"
+
+#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
+
+GHashTable *
+vmce_poison_set_new (void)
+{
+  return g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_free);
+}
+
+VmcePoisonedPage *
+vmce_poison_set_lookup (GHashTable *set, guint64 gpa)
+{
+  guint64 page = gpa & VMCE_PAGE_MASK;
+
+  return g_hash_table_lookup (set, &page);
+}
+
+static VmcePoisonedPage *
+vmce_poison_set_get (GHashTable *set, guint64 gpa)
+{
+  VmcePoisonedPage *p = vmce_poison_set_lookup (set, gpa);
+
+  if (p == NULL) {
+    p = g_new0 (VmcePoisonedPage, 1);
+    p->gpa = gpa & VMCE_PAGE_MASK;
+    g_hash_table_insert (set, &p->gpa, p);
+  }
+  return p;
+}
+
+/* Whether an event says anything about a page: a host error in guest RAM
+ * always does (the host page is bad whatever became of the machine
+ * check); a machine check with no host side only if it went in */
+static gboolean
+vmce_poison_set_keeps (const gchar *source, gboolean have_gpa, VmceResult result)
+{
+  if (!have_gpa)
+    return FALSE;
+  if (g_strcmp0 (source, "inject") == 0)
+    return result == VMCE_RESULT_INJECTED;
+  return g_strcmp0 (source, "kernel") == 0 || g_strcmp0 (source, "simulated") == 0;
+}
+
+VmcePoisonedPage *
+vmce_poison_set_add_event (GHashTable *set, const VmceMceEvent *ev)
+{
+  VmcePoisonedPage *p;
+
+  if (!vmce_poison_set_keeps (ev->source, ev->have_gpa, ev->result))
+    return NULL;
+  p = vmce_poison_set_get (set, ev->gpa);
+  p->hva = ev->hva & VMCE_PAGE_MASK;
+  p->last_us = ev->stop_us;
+  p->kind = ev->kind;
+  p->time_us = ev->time_us;
+  p->simulated = g_strcmp0 (ev->source, "simulated") == 0;
+  p->host_poisoned = p->host_poisoned || g_strcmp0 (ev->source, "inject") != 0;
+  p->result = ev->result;
+  p->last_seq = ev->seq;
+  p->count++;
+  return p;
+}
+
+static gboolean
+vmce_poison_result_from_string (const gchar *str, VmceResult *result)
+{
+  for (VmceResult r = VMCE_RESULT_PENDING; r <= VMCE_RESULT_STOPPED; r++) {
+    if (g_strcmp0 (vmce_result_to_string (r), str) == 0) {
+      *result = r;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* "2026-12-03T11:40:30.123456Z" -> microseconds since the epoch, or 0 */
+static gint64
+vmce_poison_parse_time (const gchar *str)
+{
+  g_autoptr(GDateTime) dt = str != NULL ? g_date_time_new_from_iso8601 (str, NULL) : NULL;
+
+  return dt != NULL ? g_date_time_to_unix (dt) * G_USEC_PER_SEC +
+                          g_date_time_get_microsecond (dt)
+                    : 0;
+}
+
+gboolean
+vmce_poison_set_add_record (GHashTable *set, JsonObject *record)
+{
+  const gchar *source = vmce_json_object_get_string_opt (record, "source");
+  const gchar *result_str = vmce_json_object_get_string_opt (record, "result");
+  const gchar *gpa_str = vmce_json_object_get_string_opt (record, "gpa");
+  const gchar *hva_str = vmce_json_object_get_string_opt (record, "hva");
+  const gchar *si_code = vmce_json_object_get_string_opt (record, "si_code");
+  VmceResult result = VMCE_RESULT_PENDING;
+  VmcePoisonedPage *p;
+  guint64 gpa = 0, hva = 0, seq = 0;
+
+  if (gpa_str == NULL || !vmce_parse_u64 (gpa_str, &gpa, NULL) ||
+      !vmce_poison_result_from_string (result_str, &result) ||
+      !vmce_poison_set_keeps (source, TRUE, result))
+    return FALSE;
+  if (hva_str != NULL)
+    (void) vmce_parse_u64 (hva_str, &hva, NULL);
+  (void) vmce_json_object_get_u64_opt (record, "seq", &seq, NULL, NULL);
+  p = vmce_poison_set_get (set, gpa);
+  p->hva = hva & VMCE_PAGE_MASK;
+  p->kind = g_strcmp0 (si_code, "BUS_MCEERR_AR") == 0 ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+  p->time_us = vmce_poison_parse_time (vmce_json_object_get_string_opt (record, "time"));
+  p->simulated = g_strcmp0 (source, "simulated") == 0;
+  p->host_poisoned = p->host_poisoned || g_strcmp0 (source, "inject") != 0;
+  p->result = result;
+  p->last_seq = seq;
+  p->restored = TRUE;
+  p->count++;
+  return TRUE;
+}
+
+static gint
+vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmcePoisonedPage *pa = *(VmcePoisonedPage *const *) a;
+  const VmcePoisonedPage *pb = *(VmcePoisonedPage *const *) b;
+
+  return pa->gpa < pb->gpa ? -1 : pa->gpa > pb->gpa;
+}
+
+static GPtrArray *
+vmce_poison_set_collect (GHashTable *set, gboolean host_only)
+{
+  GPtrArray *pages = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, set);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const VmcePoisonedPage *p = value;
+    if (!host_only || p->host_poisoned)
+      g_ptr_array_add (pages, value);
+  }
+  g_ptr_array_sort (pages, vmce_poisoned_cmp);
+  return pages;
+}
+
+GPtrArray *
+vmce_poison_set_host_pages (GHashTable *set)
+{
+  return vmce_poison_set_collect (set, TRUE);
+}
+
+GPtrArray *
+vmce_poison_set_sorted (GHashTable *set)
+{
+  return vmce_poison_set_collect (set, FALSE);
+}
+
+void
+vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
+{
+  g_autofree gchar *time = vmce_format_time (p->time_us);
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  vmce_json_builder_add_hex (b, "hva", p->hva);
+  json_builder_set_member_name (b, "kind");
+  json_builder_add_string_value (b, vmce_mce_kind_to_string (p->kind));
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "source");
+  json_builder_add_string_value (b, !p->host_poisoned ? "inject"
+                                    : p->simulated    ? "simulated"
+                                                      : "kernel");
+  json_builder_set_member_name (b, "result");
+  json_builder_add_string_value (b, vmce_result_to_string (p->result));
+  json_builder_set_member_name (b, "count");
+  json_builder_add_int_value (b, p->count);
+  json_builder_set_member_name (b, "restored");
+  json_builder_add_boolean_value (b, p->restored);
+  if (p->zeroed_for_migration) {
+    json_builder_set_member_name (b, "zeroed_for_migration");
+    json_builder_add_boolean_value (b, TRUE);
+  }
+  json_builder_end_object (b);
+}

@@ -1,0 +1,50 @@
+/*
+ * The poisoned pages of one QEMU: what its guest was told about, and which
+ * host pages are bad (or taken away by vmced) and must be replaced before
+ * the guest runs again after a reset.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "mce-event.h"
+
+typedef struct {
+  guint64 gpa; /* page address */
+  guint64 hva; /* the host page */
+  VmceMceKind kind;
+  gint64 time_us;
+  gboolean simulated;
+  /* the host page is poisoned (or vmced took it away): QEMU cannot read
+   * it, and a reset must replace it. FALSE for `vmcectl inject`, which
+   * tells the guest of a page that is fine on the host. */
+  gboolean host_poisoned;
+  VmceResult result;
+  guint count;      /* errors reported on this page */
+  gint64 last_us;   /* monotonic time of the last error */
+  guint refaults;   /* AR again after its machine check was in */
+  guint64 last_seq; /* the journal record of its last error */
+  gboolean restored; /* rebuilt from the journal after a vmced restart */
+  /* given a zeroed page for a migration to read (migration = allow-zero) */
+  gboolean zeroed_for_migration;
+} VmcePoisonedPage;
+
+/* gpa -> VmcePoisonedPage, owned */
+GHashTable *vmce_poison_set_new (void);
+VmcePoisonedPage *vmce_poison_set_lookup (GHashTable *set, guint64 gpa);
+/* A memory-error event (with a GPA) vmced handled: returns its page, or
+ * NULL if the event changes nothing (a machine check that failed with no
+ * host side, say) */
+VmcePoisonedPage *vmce_poison_set_add_event (GHashTable *set, const VmceMceEvent *ev);
+/* The same from its journal record; FALSE if the record is not about a
+ * page (or not one this set keeps) */
+gboolean vmce_poison_set_add_record (GHashTable *set, JsonObject *record);
+/* Pages that must be replaced at a reset, sorted by GPA (not owned) */
+GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
+/* All, sorted by GPA (not owned) */
+GPtrArray *vmce_poison_set_sorted (GHashTable *set);
+
+void vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b);

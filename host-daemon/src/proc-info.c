@@ -1,0 +1,78 @@
+/*
+ * What /proc says about a process (see proc-info.h).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-vm"
+
+#include <gio/gio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc-info.h"
+
+static gchar *
+vmce_proc_boot_id (void)
+{
+  g_autofree gchar *text = NULL;
+
+  if (!g_file_get_contents ("/proc/sys/kernel/random/boot_id", &text, NULL, NULL))
+    return g_strdup ("unknown-boot");
+  return g_strdup (g_strstrip (text));
+}
+
+gchar *
+vmce_proc_identity (pid_t pid, GError **error)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", pid);
+  g_autofree gchar *stat = NULL;
+  g_autofree gchar *boot = NULL;
+  g_auto(GStrv) fields = NULL;
+  const gchar *rest;
+
+  if (!g_file_get_contents (path, &stat, NULL, NULL)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no process with pid %d", pid);
+    return NULL;
+  }
+  /* after "pid (comm) ", whose comm may hold spaces and parentheses;
+   * starttime is field 22, the 20th after the comm */
+  rest = strrchr (stat, ')');
+  if (rest == NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s: no command name", path);
+    return NULL;
+  }
+  fields = g_strsplit (rest + 2, " ", -1);
+  if (g_strv_length (fields) < 20) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s: too few fields", path);
+    return NULL;
+  }
+  boot = vmce_proc_boot_id ();
+  return g_strdup_printf ("%s/%d/%s", boot, pid, fields[19]);
+}
+
+pid_t
+vmce_proc_identity_pid (const gchar *identity)
+{
+  const gchar *p = identity != NULL ? strchr (identity, '/') : NULL;
+
+  return p != NULL ? (pid_t) atoi (p + 1) : 0;
+}
+
+gint64
+vmce_proc_identity_start_time (const gchar *identity)
+{
+  g_autofree gchar *stat = NULL;
+  const gchar *p = identity != NULL ? strrchr (identity, '/') : NULL;
+  const gchar *btime;
+  long hz = sysconf (_SC_CLK_TCK);
+  guint64 ticks;
+
+  if (p == NULL || hz <= 0 || !g_file_get_contents ("/proc/stat", &stat, NULL, NULL) ||
+      (btime = strstr (stat, "\nbtime ")) == NULL)
+    return 0;
+  ticks = g_ascii_strtoull (p + 1, NULL, 10);
+  return g_ascii_strtoll (btime + 7, NULL, 10) * G_USEC_PER_SEC +
+         (gint64) (ticks * G_USEC_PER_SEC / (guint64) hz);
+}

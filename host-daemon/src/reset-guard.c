@@ -1,0 +1,688 @@
+/*
+ * A poisoned page across a guest reset (see reset-guard.h).
+ *
+ * QEMU keeps this promise itself for the errors it handles: under KVM it
+ * records each poisoned page (kvm_hwpoison_page_add()) and replaces it on
+ * reset (kvm_unpoison_all(), a reset handler, so before anything else of
+ * the reset touches RAM). vmced takes those signals first, so QEMU never
+ * learns of the pages and vmced must replace them: otherwise the next boot
+ * reads the page, and a machine check before the guest kernel enables MCE
+ * (CR4.MCE) shuts the guest down again, at every boot.
+ *
+ * What vmced sees of a reset, in QEMU 7.2's order (qemu_system_reset()):
+ *  1. the vCPUs are paused;
+ *  2. reset handlers run on the main thread, among them rom_reset(), which
+ *     writes the ROM blobs that live in RAM (a direct-boot kernel's ELF
+ *     segments) again: a poisoned page there faults in the main thread
+ *     now, before anything was announced. The ROM list (HMP `info roms`)
+ *     says it is a reset: the page is replaced and the write goes on;
+ *  3. the RESET event is sent, then the vCPUs are resumed. vmced reads
+ *     the event a little later; a vCPU may have touched a poisoned page
+ *     by then, and that stop comes with the event already in vmced's
+ *     monitor socket (it was written first), so such a stop waits until
+ *     the event is read;
+ *  4. on the event, vmced holds every vCPU, replaces every page still
+ *     unreadable (through a held vCPU, so QEMU's main loop goes on),
+ *     lets the vCPUs go and journals what it did.
+ * A page QEMU can read already (replaced in step 2, or by QEMU itself, or
+ * a simulated error under KVM, which never takes the page away) is left
+ * alone: the guest may have written to it since.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-reset"
+
+#include <string.h>
+
+#include "daemon.h"
+#include "json-util.h"
+#include "page-replace.h"
+#include "reset-guard.h"
+#include "sim-poison.h"
+
+#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
+/* a vCPU that does not stop for this long is left out of the hold */
+#define VMCE_RESET_HOLD_TIMEOUT_MS 1000
+
+typedef struct {
+  VmceVm *vm;
+  pid_t tid;
+  siginfo_t info;
+  gint64 stop_us;
+  const gchar *source;
+  guint64 request_id;
+  guint idle_source;
+} VmceDeferredStop;
+
+struct _VmceResetPass {
+  VmceVm *vm;
+  guint id; /* ptrace ops queued for a pass find it by this */
+  gint64 start_us;     /* monotonic, when vmced read RESET */
+  gint64 qemu_time_us; /* QEMU's timestamp of RESET, wall clock */
+  gchar *reason;
+  gboolean guest;
+  GArray *held;   /* of pid_t: vCPUs this pass holds */
+  pid_t via_tid;  /* a stopped thread to make the system calls */
+  guint waiting;  /* vCPUs not stopped yet */
+  guint timeout_source;
+};
+
+/* A ptrace op of a pass; the pass may be over when it runs */
+typedef struct {
+  VmceVm *vm;
+  guint pass_id;
+} VmcePassOp;
+
+static guint vmce_reset_pass_next_id = 0;
+
+static void vmce_reset_pass_run (VmceResetPass *pass);
+
+/* --- journal --------------------------------------------------------------- */
+
+static void
+vmce_reset_add_vm_members (VmceVm *vm, JsonBuilder *b, const gchar *type)
+{
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, type);
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, vm->name);
+  if (vm->uuid != NULL) {
+    json_builder_set_member_name (b, "uuid");
+    json_builder_add_string_value (b, vm->uuid);
+  }
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, vm->pid);
+  json_builder_set_member_name (b, "qemu_id");
+  json_builder_add_string_value (b, vm->qemu_id);
+}
+
+/* One page of a reset record */
+static JsonNode *
+vmce_reset_page_json (const VmcePoisonedPage *p,
+                      guint64 hva,
+                      const VmcePageReplace *r,
+                      const gchar *result,
+                      const gchar *detail)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_hex (b, "gpa", p != NULL ? p->gpa : 0);
+  vmce_json_builder_add_hex (b, "hva", hva);
+  json_builder_set_member_name (b, "source");
+  json_builder_add_string_value (b, p == NULL || p->simulated ? "simulated" : "kernel");
+  json_builder_set_member_name (b, "result");
+  json_builder_add_string_value (b, result);
+  if (r != NULL && r->backing != NULL) {
+    json_builder_set_member_name (b, "backing");
+    json_builder_add_string_value (b, r->backing);
+  }
+  if (r != NULL && r->how != NULL) {
+    json_builder_set_member_name (b, "how");
+    json_builder_add_string_value (b, r->how);
+  }
+  if (r != NULL && r->len > 4096) {
+    /* the kernel poisons a huge page whole: the rest of it goes too */
+    vmce_json_builder_add_hex (b, "range_start", r->start);
+    vmce_json_builder_add_hex (b, "range_size", r->len);
+  }
+  json_builder_set_member_name (b, "detail");
+  if (detail != NULL)
+    json_builder_add_string_value (b, detail);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* --- replacing one page ------------------------------------------------------ */
+
+static void
+vmce_reset_note_replaced (VmceVm *vm, guint64 host_page, guint64 len)
+{
+  for (guint64 off = 0; off < len; off += 4096) {
+    guint64 *key = g_new (guint64, 1);
+    *key = host_page + off;
+    g_hash_table_add (vm->reset_recent, key);
+  }
+}
+
+/* Replaces @p (through the stopped @tid) unless QEMU can read it already;
+ * returns the page's entry for the journal, and whether it is fine now */
+static JsonNode *
+vmce_reset_replace_page (VmceVm *vm,
+                         VmcePoisonedPage *p,
+                         pid_t tid,
+                         VmceVmaTable *vmas,
+                         const gchar *why,
+                         gboolean *fine,
+                         gboolean *failed)
+{
+  VmcePageReplace r = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *detail = NULL;
+  guint64 hva = p->hva;
+  JsonNode *entry;
+
+  *fine = FALSE;
+  *failed = FALSE;
+  /* the layout knows best where the page is now */
+  if (vm->layout != NULL)
+    (void) vmce_ram_layout_gpa_to_hva (vm->layout, p->gpa, &hva, NULL);
+  hva &= VMCE_PAGE_MASK;
+  if (vmce_page_is_readable (vm->pid, hva)) {
+    *fine = TRUE;
+    return vmce_reset_page_json (
+        p, hva, NULL, "usable",
+        p->simulated && vm->kvm ? "a simulated error under KVM never takes the page away"
+        : !vm->kvm && p->kind == VMCE_MCE_KIND_AR
+            ? "QEMU can read it already: a TCG vCPU consumed it, and vmced gave it a page then "
+              "so that its load could complete"
+            : "QEMU can read it already: it was replaced before");
+  }
+  if (!vmce_page_replace (vm->pid, tid, vmas, hva, &r, &error)) {
+    *failed = TRUE;
+    g_warning ("vm %s: cannot replace the poisoned page at GPA 0x%" G_GINT64_MODIFIER "x: %s",
+               vm->name, p->gpa, error->message);
+    entry = vmce_reset_page_json (p, hva, &r, "failed", error->message);
+    vmce_page_replace_clear (&r);
+    return entry;
+  }
+  *fine = TRUE;
+  vmce_reset_note_replaced (vm, r.start, r.len);
+  vmce_sim_forget_page (vm, hva, "the guest was reset and the page replaced before a thread "
+                                 "touched it");
+  if (r.len > 4096)
+    detail = g_strdup_printf ("%s; the whole %" G_GUINT64_FORMAT " kB huge page is replaced: the "
+                              "kernel poisons a huge page whole",
+                              why, r.len / 1024);
+  entry = vmce_reset_page_json (p, hva, &r, "replaced", detail != NULL ? detail : why);
+  vmce_page_replace_clear (&r);
+  return entry;
+}
+
+/* --- QEMU reloading a ROM blob into a poisoned page ------------------------------- */
+
+static gboolean
+vmce_reset_guard_rom_write (VmceVm *vm, VmcePoisonedPage *p, pid_t tid, const gchar *rom)
+{
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *why = g_strdup_printf ("QEMU's main thread was writing ROM blob \"%s\" into "
+                                           "it (rom_reset(): the guest is being reset)",
+                                           rom);
+  JsonNode *entry;
+  gboolean fine, failed;
+
+  vmas = vmce_vma_table_read (vm->pid, &error);
+  if (vmas == NULL) {
+    g_warning ("vm %s: %s", vm->name, error->message);
+    return FALSE;
+  }
+  entry = vmce_reset_replace_page (vm, p, tid, vmas, why, &fine, &failed);
+  if (!fine) {
+    json_node_unref (entry);
+    return FALSE;
+  }
+  /* journaled now, in case the reset never gets as far as its event */
+  json_builder_begin_object (b);
+  vmce_reset_add_vm_members (vm, b, "page-replaced");
+  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  json_builder_set_member_name (b, "page");
+  json_builder_add_value (b, json_node_ref (entry));
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (vm->daemon, "PAGE_REPLACED", record);
+  g_message ("vm %s: poisoned page at GPA 0x%" G_GINT64_MODIFIER "x replaced: %s", vm->name,
+             p->gpa, why);
+  g_ptr_array_add (vm->reset_early, entry);
+  g_hash_table_remove (vm->poisoned, &p->gpa);
+  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  return TRUE;
+}
+
+/* --- stops that wait ------------------------------------------------------------- */
+
+static void
+vmce_deferred_stop_free (VmceDeferredStop *d)
+{
+  g_clear_handle_id (&d->idle_source, g_source_remove);
+  g_free (d);
+}
+
+static gboolean
+vmce_reset_page_is_poisoned (VmceVm *vm, guint64 hva, VmcePoisonedPage **page)
+{
+  guint64 gpa = 0;
+  VmcePoisonedPage *p;
+
+  *page = NULL;
+  if (vm->layout == NULL || !vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, NULL))
+    return FALSE;
+  p = vmce_poison_set_lookup (vm->poisoned, gpa);
+  if (p == NULL || !p->host_poisoned)
+    return FALSE;
+  *page = p;
+  return TRUE;
+}
+
+static void
+vmce_deferred_stop_decide (VmceDeferredStop *d)
+{
+  VmceVm *vm = d->vm;
+  VmcePoisonedPage *p = NULL;
+  guint64 hva = (guint64) (guintptr) d->info.si_addr;
+
+  g_ptr_array_remove (vm->reset_deferred, d);
+  /* replaced meanwhile: the access is tried again on the fresh page */
+  if (!vmce_reset_page_is_poisoned (vm, hva, &p) || vmce_page_is_readable (vm->pid, hva)) {
+    g_debug ("vm %s: thread %d goes on: the page at HVA 0x%" G_GINT64_MODIFIER "x was replaced",
+             vm->name, d->tid, hva);
+    vmce_ptrace_watch_resume (vm->watch, d->tid, 0);
+  } else {
+    vmce_vm_dispatch_memory_error (vm, d->tid, &d->info, d->stop_us, d->source, d->request_id,
+                                   TRUE);
+  }
+  vmce_deferred_stop_free (d);
+}
+
+static gboolean
+vmce_deferred_stop_idle_cb (gpointer user_data)
+{
+  VmceDeferredStop *d = user_data;
+
+  d->idle_source = 0;
+  /* a pass started in between: it decides when it is done */
+  if (d->vm->reset_pass != NULL)
+    return G_SOURCE_REMOVE;
+  vmce_deferred_stop_decide (d);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_reset_guard_defer (VmceVm *vm,
+                        pid_t tid,
+                        const siginfo_t *info,
+                        gint64 stop_time_us,
+                        const gchar *source,
+                        guint64 request_id)
+{
+  VmceDeferredStop *d = g_new0 (VmceDeferredStop, 1);
+
+  d->vm = vm;
+  d->tid = tid;
+  d->info = *info;
+  d->stop_us = stop_time_us;
+  d->source = source;
+  d->request_id = request_id;
+  g_ptr_array_add (vm->reset_deferred, d);
+  /* after everything the main loop has ready, the monitor's input first */
+  if (vm->reset_pass == NULL)
+    d->idle_source = g_idle_add_full (G_PRIORITY_LOW, vmce_deferred_stop_idle_cb, d, NULL);
+}
+
+static void
+vmce_reset_guard_decide_deferred (VmceVm *vm)
+{
+  while (vm->reset_deferred->len > 0)
+    vmce_deferred_stop_decide (g_ptr_array_index (vm->reset_deferred, 0));
+}
+
+gboolean
+vmce_reset_guard_signal (VmceVm *vm,
+                         pid_t tid,
+                         const siginfo_t *info,
+                         gint64 stop_time_us,
+                         const gchar *source,
+                         guint64 request_id,
+                         gboolean again)
+{
+  guint64 hva = (guint64) (guintptr) info->si_addr;
+  VmcePoisonedPage *p = NULL;
+  const gchar *rom;
+
+  if (!vmce_reset_page_is_poisoned (vm, hva, &p))
+    return FALSE;
+  rom = tid == vm->pid ? vmce_rom_blobs_lookup (vm->roms, p->gpa) : NULL;
+  if (rom != NULL && vmce_reset_guard_rom_write (vm, p, tid, rom))
+    return TRUE;
+  if (vm->reset_pass != NULL ||
+      (!again && vm->qmp != NULL && vmce_qmp_client_has_input (vm->qmp))) {
+    vmce_reset_guard_defer (vm, tid, info, stop_time_us, source, request_id);
+    return TRUE;
+  }
+  return FALSE;
+}
+
+gboolean
+vmce_reset_guard_stale_fault (VmceVm *vm, pid_t tid, const siginfo_t *info)
+{
+  guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
+
+  if (info->si_signo != SIGSEGV && info->si_signo != SIGBUS)
+    return FALSE;
+  if (!g_hash_table_contains (vm->reset_recent, &page) ||
+      !vmce_page_is_readable (vm->pid, page))
+    return FALSE;
+  g_debug ("vm %s: thread %d faulted on HVA 0x%" G_GINT64_MODIFIER "x before it was replaced: "
+           "it tries again",
+           vm->name, tid, page);
+  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  return TRUE;
+}
+
+/* --- the pass ------------------------------------------------------------------ */
+
+static void
+vmce_reset_pass_free (VmceResetPass *pass)
+{
+  g_clear_handle_id (&pass->timeout_source, g_source_remove);
+  g_array_unref (pass->held);
+  g_free (pass->reason);
+  vmce_vm_unref (pass->vm);
+  g_free (pass);
+}
+
+static void
+vmce_reset_pass_release (VmceResetPass *pass)
+{
+  VmceVm *vm = pass->vm;
+
+  for (guint i = 0; i < pass->held->len; i++)
+    if (vm->watch != NULL)
+      vmce_ptrace_watch_release (vm->watch, g_array_index (pass->held, pid_t, i));
+  g_array_set_size (pass->held, 0);
+}
+
+static VmcePassOp *
+vmce_pass_op_new (VmceResetPass *pass)
+{
+  VmcePassOp *op = g_new0 (VmcePassOp, 1);
+
+  op->vm = vmce_vm_ref (pass->vm);
+  op->pass_id = pass->id;
+  return op;
+}
+
+/* The pass @op was queued for, if it is still going */
+static void
+vmce_pass_op_free (gpointer data)
+{
+  VmcePassOp *op = data;
+
+  vmce_vm_unref (op->vm);
+  g_free (op);
+}
+
+static VmceResetPass *
+vmce_pass_op_take (VmcePassOp *op)
+{
+  VmceResetPass *pass = op->vm->reset_pass;
+
+  if (pass != NULL && pass->id != op->pass_id)
+    pass = NULL;
+  vmce_vm_unref (op->vm);
+  g_free (op);
+  return pass;
+}
+
+static void
+vmce_pass_hold_free (gpointer data)
+{
+  VmceResetPass *pass = vmce_pass_op_take (data);
+
+  /* the thread ended before it stopped */
+  if (pass != NULL && pass->waiting > 0 && --pass->waiting == 0)
+    vmce_reset_pass_run (pass);
+}
+
+static void
+vmce_pass_hold_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceResetPass *pass = vmce_pass_op_take (user_data);
+
+  if (pass == NULL)
+    return;
+  /* one held already (a vCPU waiting for its machine check) stays its
+   * holder's to let go */
+  if (!vmce_ptrace_watch_is_held (watch, tid)) {
+    vmce_ptrace_watch_hold (watch, tid);
+    g_array_append_val (pass->held, tid);
+  }
+  if (pass->via_tid == 0)
+    pass->via_tid = tid;
+  if (pass->waiting > 0 && --pass->waiting == 0)
+    vmce_reset_pass_run (pass);
+}
+
+static gboolean
+vmce_reset_pass_timeout_cb (gpointer user_data)
+{
+  VmceResetPass *pass = user_data;
+
+  pass->timeout_source = 0;
+  g_warning ("vm %s: %u vCPU(s) did not stop within %d ms of the reset: replacing the poisoned "
+             "pages without holding them",
+             pass->vm->name, pass->waiting, VMCE_RESET_HOLD_TIMEOUT_MS);
+  pass->waiting = 0;
+  vmce_reset_pass_run (pass);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_reset_pass_main_stopped_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceResetPass *pass = vmce_pass_op_take (user_data);
+
+  if (pass == NULL)
+    return;
+  pass->via_tid = tid;
+  vmce_reset_pass_run (pass);
+}
+
+static void
+vmce_reset_pass_run (VmceResetPass *pass)
+{
+  VmceVm *vm = pass->vm;
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GArray) sim_pages = vmce_sim_get_protected (vm);
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autoptr(GString) failures = g_string_new (NULL);
+  guint n_replaced = 0, n_usable = 0, n_failed = 0;
+  gint64 held_us;
+
+  g_clear_handle_id (&pass->timeout_source, g_source_remove);
+  /* no vCPU stopped (none left, or none would): the main thread does it */
+  if (pass->via_tid == 0 && (pages->len > 0 || sim_pages != NULL)) {
+    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_reset_pass_main_stopped_cb,
+                                    vmce_pass_op_new (pass), vmce_pass_op_free);
+    return;
+  }
+  vmas = vmce_vma_table_read (vm->pid, &error);
+
+  json_builder_begin_object (b);
+  vmce_reset_add_vm_members (vm, b, "reset");
+  json_builder_set_member_name (b, "reason");
+  json_builder_add_string_value (b, pass->reason);
+  json_builder_set_member_name (b, "pages");
+  json_builder_begin_array (b);
+  /* those QEMU's ROM reload met first */
+  for (guint i = 0; i < vm->reset_early->len; i++) {
+    json_builder_add_value (b, json_node_ref (g_ptr_array_index (vm->reset_early, i)));
+    n_replaced++;
+  }
+  g_ptr_array_set_size (vm->reset_early, 0);
+  for (guint i = 0; i < pages->len; i++) {
+    VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    const gchar *result;
+    gboolean fine = FALSE, failed = FALSE;
+    JsonNode *entry;
+
+    if (vmas == NULL) {
+      entry = vmce_reset_page_json (p, p->hva, NULL, "failed", error->message);
+      failed = TRUE;
+    } else {
+      entry = vmce_reset_replace_page (vm, p, pass->via_tid, vmas,
+                                       "replaced while the vCPUs were held after the reset",
+                                       &fine, &failed);
+    }
+    result = json_object_get_string_member (json_node_get_object (entry), "result");
+    if (failed) {
+      n_failed++;
+      g_string_append_printf (failures, "%s0x%" G_GINT64_MODIFIER "x (%s)",
+                              failures->len > 0 ? ", " : "", p->gpa,
+                              json_object_get_string_member (json_node_get_object (entry),
+                                                             "detail"));
+    } else if (g_strcmp0 (result, "usable") == 0) {
+      n_usable++;
+    } else {
+      n_replaced++;
+    }
+    json_builder_add_value (b, entry);
+    if (fine)
+      g_hash_table_remove (vm->poisoned, &p->gpa);
+  }
+  /* taken away by vmcectl poison but never reported (AR on access that no
+   * thread touched): the new boot gets it back */
+  for (guint i = 0; vmas != NULL && sim_pages != NULL && i < sim_pages->len; i++) {
+    guint64 host_page = g_array_index (sim_pages, guint64, i);
+    VmcePageReplace r = { 0 };
+    g_autoptr(GError) local = NULL;
+
+    if (!vmce_sim_is_protected (vm, host_page))
+      continue; /* replaced above */
+    if (vmce_page_replace (vm->pid, pass->via_tid, vmas, host_page, &r, &local)) {
+      vmce_reset_note_replaced (vm, r.start, r.len);
+      vmce_sim_forget_page (vm, host_page, "the guest was reset before a thread touched the "
+                                           "page; it was replaced");
+    } else {
+      g_warning ("vm %s: cannot give the simulated-poisoned page at HVA 0x%" G_GINT64_MODIFIER
+                 "x back: %s",
+                 vm->name, host_page, local->message);
+    }
+    vmce_page_replace_clear (&r);
+  }
+  json_builder_end_array (b);
+
+  /* a page that cannot be replaced: better a paused VM than one that boots
+   * into the error again and again */
+  if (n_failed > 0) {
+    g_autofree gchar *why = g_strdup_printf ("%u poisoned page(s) cannot be replaced after the "
+                                             "reset: %s",
+                                             n_failed, failures->str);
+    vmce_vm_pause (vm, why);
+  }
+  vmce_reset_pass_release (pass);
+  held_us = g_get_monotonic_time () - pass->start_us;
+
+  json_builder_set_member_name (b, "replaced");
+  json_builder_add_int_value (b, n_replaced);
+  json_builder_set_member_name (b, "usable");
+  json_builder_add_int_value (b, n_usable);
+  json_builder_set_member_name (b, "failed");
+  json_builder_add_int_value (b, n_failed);
+  json_builder_set_member_name (b, "vm_paused");
+  json_builder_add_boolean_value (b, n_failed > 0);
+  /* RESET read -> vCPUs running again */
+  json_builder_set_member_name (b, "held_us");
+  json_builder_add_int_value (b, held_us);
+  /* QEMU's RESET -> vCPUs running again (wall clocks of QEMU and vmced) */
+  json_builder_set_member_name (b, "since_reset_us");
+  if (pass->qemu_time_us > 0)
+    json_builder_add_int_value (b, g_get_real_time () - pass->qemu_time_us);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (vm->daemon, "RESET", record);
+  g_message ("vm %s: reset (%s): %u poisoned page(s) replaced, %u usable already, %u failed; "
+             "vCPUs held %" G_GINT64_FORMAT " us",
+             vm->name, pass->reason, n_replaced, n_usable, n_failed, held_us);
+
+  vm->reset_pass = NULL;
+  vmce_reset_guard_decide_deferred (vm);
+  vmce_reset_pass_free (pass);
+}
+
+void
+vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GArray) sim_pages = vmce_sim_get_protected (vm);
+  VmceResetPass *pass;
+  const gchar *reason = data != NULL ? vmce_json_object_get_string_opt (data, "reason") : NULL;
+
+  /* what vmced replaced before belongs to the guest's last life */
+  g_hash_table_remove_all (vm->reset_recent);
+  if (vm->state != VMCE_VM_READY || vm->watch == NULL)
+    return;
+  if (pages->len == 0 && (sim_pages == NULL || sim_pages->len == 0) && vm->reset_early->len == 0)
+    return;
+  if (vm->reset_pass != NULL) {
+    /* a reset while the last one's pass waits for its vCPUs: the same
+     * pass covers both */
+    return;
+  }
+  pass = g_new0 (VmceResetPass, 1);
+  pass->vm = vmce_vm_ref (vm);
+  pass->id = ++vmce_reset_pass_next_id;
+  pass->start_us = g_get_monotonic_time ();
+  pass->qemu_time_us = qemu_time_us;
+  pass->reason = g_strdup (reason != NULL ? reason : "reset");
+  pass->guest = data != NULL && json_object_get_boolean_member_with_default (data, "guest", FALSE);
+  pass->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
+  vm->reset_pass = pass;
+  g_message ("vm %s: reset (%s) with %u poisoned page(s): holding its vCPUs to replace them",
+             vm->name, pass->reason, pages->len + vm->reset_early->len);
+
+  /* only pages QEMU's ROM reload met, replaced already: nothing to hold */
+  pass->waiting = pages->len > 0 || sim_pages != NULL ? vm->vcpus->len : 0;
+  if (pass->waiting == 0) {
+    vmce_reset_pass_run (pass);
+    return;
+  }
+  pass->timeout_source = g_timeout_add (VMCE_RESET_HOLD_TIMEOUT_MS, vmce_reset_pass_timeout_cb,
+                                        pass);
+  /* copied: a vCPU held already runs its op at once, and the last one
+   * runs the whole pass, which may end the VM's session */
+  {
+    guint id = pass->id;
+    g_autoptr(GArray) tids = g_array_new (FALSE, FALSE, sizeof (pid_t));
+
+    for (guint i = 0; i < vm->vcpus->len; i++)
+      g_array_append_val (tids, g_array_index (vm->vcpus, VmceVcpu, i).tid);
+    for (guint i = 0; i < tids->len && vm->reset_pass != NULL && vm->reset_pass->id == id; i++)
+      vmce_ptrace_watch_call_stopped (vm->watch, g_array_index (tids, pid_t, i),
+                                      vmce_pass_hold_cb, vmce_pass_op_new (vm->reset_pass),
+                                      vmce_pass_hold_free);
+  }
+}
+
+void
+vmce_reset_guard_cancel_all (VmceVm *vm)
+{
+  VmceResetPass *pass = vm->reset_pass;
+
+  if (pass != NULL) {
+    vm->reset_pass = NULL;
+    vmce_reset_pass_release (pass);
+    vmce_reset_pass_free (pass);
+  }
+  while (vm->reset_deferred != NULL && vm->reset_deferred->len > 0) {
+    VmceDeferredStop *d = g_ptr_array_steal_index (vm->reset_deferred, 0);
+    /* the signal as it came: what QEMU would have got without vmced */
+    if (vm->watch != NULL)
+      vmce_ptrace_watch_resume (vm->watch, d->tid, d->info.si_signo);
+    vmce_deferred_stop_free (d);
+  }
+}
