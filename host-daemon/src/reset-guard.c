@@ -498,6 +498,7 @@ vmce_reset_pass_run (VmceResetPass *pass)
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
   g_autoptr(GString) failures = g_string_new (NULL);
+  g_autoptr(GHashTable) tried = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   guint n_replaced = 0, n_usable = 0, n_failed = 0;
   gint64 held_us;
 
@@ -549,6 +550,7 @@ vmce_reset_pass_run (VmceResetPass *pass)
       n_replaced++;
     }
     json_builder_add_value (b, entry);
+    g_hash_table_add (tried, g_memdup2 (&p->hva, sizeof p->hva));
     if (fine)
       g_hash_table_remove (vm->poisoned, &p->gpa);
   }
@@ -559,8 +561,8 @@ vmce_reset_pass_run (VmceResetPass *pass)
     VmcePageReplace r = { 0 };
     g_autoptr(GError) local = NULL;
 
-    if (!vmce_sim_is_protected (vm, host_page))
-      continue; /* replaced above */
+    if (!vmce_sim_is_protected (vm, host_page) || g_hash_table_contains (tried, &host_page))
+      continue; /* replaced above, or tried and failed */
     if (vmce_page_replace (vm->pid, pass->via_tid, vmas, host_page, &r, &local)) {
       vmce_reset_note_replaced (vm, r.start, r.len);
       vmce_sim_forget_page (vm, host_page, "the guest was reset before a thread touched the "

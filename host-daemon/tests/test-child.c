@@ -3,6 +3,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,18 +55,14 @@ test_child_main (int cmd_fd, int reply_fd, volatile char *page)
   _exit (0);
 }
 
-TestChild *
-test_child_spawn (void)
+static TestChild *
+test_child_spawn_page (char *page)
 {
   TestChild *child = g_new0 (TestChild, 1);
   int to_child[2], from_child[2];
-  char *page;
 
   g_assert_no_errno (pipe (to_child));
   g_assert_no_errno (pipe (from_child));
-  page = mmap (NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  g_assert_true (page != MAP_FAILED);
-  page[0] = 'x';
   child->page = (guint64) (guintptr) page;
   child->pid = fork ();
   g_assert_cmpint (child->pid, >=, 0);
@@ -82,6 +79,29 @@ test_child_spawn (void)
   /* wait until it runs its loop, with SIGBUS blocked */
   g_assert_true (test_child_command (child, 'p'));
   return child;
+}
+
+TestChild *
+test_child_spawn (void)
+{
+  char *page = mmap (NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+  g_assert_true (page != MAP_FAILED);
+  page[0] = 'x';
+  return test_child_spawn_page (page);
+}
+
+TestChild *
+test_child_spawn_file (const gchar *path)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  char *page;
+
+  g_assert_cmpint (fd, >=, 0);
+  page = mmap (NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  g_assert_true (page != MAP_FAILED);
+  close (fd);
+  return test_child_spawn_page (page);
 }
 
 gboolean

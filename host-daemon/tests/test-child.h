@@ -21,6 +21,9 @@ typedef struct {
  * qemu_thread_create() does), 'r' read the page, 'p' ping; answers are
  * one byte, 'k' for ok */
 TestChild *test_child_spawn (void);
+/* The same, with its page a read-only shared mapping of @path (which
+ * starts with 'x'): a page nobody can give it back once taken away */
+TestChild *test_child_spawn_file (const gchar *path);
 gboolean test_child_command (TestChild *child, char cmd);
 void test_child_free (TestChild *child);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TestChild, test_child_free)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "sim-poison.h"
 #include "fake-qmp.h"
 #include "test-child.h"
 
@@ -285,6 +286,93 @@ test_vm_process_exits (Fixture *fx, gconstpointer data)
   g_assert_nonnull (strstr (journal, "killed by signal 9"));
 }
 
+static void
+poison_cb (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Fixture *fx = data;
+  g_autoptr(JsonNode) ev = vmce_sim_poison_finish (fx->vm, res, &fx->error);
+
+  g_assert_no_error (fx->error);
+  g_assert_cmpstr (json_object_get_string_member (json_node_get_object (ev), "result"), ==,
+                   "injected");
+  fx->done = TRUE;
+}
+
+/* A guest reset with a poisoned page that cannot be replaced (a file the
+ * process may only read): vmced says why, in the journal, and pauses the
+ * VM rather than let it boot into the error; the process is let go */
+static void
+test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *layout = NULL;
+  g_autofree gchar *journal = NULL;
+  int fd;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fd = g_file_open_tmp ("vmce-test-ram-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (write (fd, "x", 1), ==, 1);
+  g_assert_no_errno (ftruncate (fd, 4096));
+  close (fd);
+  test_child_free (fx->child);
+  fx->child = test_child_spawn_file (path);
+  layout = g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
+                            "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
+                            "\"offset\": 0, \"readonly\": false}]}]",
+                            fx->child->page);
+  script_attach (fx, layout);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+
+  /* the page taken away, AO sent, the machine check through inject-mce */
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  fx->done = FALSE;
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 5000,
+                         poison_cb, fx);
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+  g_assert_nonnull (vmce_poison_set_lookup (fx->vm->poisoned, 0));
+
+  fake_qmp_expect (fx->fake, "query-ram-layout", layout);
+  fake_qmp_expect (fx->fake, "stop", "{}");
+  /* what vmced says, in order (GLib fails on any other) */
+  g_test_expect_message ("vmce-reset", G_LOG_LEVEL_MESSAGE, "*holding its vCPUs*");
+  g_test_expect_message ("vmce-reset", G_LOG_LEVEL_WARNING,
+                         "*cannot replace the poisoned page at GPA 0x0*Permission denied*");
+  g_test_expect_message ("vmce-vm", G_LOG_LEVEL_WARNING,
+                         "*pausing it: 1 poisoned page(s) cannot be replaced*");
+  g_test_expect_message ("vmce-reset", G_LOG_LEVEL_MESSAGE, "*0 poisoned page(s) replaced*1 failed*");
+  fake_qmp_send (fx->fake, "{\"event\": \"RESET\", \"data\": {\"guest\": false, \"reason\": "
+                           "\"host-qmp-system-reset\"}, \"timestamp\": {\"seconds\": 1, "
+                           "\"microseconds\": 0}}");
+  journal = journal_text (fx, "\"type\":\"reset\"");
+  g_assert_nonnull (strstr (journal, "\"result\":\"failed\""));
+  g_assert_nonnull (strstr (journal, "Permission denied"));
+  g_assert_nonnull (strstr (journal, "\"failed\":1"));
+  g_assert_nonnull (strstr (journal, "\"vm_paused\":true"));
+  test_wait (fake_qmp_script_done (fx->fake));
+  g_assert_true (fake_qmp_script_done (fx->fake)); /* QMP stop was sent */
+  /* and its answer read */
+  for (gint64 until = g_get_monotonic_time () + 100000; g_get_monotonic_time () < until;)
+    test_iterate ();
+  g_test_assert_expected_messages ();
+  /* still poisoned, and known to be */
+  g_assert_nonnull (vmce_poison_set_lookup (fx->vm->poisoned, 0));
+  /* no thread held */
+  g_assert_true (test_child_command (fx->child, 'p'));
+  /* and when vmced lets it go, it cannot give that page back either */
+  g_test_expect_message ("vmce-sim", G_LOG_LEVEL_WARNING, "*mprotect*Permission denied*");
+  vmce_daemon_shutdown (fx->daemon);
+  g_test_assert_expected_messages ();
+  (void) g_unlink (path);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -297,6 +385,8 @@ main (int argc, char **argv)
   g_test_add ("/vm/process-exits", Fixture, NULL, fixture_setup, test_vm_process_exits,
               fixture_teardown);
   g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
+  g_test_add ("/vm/reset-unreplaceable", Fixture, NULL, fixture_setup,
+              test_vm_reset_unreplaceable, fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
   return g_test_run ();

@@ -94,9 +94,7 @@ def guest_reset(how):
             q.execute("system_reset")
     else:
         vm.agent.call("reboot")
-    vm.agent.close()
-    vm.agent = None
-    vm.wait_ready(120)
+    vm.wait_rebooted(t0, 120)
     vm.agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
     return time.monotonic() - t0
 

@@ -218,6 +218,52 @@ def observe_outcome(l2, sc, victim, t_poison, console_len, timeout):
     return "nothing", None, first_mce_ms
 
 
+def reboot_after(l2, sc, result):
+    """The scenario's `then: reboot`: the guest reboots (itself, if it still
+    answers; else as an operator would, QMP system_reset and cont), and the
+    lab records whether it comes back, and what its new boot's kernel log
+    says of machine checks: the host page is still poisoned unless someone
+    replaced it"""
+    console_len = len(l2.vm.console())
+    journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
+    t = time.monotonic()
+    how = "guest"
+    try:
+        l2.vm.agent.call("reboot", timeout=5)
+    except Exception:
+        how = "qmp"
+        with l2.vm.qmp() as q:
+            q.execute("system_reset")
+            if q.execute("query-status")["status"] == "paused":
+                q.execute("cont")
+    progress(f"{sc['name']}: the guest reboots ({'itself' if how == 'guest' else 'QMP system_reset'})")
+    back, detail = True, None
+    try:
+        l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 120)
+    except Exception as e:
+        back, detail = False, str(e).splitlines()[0][:300]
+    lines = console_lines(l2.vm, console_len)
+    journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    result["after_reboot"] = {
+        "how": how, "back": back, "detail": detail,
+        "boot_s": round(time.monotonic() - t, 1),
+        # "mce: Machine check injector initialized" is mce-inject.ko loading
+        "guest_mce_log": [ln for ln in lines
+                          if GUEST_MCE.search(ln) or FIRST_MCE.search(ln)
+                          or ("Machine check" in ln and "injector" not in ln)][:20],
+        "boots": sum(1 for ln in lines if "Linux version" in ln),
+        "journal": journal,
+        "qemu_exit": l2.exit_status(),
+        "qemu_log": l2.vm.qemu_log().splitlines()[-6:],
+    }
+    if back:
+        l2.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
+                         value=1)
+    else:
+        l2.healthy = False
+        result["after_reboot"]["console_tail"] = l2.vm.console().splitlines()[-15:]
+
+
 def run_scenario(sc, l2, l1log):
     name = sc["name"]
     agent = l2.vm.agent
@@ -312,6 +358,8 @@ def run_scenario(sc, l2, l1log):
     if result["outcome"] != "recovered":
         l2.healthy = False
         result["guest_console_tail"] = l2.vm.console().splitlines()[-15:]
+    if sc.get("then") == "reboot" and l2.vm.alive():
+        reboot_after(l2, sc, result)
     return result
 
 
@@ -357,7 +405,8 @@ def main():
     l2 = None
     for i, sc in enumerate(spec["scenarios"]):
         sc.setdefault("name", f"{sc['accel']}-{sc['kind']}-{sc['forwarder']}"
-                      + (f"-{sc['policy']}" if sc.get("policy") else ""))
+                      + (f"-{sc['policy']}" if sc.get("policy") else "")
+                      + (f"-then-{sc['then']}" if sc.get("then") else ""))
         try:
             if l2 is not None and not l2.usable_for(sc):
                 l2.stop()

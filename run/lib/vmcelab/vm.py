@@ -300,6 +300,23 @@ class Vm:
                                       + (f"\n--- qemu.log ---\n{log}" if log else "")) from None
         return self.ready_seconds
 
+    def wait_rebooted(self, since, timeout=90.0):
+        """Waits for the guest's agent after a reboot asked at monotonic time
+        @since: the old boot's agent may answer for a moment still, so a
+        guest up for longer than that is not the new one"""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.agent is not None:
+                self.agent.close()
+                self.agent = None
+            self.wait_ready(max(1.0, deadline - time.monotonic()))
+            uptime = self.agent.call("ping")["uptime_ms"] / 1000
+            if uptime <= time.monotonic() - since + 1:
+                return self.ready_seconds
+            if time.monotonic() > deadline:
+                raise agentmod.AgentError(f"vm {self.name}: the guest did not reboot (up {uptime:.0f} s)")
+            time.sleep(0.2)
+
     def stop(self, timeout=10.0):
         if self.agent is not None:
             self.agent.close()

@@ -1,0 +1,171 @@
+/*
+ * poison-index and poison-set: the poisoned pages of a QEMU rebuilt from
+ * journal records, as a restarted vmced does
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "poison-index.h"
+#include "poison-set.h"
+
+#define ME "b00t/4242/1000"
+#define OTHER "b00t/4242/999"
+
+static const gchar *
+error_record (const gchar *qemu_id, const gchar *gpa, const gchar *source, const gchar *result)
+{
+  static gchar buf[1024];
+
+  g_snprintf (buf, sizeof buf,
+              "{\"type\":\"memory-error\",\"seq\":7,\"time\":\"2026-12-03T22:58:44.983788Z\","
+              "\"vm\":\"g\",\"pid\":4242,\"qemu_id\":\"%s\",\"source\":\"%s\","
+              "\"si_code\":\"BUS_MCEERR_AO\",\"hva\":\"0x7f0000200000\",\"gpa\":\"%s\","
+              "\"result\":\"%s\"}",
+              qemu_id, source, gpa, result);
+  return buf;
+}
+
+static void
+apply (VmcePoisonIndex *idx, const gchar *line)
+{
+  g_assert_true (vmce_poison_index_apply_line (idx, line, strlen (line)));
+}
+
+static GHashTable *
+take (VmcePoisonIndex *idx, const gchar *id, gchar **other)
+{
+  guint64 n = 0;
+  gboolean kept = FALSE;
+
+  return vmce_poison_index_take (idx, id, &n, &kept, other);
+}
+
+static void
+test_index_records (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GHashTable) pages = NULL;
+  VmcePoisonedPage *p;
+
+  /* host errors count whatever became of them; a guest-only injection
+   * only when it went in */
+  apply (idx, error_record (ME, "0x200000", "kernel", "injected"));
+  apply (idx, error_record (ME, "0x201fc0", "simulated", "ignored"));
+  apply (idx, error_record (ME, "0x300000", "inject", "injected"));
+  apply (idx, error_record (ME, "0x400000", "inject", "failed"));
+  apply (idx, error_record (ME, "0x500000", "kernel", "failed"));
+  /* no GPA (QEMU's own memory), no qemu_id (an older vmced): not pages */
+  apply (idx, "{\"type\":\"memory-error\",\"qemu_id\":\"" ME "\",\"source\":\"kernel\","
+              "\"gpa\":null,\"result\":\"passed\"}");
+  apply (idx, "{\"type\":\"memory-error\",\"source\":\"kernel\",\"gpa\":\"0x600000\","
+              "\"result\":\"injected\"}");
+  /* a reset replaced one, QEMU's ROM reload another */
+  apply (idx, "{\"type\":\"reset\",\"qemu_id\":\"" ME "\",\"pages\":[{\"gpa\":\"0x500000\","
+              "\"result\":\"replaced\"},{\"gpa\":\"0x201000\",\"result\":\"failed\"}]}");
+  apply (idx, "{\"type\":\"page-replaced\",\"qemu_id\":\"" ME "\",\"gpa\":\"0x300000\"}");
+  /* given zeroed to a migration: still poisoned for the guest */
+  apply (idx, "{\"type\":\"page-replaced\",\"qemu_id\":\"" ME "\",\"gpa\":\"0x200000\","
+              "\"still_poisoned\":true}");
+  g_assert_cmpuint (vmce_poison_index_get_n_qemus (idx), ==, 1);
+  g_assert_cmpuint (vmce_poison_index_get_n_pages (idx), ==, 2);
+
+  pages = take (idx, ME, NULL);
+  g_assert_nonnull (pages);
+  g_assert_cmpuint (g_hash_table_size (pages), ==, 2);
+  p = vmce_poison_set_lookup (pages, 0x200abc);
+  g_assert_nonnull (p);
+  g_assert_true (p->host_poisoned && p->restored && !p->simulated);
+  g_assert_cmphex (p->hva, ==, G_GUINT64_CONSTANT (0x7f0000200000));
+  g_assert_cmpuint (p->last_seq, ==, 7);
+  p = vmce_poison_set_lookup (pages, 0x201000);
+  g_assert_nonnull (p);
+  g_assert_true (p->simulated);
+  g_assert_null (vmce_poison_set_lookup (pages, 0x300000));
+  g_assert_null (vmce_poison_set_lookup (pages, 0x500000));
+  /* taken: a second attach gets nothing */
+  g_assert_null (take (idx, ME, NULL));
+}
+
+static void
+test_index_other_process (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autofree gchar *other = NULL;
+
+  apply (idx, error_record (OTHER, "0x200000", "kernel", "injected"));
+  g_assert_null (take (idx, ME, &other));
+  g_assert_cmpstr (other, ==, OTHER);
+  g_clear_pointer (&other, g_free);
+  /* its QEMU exited: nothing of it is kept */
+  apply (idx, "{\"type\":\"vm-exit\",\"qemu_id\":\"" OTHER "\"}");
+  g_assert_null (take (idx, ME, &other));
+  g_assert_null (other);
+  g_assert_cmpuint (vmce_poison_index_get_n_qemus (idx), ==, 0);
+}
+
+static void
+test_index_keep (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  GHashTable *set = vmce_poison_set_new ();
+  g_autoptr(GHashTable) back = NULL;
+  guint64 n = 0;
+  gboolean kept = FALSE;
+  g_autoptr(JsonNode) rec = json_from_string (error_record (ME, "0x7000", "kernel", "injected"),
+                                              NULL);
+
+  g_assert_true (vmce_poison_set_add_record (set, json_node_get_object (rec)));
+  vmce_poison_index_keep (idx, ME, set);
+  back = vmce_poison_index_take (idx, ME, &n, &kept, NULL);
+  g_assert_true (back == set);
+  g_assert_true (kept);
+}
+
+static void
+test_index_load (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *path = NULL;
+  g_autoptr(GString) text = g_string_new (NULL);
+  VmcePoisonIndexStats st;
+  int fd;
+
+  g_string_append_printf (text, "%s\n", error_record (ME, "0x1000", "kernel", "injected"));
+  g_string_append (text, "not json at all\n\n");
+  g_string_append_printf (text, "%s\n", error_record (ME, "0x2000", "kernel", "injected"));
+  /* cut short by a crash */
+  g_string_append (text, "{\"type\":\"memory-error\",\"qemu_id\":\"" ME "\",\"gpa\":\"0x3");
+  fd = g_file_open_tmp ("vmce-journal-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (write (fd, text->str, text->len), ==, (gssize) text->len);
+  close (fd);
+
+  g_assert_true (vmce_poison_index_load (idx, path, &st, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (st.lines, ==, 5);
+  g_assert_cmpuint (st.records, ==, 2);
+  g_assert_cmpuint (st.bad_lines, ==, 2);
+  g_assert_cmpuint (st.first_bad_line, ==, 2);
+  g_assert_cmpuint (vmce_poison_index_get_n_pages (idx), ==, 2);
+  g_unlink (path);
+
+  /* no journal yet: nothing known, no error */
+  g_assert_true (vmce_poison_index_load (idx, "/nonexistent/journal.jsonl", &st, &error));
+  g_assert_cmpuint (st.records, ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/poison-index/records", test_index_records);
+  g_test_add_func ("/poison-index/other-process", test_index_other_process);
+  g_test_add_func ("/poison-index/keep", test_index_keep);
+  g_test_add_func ("/poison-index/load", test_index_load);
+  return g_test_run ();
+}
