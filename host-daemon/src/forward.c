@@ -645,22 +645,12 @@ vmce_forward_journal_qemu_event (VmceVm *vm, JsonObject *data)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
-  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
   VmcePoisonedPage *page = NULL;
 
   if (json_object_has_member (data, "gpa"))
     page = vmce_vm_find_poisoned (vm, (guint64) json_object_get_int_member (data, "gpa"));
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "type");
-  json_builder_add_string_value (b, "qemu-event");
-  json_builder_set_member_name (b, "time");
-  json_builder_add_string_value (b, time);
-  json_builder_set_member_name (b, "vm");
-  json_builder_add_string_value (b, vm->name);
-  if (vm->uuid != NULL) {
-    json_builder_set_member_name (b, "uuid");
-    json_builder_add_string_value (b, vm->uuid);
-  }
+  vmce_vm_begin_record (vm, b, "qemu-event");
   json_builder_set_member_name (b, "event");
   json_builder_add_string_value (b, "MEMORY_FAILURE");
   json_builder_set_member_name (b, "data");

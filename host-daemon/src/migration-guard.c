@@ -95,23 +95,9 @@ vmce_migration_journal (VmceVm *vm,
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
   g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
-  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
 
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "type");
-  json_builder_add_string_value (b, "migration");
-  json_builder_set_member_name (b, "time");
-  json_builder_add_string_value (b, time);
-  json_builder_set_member_name (b, "vm");
-  json_builder_add_string_value (b, vm->name);
-  if (vm->uuid != NULL) {
-    json_builder_set_member_name (b, "uuid");
-    json_builder_add_string_value (b, vm->uuid);
-  }
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, vm->pid);
-  json_builder_set_member_name (b, "qemu_id");
-  json_builder_add_string_value (b, vm->qemu_id);
+  vmce_vm_begin_record (vm, b, "migration");
   json_builder_set_member_name (b, "action");
   json_builder_add_string_value (b, action);
   json_builder_set_member_name (b, "status");
@@ -355,7 +341,6 @@ vmce_migration_guard_signal (VmceVm *vm, pid_t tid, const siginfo_t *info)
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
-  g_autofree gchar *time = NULL;
   VmcePageReplace r = { 0 };
   VmcePoisonedPage *p;
   guint64 gpa = 0;
@@ -377,18 +362,8 @@ vmce_migration_guard_signal (VmceVm *vm, pid_t tid, const siginfo_t *info)
   }
   p->zeroed_for_migration = TRUE;
   vmce_sim_forget_page (vm, hva, "the page was given to the migration zeroed");
-  time = vmce_format_time (g_get_real_time ());
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "type");
-  json_builder_add_string_value (b, "page-replaced");
-  json_builder_set_member_name (b, "time");
-  json_builder_add_string_value (b, time);
-  json_builder_set_member_name (b, "vm");
-  json_builder_add_string_value (b, vm->name);
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, vm->pid);
-  json_builder_set_member_name (b, "qemu_id");
-  json_builder_add_string_value (b, vm->qemu_id);
+  vmce_vm_begin_record (vm, b, "page-replaced");
   vmce_json_builder_add_hex (b, "gpa", p->gpa);
   /* the page is fresh, the guest's data in it is still lost */
   json_builder_set_member_name (b, "still_poisoned");

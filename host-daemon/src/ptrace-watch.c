@@ -708,6 +708,8 @@ vmce_ptrace_watch_call_stopped (VmcePtraceWatch *self,
     return;
   }
   if (t->held) {
+    /* it may make the thread trap (a remote system call) */
+    t->ops_ran = TRUE;
     func (self, tid, user_data);
     return;
   }

@@ -80,27 +80,6 @@ static void vmce_reset_pass_run (VmceResetPass *pass);
 
 /* --- journal --------------------------------------------------------------- */
 
-static void
-vmce_reset_add_vm_members (VmceVm *vm, JsonBuilder *b, const gchar *type)
-{
-  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
-
-  json_builder_set_member_name (b, "type");
-  json_builder_add_string_value (b, type);
-  json_builder_set_member_name (b, "time");
-  json_builder_add_string_value (b, time);
-  json_builder_set_member_name (b, "vm");
-  json_builder_add_string_value (b, vm->name);
-  if (vm->uuid != NULL) {
-    json_builder_set_member_name (b, "uuid");
-    json_builder_add_string_value (b, vm->uuid);
-  }
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, vm->pid);
-  json_builder_set_member_name (b, "qemu_id");
-  json_builder_add_string_value (b, vm->qemu_id);
-}
-
 /* One page of a reset record */
 static JsonNode *
 vmce_reset_page_json (const VmcePoisonedPage *p,
@@ -233,7 +212,7 @@ vmce_reset_guard_rom_write (VmceVm *vm, VmcePoisonedPage *p, pid_t tid, const gc
   }
   /* journaled now, in case the reset never gets as far as its event */
   json_builder_begin_object (b);
-  vmce_reset_add_vm_members (vm, b, "page-replaced");
+  vmce_vm_begin_record (vm, b, "page-replaced");
   vmce_json_builder_add_hex (b, "gpa", p->gpa);
   json_builder_set_member_name (b, "page");
   json_builder_add_value (b, json_node_ref (entry));
@@ -512,7 +491,7 @@ vmce_reset_pass_run (VmceResetPass *pass)
   vmas = vmce_vma_table_read (vm->pid, &error);
 
   json_builder_begin_object (b);
-  vmce_reset_add_vm_members (vm, b, "reset");
+  vmce_vm_begin_record (vm, b, "reset");
   json_builder_set_member_name (b, "reason");
   json_builder_add_string_value (b, pass->reason);
   json_builder_set_member_name (b, "pages");
@@ -682,9 +661,14 @@ vmce_reset_guard_cancel_all (VmceVm *vm)
   }
   while (vm->reset_deferred != NULL && vm->reset_deferred->len > 0) {
     VmceDeferredStop *d = g_ptr_array_steal_index (vm->reset_deferred, 0);
-    /* the signal as it came: what QEMU would have got without vmced */
+    guint64 page = (guint64) (guintptr) d->info.si_addr & VMCE_PAGE_MASK;
+
+    /* the signal as it came, what QEMU would have got without vmced; but
+     * a page vmced took away itself is given back as it lets go, and the
+     * access is tried again then */
     if (vm->watch != NULL)
-      vmce_ptrace_watch_resume (vm->watch, d->tid, d->info.si_signo);
+      vmce_ptrace_watch_resume (vm->watch, d->tid,
+                                vmce_sim_is_protected (vm, page) ? 0 : d->info.si_signo);
     vmce_deferred_stop_free (d);
   }
 }

@@ -811,7 +811,6 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
   g_autoptr(VmceVm) keep = vmce_vm_ref (self);
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
-  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
   gboolean was_ready = self->state == VMCE_VM_READY || self->state == VMCE_VM_DETACHING;
 
   if (self->state == VMCE_VM_GONE)
@@ -826,20 +825,7 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
   }
   if (was_ready) {
     json_builder_begin_object (b);
-    json_builder_set_member_name (b, "type");
-    json_builder_add_string_value (b, type);
-    json_builder_set_member_name (b, "time");
-    json_builder_add_string_value (b, time);
-    json_builder_set_member_name (b, "vm");
-    json_builder_add_string_value (b, self->name);
-    if (self->uuid != NULL) {
-      json_builder_set_member_name (b, "uuid");
-      json_builder_add_string_value (b, self->uuid);
-    }
-    json_builder_set_member_name (b, "pid");
-    json_builder_add_int_value (b, self->pid);
-    json_builder_set_member_name (b, "qemu_id");
-    json_builder_add_string_value (b, self->qemu_id);
+    vmce_vm_begin_record (self, b, type);
     json_builder_set_member_name (b, "reason");
     if (reason != NULL)
       json_builder_add_string_value (b, reason);
@@ -895,6 +881,27 @@ vmce_vm_shutdown_sync (VmceVm *self)
   if (self->watch != NULL)
     vmce_ptrace_watch_detach_sync (self->watch);
   vmce_vm_set_gone (self, "detach", "vmced is stopping");
+}
+
+void
+vmce_vm_begin_record (VmceVm *self, JsonBuilder *b, const gchar *type)
+{
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  json_builder_set_member_name (b, "type");
+  json_builder_add_string_value (b, type);
+  json_builder_set_member_name (b, "time");
+  json_builder_add_string_value (b, time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, self->name);
+  if (self->uuid != NULL) {
+    json_builder_set_member_name (b, "uuid");
+    json_builder_add_string_value (b, self->uuid);
+  }
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, self->pid);
+  json_builder_set_member_name (b, "qemu_id");
+  json_builder_add_string_value (b, self->qemu_id);
 }
 
 /* --- lookups and status ---------------------------------------------------- */

@@ -163,3 +163,6 @@ VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
 void vmce_vm_pause (VmceVm *self, const gchar *why);
 
 JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);
+/* A journal record about this VM begins: type, time, vm, uuid, pid and
+ * qemu_id (the builder is inside the record's object) */
+void vmce_vm_begin_record (VmceVm *self, JsonBuilder *b, const gchar *type);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <gio/gio.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -187,6 +188,119 @@ test_page_replace (void)
   unlink (ro_path);
 }
 
+/* g_file_set_contents() renames a temporary file over it: not for /proc */
+static void
+write_proc (const gchar *path, const gchar *text)
+{
+  int fd = open (path, O_WRONLY | O_CLOEXEC);
+
+  if (fd >= 0) {
+    (void) !write (fd, text, strlen (text));
+    close (fd);
+  }
+}
+
+typedef struct {
+  pid_t pid;
+  guint64 huge;
+  gboolean attached;
+  gboolean done;
+  gboolean ok;
+  VmcePageReplace r;
+  GError *error;
+} HugeCtx;
+
+static void
+on_huge_attached (VmcePtraceWatch *watch, gpointer data)
+{
+  ((HugeCtx *) data)->attached = TRUE;
+}
+
+static const VmcePtraceWatchFuncs huge_funcs = {
+  .signal_stop = on_signal_stop,
+  .attached = on_huge_attached,
+};
+
+static void
+at_huge_stop (VmcePtraceWatch *watch, pid_t tid, gpointer data)
+{
+  HugeCtx *ctx = data;
+  g_autoptr(VmceVmaTable) vmas = vmce_vma_table_read (ctx->pid, &ctx->error);
+
+  ctx->done = TRUE;
+  if (vmas != NULL)
+    ctx->ok = vmce_page_replace (ctx->pid, tid, vmas, ctx->huge + 0x5123, &ctx->r, &ctx->error);
+}
+
+/* hugetlb: the kernel poisons a huge page whole, so it is replaced whole,
+ * punched out of its hugetlbfs file, and the record says how big */
+static void
+test_page_replace_hugetlb (void)
+{
+  g_autoptr(VmcePtraceWatch) watch = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *nr_before = NULL;
+  HugeCtx ctx = { 0 };
+  const gsize huge = 2 << 20;
+  guint8 *mem;
+  int fd;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  /* one huge page of the system's pool, for the length of the test */
+  if (!g_file_get_contents ("/proc/sys/vm/nr_hugepages", &nr_before, NULL, NULL)) {
+    g_test_skip ("no hugetlb in this kernel");
+    return;
+  }
+  {
+    g_autofree gchar *more = g_strdup_printf ("%ld\n", atol (nr_before) + 1);
+    write_proc ("/proc/sys/vm/nr_hugepages", more);
+  }
+  fd = memfd_create ("vmce-test-huge", MFD_CLOEXEC | MFD_HUGETLB);
+  mem = fd >= 0 && ftruncate (fd, huge) == 0
+            ? mmap (NULL, huge, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            : MAP_FAILED;
+  if (mem == MAP_FAILED) {
+    if (fd >= 0)
+      close (fd);
+    write_proc ("/proc/sys/vm/nr_hugepages", nr_before);
+    g_test_skip ("no free 2 MiB huge page (/proc/sys/vm/nr_hugepages)");
+    return;
+  }
+  memset (mem, 'h', huge);
+  ctx.huge = (guint64) (guintptr) mem;
+  ctx.pid = fork ();
+  g_assert_cmpint (ctx.pid, >=, 0);
+  if (ctx.pid == 0) {
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    for (;;)
+      pause ();
+  }
+  watch = vmce_ptrace_watch_new (ctx.pid, &huge_funcs, &ctx);
+  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
+  g_assert_true (test_run_until (&ctx.attached));
+  vmce_ptrace_watch_call_stopped (watch, ctx.pid, at_huge_stop, &ctx, NULL);
+  g_assert_true (test_run_until (&ctx.done));
+  g_assert_no_error (ctx.error);
+  g_assert_true (ctx.ok);
+  g_assert_cmphex (ctx.r.start, ==, ctx.huge);
+  g_assert_cmpuint (ctx.r.len, ==, huge);
+  g_assert_nonnull (strstr (ctx.r.backing, "shared hugetlb (2048 kB pages)"));
+  g_assert_nonnull (strstr (ctx.r.how, "MADV_REMOVE"));
+  /* the whole huge page is fresh: the test's own view of the memfd too */
+  g_assert_cmpuint (mem[0], ==, 0);
+  g_assert_cmpuint (mem[huge - 1], ==, 0);
+  vmce_page_replace_clear (&ctx.r);
+  vmce_ptrace_watch_detach_sync (watch);
+  kill (ctx.pid, SIGKILL);
+  waitpid (ctx.pid, NULL, __WALL);
+  munmap (mem, huge);
+  close (fd);
+  write_proc ("/proc/sys/vm/nr_hugepages", nr_before);
+}
+
 /* A recorded /proc/PID/maps of a QEMU: guest RAM in a file, a page of it
  * taken away, paths with spaces, pseudo-files */
 static const gchar maps[] =
@@ -255,6 +369,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   test_block_sigchld ();
   g_test_add_func ("/page-replace/anon-shared-readonly", test_page_replace);
+  g_test_add_func ("/page-replace/hugetlb", test_page_replace_hugetlb);
   g_test_add_func ("/proc-maps/parse", test_proc_maps);
   g_test_add_func ("/proc-maps/bad", test_proc_maps_bad);
   return g_test_run ();

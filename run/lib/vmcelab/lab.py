@@ -251,7 +251,6 @@ def reboot_after(l2, sc, result):
         "guest_mce_log": [ln for ln in lines
                           if GUEST_MCE.search(ln) or FIRST_MCE.search(ln)
                           or ("Machine check" in ln and "injector" not in ln)][:20],
-        "boots": sum(1 for ln in lines if "Linux version" in ln),
         "journal": journal,
         "qemu_exit": l2.exit_status(),
         "qemu_log": l2.vm.qemu_log().splitlines()[-6:],
