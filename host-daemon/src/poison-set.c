@@ -126,6 +126,23 @@ vmce_poison_set_add_record (GHashTable *set, JsonObject *record)
   return TRUE;
 }
 
+VmcePoisonedPage *
+vmce_poison_set_add_found (GHashTable *set, guint64 gpa, guint64 hva, gboolean simulated)
+{
+  VmcePoisonedPage *p;
+
+  if (vmce_poison_set_lookup (set, gpa) != NULL)
+    return NULL;
+  p = vmce_poison_set_get (set, gpa);
+  p->hva = hva & VMCE_PAGE_MASK;
+  p->kind = VMCE_MCE_KIND_AO;
+  p->simulated = simulated;
+  p->host_poisoned = TRUE;
+  p->result = VMCE_RESULT_PENDING;
+  p->found_in_qemu = TRUE;
+  return p;
+}
+
 static gint
 vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
 {
@@ -186,6 +203,10 @@ vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
   json_builder_add_int_value (b, p->count);
   json_builder_set_member_name (b, "restored");
   json_builder_add_boolean_value (b, p->restored);
+  if (p->found_in_qemu) {
+    json_builder_set_member_name (b, "found_in_qemu");
+    json_builder_add_boolean_value (b, TRUE);
+  }
   if (p->zeroed_for_migration) {
     json_builder_set_member_name (b, "zeroed_for_migration");
     json_builder_add_boolean_value (b, TRUE);

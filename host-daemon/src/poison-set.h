@@ -30,6 +30,8 @@ typedef struct {
   gboolean restored; /* rebuilt from the journal after a vmced restart */
   /* given a zeroed page for a migration to read (migration = allow-zero) */
   gboolean zeroed_for_migration;
+  /* found in QEMU's page table, with no journal record (poison-scan.c) */
+  gboolean found_in_qemu;
 } VmcePoisonedPage;
 
 /* gpa -> VmcePoisonedPage, owned */
@@ -42,6 +44,13 @@ VmcePoisonedPage *vmce_poison_set_add_event (GHashTable *set, const VmceMceEvent
 /* The same from its journal record; FALSE if the record is not about a
  * page (or not one this set keeps) */
 gboolean vmce_poison_set_add_record (GHashTable *set, JsonObject *record);
+/* A page QEMU cannot read, which no record explains: the kernel poisoned
+ * it (or vmced took it away) and the record of it was lost, or came while
+ * no vmced watched. Returns NULL if the set knows the page already. */
+VmcePoisonedPage *vmce_poison_set_add_found (GHashTable *set,
+                                             guint64 gpa,
+                                             guint64 hva,
+                                             gboolean simulated);
 /* Pages that must be replaced at a reset, sorted by GPA (not owned) */
 GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
 /* All, sorted by GPA (not owned) */

@@ -21,13 +21,14 @@
 #include "json-util.h"
 #include "migration-guard.h"
 #include "proc-info.h"
+#include "poison-scan.h"
 #include "proc-maps.h"
 #include "reset-guard.h"
 #include "sim-poison.h"
 #include "vm.h"
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
-static void vmce_vm_adopt_protected (VmceVm *self);
+static void vmce_vm_scan_poisoned (VmceVm *self);
 
 static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop", "force" };
 
@@ -404,7 +405,7 @@ vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
     return;
   self->state = VMCE_VM_READY;
   self->attached_time_us = g_get_real_time ();
-  vmce_vm_adopt_protected (self);
+  vmce_vm_scan_poisoned (self);
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "type");
   json_builder_add_string_value (b, "attach");
@@ -995,34 +996,63 @@ vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from)
   vmce_vm_set_poisoned_from (self, from);
 }
 
-/* A simulated page taken away by a vmced that was killed before it could
- * give it back is still PROT_NONE: a touch must be told as of a poisoned
- * page, not passed to QEMU as a plain SIGSEGV */
+/* What QEMU's own page table says is poisoned, beside what the journal
+ * said: a record lost in a crash, an error while no vmced watched. A
+ * simulated page that a killed vmced could not give back is still
+ * PROT_NONE: a touch must be told as of a poisoned page, not passed to QEMU
+ * as a plain SIGSEGV. */
 static void
-vmce_vm_adopt_protected (VmceVm *self)
+vmce_vm_scan_poisoned (VmceVm *self)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (self->poisoned);
   g_autoptr(VmceVmaTable) vmas = NULL;
-  guint n = 0;
+  g_autoptr(GError) error = NULL;
+  guint n_new = 0, n_away = 0;
+  gint64 start = g_get_monotonic_time ();
 
-  if (pages->len == 0 || (vmas = vmce_vma_table_read (self->pid, NULL)) == NULL)
-    return;
-  for (guint i = 0; i < pages->len; i++) {
-    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    guint64 hva = p->hva;
-    const VmceVma *vma;
+  vmas = vmce_vma_table_read (self->pid, &error);
+  for (guint i = 0; vmas != NULL && i < vmce_ram_layout_get_n_ranges (self->layout); i++) {
+    const VmceRamRange *r = vmce_ram_layout_get_range (self->layout, i);
+    g_autoptr(GArray) found = NULL;
+    guint64 hva = 0;
 
-    (void) vmce_ram_layout_gpa_to_hva (self->layout, p->gpa, &hva, NULL);
-    vma = vmce_vma_table_lookup (vmas, hva);
-    if (p->simulated && vma != NULL && !vma->readable) {
-      vmce_sim_adopt_page (self, hva, p->gpa);
-      n++;
+    if (r->rom || !vmce_ram_layout_gpa_to_hva (self->layout, r->gpa, &hva, NULL))
+      continue;
+    found = vmce_poison_scan (self->pid, vmas, hva, r->size, &error);
+    if (found == NULL)
+      break;
+    for (guint j = 0; j < found->len; j++) {
+      const VmcePoisonFound *f = &g_array_index (found, VmcePoisonFound, j);
+      guint64 gpa = r->gpa + (f->hva - hva);
+      VmcePoisonedPage *p = vmce_poison_set_lookup (self->poisoned, gpa);
+
+      if (p == NULL && vmce_poison_set_add_found (self->poisoned, gpa, f->hva, f->taken_away))
+        n_new++;
+      if (f->taken_away && !vmce_sim_is_protected (self, f->hva)) {
+        vmce_sim_adopt_page (self, f->hva, gpa);
+        n_away++;
+      }
     }
   }
-  if (n > 0)
+  if (error != NULL) {
+    g_warning ("vm %s: cannot look for poisoned pages in QEMU's page table: %s", self->name,
+               error->message);
+    return;
+  }
+  g_debug ("vm %s: page table scanned in %" G_GINT64_FORMAT " us", self->name,
+           g_get_monotonic_time () - start);
+  if (n_away > 0)
     g_message ("vm %s: %u page(s) are still taken away by an earlier vmced: a touch is reported "
                "as a consumed memory error, a reset replaces them",
-               self->name, n);
+               self->name, n_away);
+  if (n_new > 0) {
+    g_autofree gchar *from = g_strdup_printf ("%s; %u more found in QEMU's page table (no "
+                                              "journal record)",
+                                              self->poisoned_from, n_new);
+    g_message ("vm %s: %u poisoned page(s) found in QEMU's page table that no journal record "
+               "explains: a reset replaces them",
+               self->name, n_new);
+    vmce_vm_set_poisoned_from (self, from);
+  }
 }
 
 static const gchar *

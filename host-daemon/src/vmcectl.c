@@ -145,6 +145,38 @@ vmcectl_print_event (JsonObject *ev)
   JsonNode *latency = json_object_get_member (ev, "latency_us");
   const gchar *type = vmcectl_str (ev, "type");
 
+  if (g_strcmp0 (type, "reset") == 0) {
+    JsonArray *pages = json_object_get_array_member (ev, "pages");
+    g_print ("%s  reset    vm %s (%s): %" G_GINT64_FORMAT " poisoned page(s) replaced, %"
+             G_GINT64_FORMAT " usable already, %" G_GINT64_FORMAT " failed; vCPUs held %"
+             G_GINT64_FORMAT " us%s\n",
+             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), vmcectl_str (ev, "reason"),
+             json_object_get_int_member_with_default (ev, "replaced", 0),
+             json_object_get_int_member_with_default (ev, "usable", 0),
+             json_object_get_int_member_with_default (ev, "failed", 0),
+             json_object_get_int_member_with_default (ev, "held_us", 0),
+             json_object_get_boolean_member_with_default (ev, "vm_paused", FALSE) ? "; VM paused"
+                                                                                 : "");
+    for (guint i = 0; pages != NULL && i < json_array_get_length (pages); i++) {
+      JsonObject *p = json_array_get_object_element (pages, i);
+      g_print ("  GPA %s  %s  %s: %s\n", vmcectl_str (p, "gpa"), vmcectl_str (p, "result"),
+               vmcectl_str (p, "backing"),
+               vmce_json_object_get_string_opt (p, "how") ?: vmcectl_str (p, "detail"));
+    }
+    return;
+  }
+  if (g_strcmp0 (type, "page-replaced") == 0 || g_strcmp0 (type, "migration") == 0) {
+    JsonNode *page = json_object_get_member (ev, "page");
+    const gchar *detail = vmce_json_object_get_string_opt (ev, "detail");
+    if (detail == NULL && page != NULL && JSON_NODE_HOLDS_OBJECT (page))
+      detail = vmce_json_object_get_string_opt (json_node_get_object (page), "detail");
+    g_print ("%s  %-8s vm %s%s%s: %s\n", vmcectl_str (ev, "time"),
+             g_strcmp0 (type, "migration") == 0 ? vmcectl_str (ev, "action") : "replaced",
+             vmcectl_str (ev, "vm"), json_object_has_member (ev, "gpa") ? " GPA " : "",
+             json_object_has_member (ev, "gpa") ? vmcectl_str (ev, "gpa") : "",
+             detail != NULL ? detail : "-");
+    return;
+  }
   if (g_strcmp0 (type, "memory-error") != 0) {
     JsonNode *vm = json_object_get_member (ev, "vm");
     const gchar *name = vm != NULL && JSON_NODE_HOLDS_OBJECT (vm)

@@ -176,6 +176,13 @@ def check_reboot(accel, kind, fwd):
     tap.ok(a["back"] and a["qemu_exit"] is None,
            f"{label}: the guest came back ({a['how']} reboot, {a['boot_s']} s), QEMU runs", diag=a)
     tap.eq(a["guest_mce_log"], [], f"{label}: its new boot's kernel log has no machine check")
+    w = a.get("vmced_without_journal")
+    if r["scenario"].get("forget"):
+        hit = next((p for p in (w or {}).get("poisoned", [])
+                    if int(p["gpa"], 16) == int(r["gpa"], 16)), None)
+        tap.ok(hit is not None and hit.get("found_in_qemu") and "page table" in w["poisoned_from"],
+               f"{label}: a vmced started again without its journal found the page in QEMU's page "
+               "table (its hwpoison entry)", diag=w)
     resets = [rec for rec in a["journal"] if rec["type"] == "reset"]
     page = next((p for rec in resets for p in rec["pages"]
                  if int(p["gpa"], 16) & ~0xfff == int(r["gpa"], 16)), None)

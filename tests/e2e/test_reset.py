@@ -222,6 +222,9 @@ def case_vmced_killed():
     victim, ev = poison_victim("ao")
     tap.eq(ev["result"], "injected", "vmced killed: AO injected first")
     hva = int(ev["hva"], 16)
+    # the record is written just after the error is handled: on disk first
+    tap.ok(wait_for(lambda: journaled(victim["gpa_int"]), 10),
+           "vmced killed: the error's record is in the journal")
     daemon.proc.send_signal(signal.SIGKILL)
     daemon.proc.wait()
     tap.ok(not qemu_reads(hva), "vmced killed: it could not give the taken-away page back")
@@ -236,6 +239,38 @@ def case_vmced_killed():
     since = len(journal(daemon))
     guest_reset("qmp")
     check_reset("vmced killed", since, victim["gpa_int"], "host-qmp-system-reset")
+
+
+def journaled(gpa):
+    return [r for r in records(daemon, 0, "memory-error") if r["gpa"] and int(r["gpa"], 16) == gpa]
+
+
+def case_record_lost():
+    """vmced killed before the error's record reached the disk (or an
+    error while no vmced watched): the new vmced finds the page in QEMU's
+    own page table, and a reset still replaces it"""
+    global daemon
+    victim, ev = poison_victim("ao")
+    wait_for(lambda: journaled(victim["gpa_int"]), 10)
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait()
+    # the error's own record, and only it (the guest may reuse a page an
+    # earlier case poisoned, whose records must stay)
+    with open(daemon.journal) as f:
+        lines = f.readlines()
+    last = max(i for i, ln in enumerate(lines)
+               if '"type":"memory-error"' in ln and f'"gpa":"{victim["gpa"]}"' in ln)
+    with open(daemon.journal, "w") as f:
+        f.writelines(lines[:last] + lines[last + 1:])
+    daemon = start_daemon()
+    info = daemon.ctl_json("vm", NAME)
+    page = next((p for p in info["poisoned"] if int(p["gpa"], 16) == victim["gpa_int"]), None)
+    tap.ok(page is not None and page.get("found_in_qemu") and "page table" in info["poisoned_from"],
+           "record lost: the new vmced found the page in QEMU's page table, and says so",
+           diag=(info["poisoned"], info["poisoned_from"]))
+    since = len(journal(daemon))
+    guest_reset("qmp")
+    check_reset("record lost", since, victim["gpa_int"], "host-qmp-system-reset")
 
 
 def case_journal_cut_short():
@@ -352,6 +387,7 @@ try:
     daemon = start_daemon()
     for name, func in (("kernel page", case_kernel_page), ("AO then reset", case_ao_reset),
                        ("AR then reboot", case_ar_reboot), ("vmced killed", case_vmced_killed),
+                       ("record lost", case_record_lost),
                        ("journal cut short", case_journal_cut_short),
                        ("migration refused", case_migration_refused),
                        ("migration allow-zero", case_migration_allow_zero)):

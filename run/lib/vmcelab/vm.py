@@ -309,8 +309,17 @@ class Vm:
             if self.agent is not None:
                 self.agent.close()
                 self.agent = None
-            self.wait_ready(max(1.0, deadline - time.monotonic()))
-            uptime = self.agent.call("ping")["uptime_ms"] / 1000
+            # a ping sent while the old guest goes down may be taken by it
+            # and never answered: ask again, on a new connection, until the
+            # new one answers (what QEMU holds for a closed port goes with
+            # the connection)
+            try:
+                self.wait_ready(max(1.0, min(10.0, deadline - time.monotonic())))
+                uptime = self.agent.call("ping", timeout=5)["uptime_ms"] / 1000
+            except agentmod.AgentError:
+                if time.monotonic() > deadline or not self.alive():
+                    raise
+                continue
             if uptime <= time.monotonic() - since + 1:
                 return self.ready_seconds
             if time.monotonic() > deadline:
