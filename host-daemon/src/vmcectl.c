@@ -189,10 +189,10 @@ vmcectl_print_event (JsonObject *ev)
              vmce_json_object_get_string_opt (ev, "reason") ?: "");
     return;
   }
-  g_print ("%s  vm %s: %s %s at HVA %s (thread %s, %s)\n", vmcectl_str (ev, "time"),
+  g_print ("%s  vm %s: %s %s at HVA %s (thread %s%s)\n", vmcectl_str (ev, "time"),
            vmcectl_str (ev, "vm"), vmcectl_str (ev, "source"), vmcectl_str (ev, "si_code"),
            vmcectl_str (ev, "hva"), vmcectl_str (ev, "thread"),
-           json_object_get_int_member_with_default (ev, "tid", 0) ? "" : "no signal");
+           json_object_get_int_member_with_default (ev, "tid", 0) ? "" : ", no signal");
   g_print ("  guest page  GPA %s (RAM block %s, offset %s)\n", vmcectl_str (ev, "gpa"),
            vmcectl_str (ev, "block"), vmcectl_str (ev, "block_offset"));
   if (mce != NULL && JSON_NODE_HOLDS_OBJECT (mce)) {

@@ -141,6 +141,71 @@ test_child_free (TestChild *child)
   g_free (child);
 }
 
+pid_t
+test_child_fork_idle (void)
+{
+  pid_t pid = fork ();
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0) {
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    for (;;)
+      pause ();
+  }
+  return pid;
+}
+
+typedef struct {
+  VmceStoppedFunc func;
+  gpointer data;
+  gboolean attached;
+  gboolean done;
+} TestRunStopped;
+
+static gboolean
+test_run_stopped_signal (VmcePtraceWatch *watch, pid_t tid, siginfo_t *info, gint64 t,
+                         gpointer data)
+{
+  return FALSE;
+}
+
+static void
+test_run_stopped_attached (VmcePtraceWatch *watch, gpointer data)
+{
+  ((TestRunStopped *) data)->attached = TRUE;
+}
+
+static void
+test_run_stopped_cb (VmcePtraceWatch *watch, pid_t tid, gpointer data)
+{
+  TestRunStopped *run = data;
+
+  run->func (watch, tid, run->data);
+  run->done = TRUE;
+}
+
+void
+test_child_run_stopped (pid_t pid, VmceStoppedFunc func, gpointer data)
+{
+  static const VmcePtraceWatchFuncs funcs = {
+    .signal_stop = test_run_stopped_signal,
+    .attached = test_run_stopped_attached,
+  };
+  TestRunStopped run = { .func = func, .data = data };
+  g_autoptr(GError) error = NULL;
+  VmcePtraceWatch *watch = vmce_ptrace_watch_new (pid, &funcs, &run);
+
+  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
+  g_assert_no_error (error);
+  g_assert_true (test_run_until (&run.attached));
+  vmce_ptrace_watch_call_stopped (watch, pid, test_run_stopped_cb, &run, NULL);
+  g_assert_true (test_run_until (&run.done));
+  vmce_ptrace_watch_free (watch);
+  kill (pid, SIGKILL);
+  while (waitpid (pid, NULL, __WALL) < 0 && errno == EINTR)
+    ;
+}
+
 static gchar *
 test_proc_status_field (pid_t pid, pid_t tid, const gchar *field)
 {

@@ -10,6 +10,8 @@
 #include <glib.h>
 #include <sys/types.h>
 
+#include "ptrace-watch.h"
+
 typedef struct {
   pid_t pid;
   int cmd_fd;   /* write commands */
@@ -27,6 +29,13 @@ TestChild *test_child_spawn_file (const gchar *path);
 gboolean test_child_command (TestChild *child, char cmd);
 void test_child_free (TestChild *child);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TestChild, test_child_free)
+
+/* A child that only pauses: it has the test's mappings (its own copies
+ * of private ones), and dies with the test */
+pid_t test_child_fork_idle (void);
+/* Seizes @pid, runs @func at its first stop (where vmced's remote system
+ * calls can be made), lets it go, kills and reaps it */
+void test_child_run_stopped (pid_t pid, VmceStoppedFunc func, gpointer data);
 
 /* /proc/PID/task/TID/status field as a number (SigBlk in hex) */
 guint64 test_proc_status_hex (pid_t pid, pid_t tid, const gchar *field);

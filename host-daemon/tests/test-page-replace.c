@@ -31,8 +31,6 @@ typedef struct {
   guint64 shared; /* a memfd, MAP_SHARED, written */
   guint64 ro;     /* a file opened read-only, MAP_SHARED */
   volatile guint8 *shared_here; /* the same memfd page, as the test sees it */
-  gboolean attached;
-  gboolean done;
   /* results, checked after the callback */
   gboolean anon_readable_before;
   gboolean anon_ok, shared_ok, ro_ok;
@@ -41,23 +39,6 @@ typedef struct {
   GError *ro_error;
   GError *error;
 } Ctx;
-
-static gboolean
-on_signal_stop (VmcePtraceWatch *watch, pid_t tid, siginfo_t *info, gint64 t, gpointer data)
-{
-  return FALSE;
-}
-
-static void
-on_attached (VmcePtraceWatch *watch, gpointer data)
-{
-  ((Ctx *) data)->attached = TRUE;
-}
-
-static const VmcePtraceWatchFuncs funcs = {
-  .signal_stop = on_signal_stop,
-  .attached = on_attached,
-};
 
 static guint8
 read_byte (pid_t pid, guint64 addr)
@@ -76,7 +57,6 @@ at_stop (VmcePtraceWatch *watch, pid_t tid, gpointer data)
   Ctx *ctx = data;
   g_autoptr(VmceVmaTable) vmas = NULL;
 
-  ctx->done = TRUE;
   /* what a simulated error does to the page */
   if (!vmce_remote_mprotect (ctx->pid, tid, ctx->anon, 4096, PROT_NONE, &ctx->error) ||
       !vmce_remote_mprotect (ctx->pid, tid, ctx->ro, 4096, PROT_NONE, &ctx->error))
@@ -104,7 +84,6 @@ static void
 test_page_replace (void)
 {
   g_autofree gchar *ro_path = NULL;
-  g_autoptr(VmcePtraceWatch) watch = NULL;
   g_autoptr(GError) error = NULL;
   Ctx ctx = { 0 };
   guint8 *anon, *shared, *ro;
@@ -137,24 +116,12 @@ test_page_replace (void)
   ctx.shared = (guint64) (guintptr) shared;
   ctx.ro = (guint64) (guintptr) ro;
   ctx.shared_here = shared;
-  ctx.pid = fork ();
-  g_assert_cmpint (ctx.pid, >=, 0);
-  if (ctx.pid == 0) {
-    prctl (PR_SET_PDEATHSIG, SIGKILL);
-    for (;;)
-      pause ();
-  }
+  ctx.pid = test_child_fork_idle ();
   /* the child has its own copies now; the memfd page stays shared */
   munmap (anon, 4096);
   munmap (ro, 4096);
   close (rofd);
-
-  watch = vmce_ptrace_watch_new (ctx.pid, &funcs, &ctx);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_no_error (error);
-  g_assert_true (test_run_until (&ctx.attached));
-  vmce_ptrace_watch_call_stopped (watch, ctx.pid, at_stop, &ctx, NULL);
-  g_assert_true (test_run_until (&ctx.done));
+  test_child_run_stopped (ctx.pid, at_stop, &ctx);
 
   g_assert_no_error (ctx.error);
   /* a page taken away cannot be read, and a replaced one is fresh */
@@ -180,9 +147,6 @@ test_page_replace (void)
   vmce_page_replace_clear (&ctx.anon_r);
   vmce_page_replace_clear (&ctx.shared_r);
   g_clear_error (&ctx.ro_error);
-  vmce_ptrace_watch_detach_sync (watch);
-  kill (ctx.pid, SIGKILL);
-  waitpid (ctx.pid, NULL, __WALL);
   munmap (shared, 8192);
   close (memfd);
   unlink (ro_path);
@@ -203,23 +167,10 @@ write_proc (const gchar *path, const gchar *text)
 typedef struct {
   pid_t pid;
   guint64 huge;
-  gboolean attached;
-  gboolean done;
   gboolean ok;
   VmcePageReplace r;
   GError *error;
 } HugeCtx;
-
-static void
-on_huge_attached (VmcePtraceWatch *watch, gpointer data)
-{
-  ((HugeCtx *) data)->attached = TRUE;
-}
-
-static const VmcePtraceWatchFuncs huge_funcs = {
-  .signal_stop = on_signal_stop,
-  .attached = on_huge_attached,
-};
 
 static void
 at_huge_stop (VmcePtraceWatch *watch, pid_t tid, gpointer data)
@@ -227,7 +178,6 @@ at_huge_stop (VmcePtraceWatch *watch, pid_t tid, gpointer data)
   HugeCtx *ctx = data;
   g_autoptr(VmceVmaTable) vmas = vmce_vma_table_read (ctx->pid, &ctx->error);
 
-  ctx->done = TRUE;
   if (vmas != NULL)
     ctx->ok = vmce_page_replace (ctx->pid, tid, vmas, ctx->huge + 0x5123, &ctx->r, &ctx->error);
 }
@@ -237,8 +187,6 @@ at_huge_stop (VmcePtraceWatch *watch, pid_t tid, gpointer data)
 static void
 test_page_replace_hugetlb (void)
 {
-  g_autoptr(VmcePtraceWatch) watch = NULL;
-  g_autoptr(GError) error = NULL;
   g_autofree gchar *nr_before = NULL;
   HugeCtx ctx = { 0 };
   const gsize huge = 2 << 20;
@@ -271,18 +219,8 @@ test_page_replace_hugetlb (void)
   }
   memset (mem, 'h', huge);
   ctx.huge = (guint64) (guintptr) mem;
-  ctx.pid = fork ();
-  g_assert_cmpint (ctx.pid, >=, 0);
-  if (ctx.pid == 0) {
-    prctl (PR_SET_PDEATHSIG, SIGKILL);
-    for (;;)
-      pause ();
-  }
-  watch = vmce_ptrace_watch_new (ctx.pid, &huge_funcs, &ctx);
-  g_assert_true (vmce_ptrace_watch_attach (watch, &error));
-  g_assert_true (test_run_until (&ctx.attached));
-  vmce_ptrace_watch_call_stopped (watch, ctx.pid, at_huge_stop, &ctx, NULL);
-  g_assert_true (test_run_until (&ctx.done));
+  ctx.pid = test_child_fork_idle ();
+  test_child_run_stopped (ctx.pid, at_huge_stop, &ctx);
   g_assert_no_error (ctx.error);
   g_assert_true (ctx.ok);
   g_assert_cmphex (ctx.r.start, ==, ctx.huge);
@@ -293,9 +231,6 @@ test_page_replace_hugetlb (void)
   g_assert_cmpuint (mem[0], ==, 0);
   g_assert_cmpuint (mem[huge - 1], ==, 0);
   vmce_page_replace_clear (&ctx.r);
-  vmce_ptrace_watch_detach_sync (watch);
-  kill (ctx.pid, SIGKILL);
-  waitpid (ctx.pid, NULL, __WALL);
   munmap (mem, huge);
   close (fd);
   write_proc ("/proc/sys/vm/nr_hugepages", nr_before);
