@@ -250,7 +250,7 @@ def reboot_after(l2, sc, result):
     progress(f"{sc['name']}: the guest reboots ({'itself' if how == 'guest' else 'QMP system_reset'})")
     back, detail = True, None
     try:
-        l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 120)
+        l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 60)
     except Exception as e:
         back, detail = False, str(e).splitlines()[0][:300]
     lines = console_lines(l2.vm, console_len)
