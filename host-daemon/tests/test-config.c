@@ -30,13 +30,15 @@ test_config_good (void)
                                          "journal = /var/lib/vmce/j.jsonl\n"
                                          "inject-gap-ms = 5\n"
                                          "policy = ignore-ao\n"
+                                         "migration = allow-zero\n"
                                          "\n"
                                          "[libvirt]\n"
                                          "uri = qemu:///system\n"
                                          "domains = web1;web2\n"
                                          "\n"
                                          "[domain web2]\n"
-                                         "policy = stop\n");
+                                         "policy = stop\n"
+                                         "migration = refuse\n");
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
 
@@ -51,6 +53,10 @@ test_config_good (void)
   g_assert_cmpint (vmce_config_policy_for (config, "web1", VMCE_POLICY_FORWARD), ==,
                    VMCE_POLICY_IGNORE_AO);
   g_assert_cmpint (vmce_config_policy_for (NULL, "web1", VMCE_POLICY_PASS), ==, VMCE_POLICY_PASS);
+  g_assert_cmpint (vmce_config_migration_for (config, "web1", VMCE_MIGRATION_REFUSE), ==,
+                   VMCE_MIGRATION_ALLOW_ZERO);
+  g_assert_cmpint (vmce_config_migration_for (config, "web2", VMCE_MIGRATION_ALLOW_ZERO), ==,
+                   VMCE_MIGRATION_REFUSE);
   g_unlink (path);
 }
 
@@ -80,6 +86,8 @@ test_config_errors (void)
   expect_error ("[libvirt]\nall-domains = true\n", "1: [libvirt] needs uri");
   expect_error ("[vmced]\npolicy = forward\n[domain web]\npolicy = maybe\n", "4: policy must be");
   expect_error ("[vmced]\nthis line is not a key\n", "2: ");
+  expect_error ("[vmced]\nmigration = zero\n", "2: migration must be refuse or allow-zero");
+  expect_error ("[domain web]\n\nmigration = yes\n", "3: migration must be");
   expect_error ("[hosts]\nuri = x\n", "1: unknown group [hosts]");
 }
 
