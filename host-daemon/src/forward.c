@@ -424,13 +424,10 @@ vmce_forward_refaulting (VmceVm *vm, VmceMceEvent *ev)
 }
 
 void
-vmce_forward_signal (VmceVm *vm,
-                     pid_t tid,
-                     const siginfo_t *info,
-                     gint64 stop_time_us,
-                     const gchar *source,
-                     guint64 request_id)
+vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
 {
+  pid_t tid = stop->tid;
+  const siginfo_t *info = &stop->info;
   g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
   const VmceRamRange *range = NULL;
   const VmceVcpu *vcpu = NULL;
@@ -440,8 +437,8 @@ vmce_forward_signal (VmceVm *vm,
   gboolean tcg_vcpu_ar;
   guint cpu;
 
-  ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop_time_us);
-  ev->stop_us = stop_time_us;
+  ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop->time_us);
+  ev->stop_us = stop->time_us;
   ev->vm = g_strdup (vm->name);
   ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
@@ -451,8 +448,8 @@ vmce_forward_signal (VmceVm *vm,
   ev->si_code = info->si_code;
   ev->hva = (guint64) (guintptr) info->si_addr;
   ev->lsb = info->si_addr_lsb;
-  ev->source = source;
-  ev->request_id = request_id;
+  ev->source = stop->source;
+  ev->request_id = stop->request_id;
   ev->policy = vmce_policy_to_string (vm->policy);
   ev->kind = info->si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
 

@@ -10,15 +10,9 @@
 
 #include "vm.h"
 
-/* A thread of @vm is in signal-delivery-stop with SIGBUS BUS_MCEERR_AO/AR
- * (@info as the kernel sent it, or as vmced rewrote it). Takes the stop:
- * the thread is resumed from here. */
-void vmce_forward_signal (VmceVm *vm,
-                          pid_t tid,
-                          const siginfo_t *info,
-                          gint64 stop_time_us,
-                          const gchar *source,
-                          guint64 request_id);
+/* A thread of @vm is in signal-delivery-stop with SIGBUS BUS_MCEERR_AO/AR.
+ * Takes the stop: the thread is resumed from here. */
+void vmce_forward_signal (VmceVm *vm, const VmceStop *stop);
 
 /* A machine check at @gpa with no host side (vmcectl inject); @cpu < 0
  * picks what a forwarded error would. Completes with the event as JSON. */

@@ -137,6 +137,7 @@ vmce_migration_start (VmceVm *vm, const gchar *status)
   g_autofree gchar *why = NULL;
   g_autofree gchar *first = NULL;
 
+  vm->migration_refused = FALSE;
   if (pages->len == 0)
     return;
   first = vmce_hex (((VmcePoisonedPage *) g_ptr_array_index (pages, 0))->gpa);
@@ -185,15 +186,14 @@ vmce_migration_guard_again_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_
   vmce_vm_unref (vm);
 }
 
-static gboolean
-vmce_migration_has_zeroed (VmceVm *vm)
+static guint
+vmce_migration_count_zeroed (GPtrArray *pages)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  guint n = 0;
 
   for (guint i = 0; i < pages->len; i++)
-    if (((VmcePoisonedPage *) g_ptr_array_index (pages, i))->zeroed_for_migration)
-      return TRUE;
-  return FALSE;
+    n += ((VmcePoisonedPage *) g_ptr_array_index (pages, i))->zeroed_for_migration;
+  return n;
 }
 
 /* --- the destination ----------------------------------------------------------------- */
@@ -252,14 +252,9 @@ vmce_migration_completed (VmceVm *vm, const gchar *status)
 {
   g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
   g_autoptr(GString) hint = g_string_new (NULL);
-  VmceVm *dst;
-  guint n = 0;
+  guint n = vmce_migration_count_zeroed (pages);
+  VmceVm *dst = vmce_migration_find_destination (vm);
 
-  for (guint i = 0; i < pages->len; i++)
-    n += ((VmcePoisonedPage *) g_ptr_array_index (pages, i))->zeroed_for_migration;
-  if (n == 0)
-    return;
-  dst = vmce_migration_find_destination (vm);
   if (dst == NULL) {
     g_string_append_printf (hint, "%u page(s) reached the destination zeroed; vmced does not "
                                   "watch it (or cannot tell which it is): mark them there with "
@@ -284,33 +279,62 @@ vmce_migration_completed (VmceVm *vm, const gchar *status)
     vmce_migration_mark_pending (dst);
 }
 
+VmceMigrationAction
+vmce_migration_decide (const gchar *was,
+                       const gchar *status,
+                       gboolean incoming,
+                       VmceMigrationPolicy policy,
+                       guint n_poisoned,
+                       guint n_zeroed)
+{
+  gboolean was_running = vmce_migration_is_running (was);
+  gboolean running = vmce_migration_is_running (status);
+
+  /* a destination's own events: only the end of its loading counts */
+  if (incoming)
+    return g_strcmp0 (status, "completed") == 0 ? VMCE_MIGRATION_ACT_LOADED
+                                                : VMCE_MIGRATION_ACT_NONE;
+  if (!was_running && running) {
+    if (n_poisoned == 0)
+      return VMCE_MIGRATION_ACT_NONE;
+    return policy == VMCE_MIGRATION_REFUSE ? VMCE_MIGRATION_ACT_REFUSE : VMCE_MIGRATION_ACT_ALLOW;
+  }
+  if (!was_running || running || n_zeroed == 0)
+    return VMCE_MIGRATION_ACT_NONE;
+  /* it ended: the pages went to a destination, or the source runs on */
+  return g_strcmp0 (status, "completed") == 0 ? VMCE_MIGRATION_ACT_HAND_OVER
+                                              : VMCE_MIGRATION_ACT_TAKE_BACK;
+}
+
+gboolean
+vmce_migration_takes_read (const gchar *status, gboolean incoming, gboolean vcpu, gboolean poisoned)
+{
+  return vmce_migration_is_running (status) && !incoming && !vcpu && poisoned;
+}
+
 void
 vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
 {
   const gchar *status = vmce_json_object_get_string_opt (data, "status");
-  gboolean was_running = vmce_migration_is_running (vm->migration_status);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autofree gchar *was = g_steal_pointer (&vm->migration_status);
 
-  g_free (vm->migration_status);
   vm->migration_status = g_strdup (status);
-  if (vm->incoming) {
-    /* the destination's own events: loading is over */
-    if (!vmce_migration_is_running (status) && g_strcmp0 (status, "completed") == 0)
-      vm->incoming = FALSE;
-    return;
-  }
-  if (!was_running && vmce_migration_is_running (status)) {
-    vm->migration_refused = FALSE;
+  switch (vmce_migration_decide (was, status, vm->incoming, vm->migration_policy, pages->len,
+                                 vmce_migration_count_zeroed (pages))) {
+  case VMCE_MIGRATION_ACT_LOADED:
+    vm->incoming = FALSE;
+    break;
+  case VMCE_MIGRATION_ACT_REFUSE:
+  case VMCE_MIGRATION_ACT_ALLOW:
     vmce_migration_start (vm, status);
-    return;
-  }
-  if (!was_running || vmce_migration_is_running (status))
-    return;
-  /* it ended */
-  if (g_strcmp0 (status, "completed") == 0) {
+    break;
+  case VMCE_MIGRATION_ACT_HAND_OVER:
     vmce_migration_completed (vm, status);
-    return;
-  }
-  if (vmce_migration_has_zeroed (vm) && vm->watch != NULL) {
+    break;
+  case VMCE_MIGRATION_ACT_TAKE_BACK:
+    if (vm->watch == NULL)
+      break;
     vmce_migration_journal (vm, "ended", status,
                             "the source runs on: the pages the migration read zeroed are taken "
                             "away again",
@@ -318,10 +342,15 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
     /* the op's reference is dropped by the op, or if it never runs */
     vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_migration_guard_again_cb,
                                     vmce_vm_ref (vm), (GDestroyNotify) vmce_vm_unref);
-    return;
+    break;
+  case VMCE_MIGRATION_ACT_NONE:
+    if (vm->migration_refused && vmce_migration_is_running (was) &&
+        !vmce_migration_is_running (status)) {
+      g_message ("vm %s: the refused migration ended (%s)", vm->name, status);
+      vm->migration_refused = FALSE;
+    }
+    break;
   }
-  if (vm->migration_refused)
-    g_message ("vm %s: the refused migration ended (%s)", vm->name, status);
 }
 
 void
@@ -334,9 +363,10 @@ vmce_migration_guard_on_resume (VmceVm *vm)
 }
 
 gboolean
-vmce_migration_guard_signal (VmceVm *vm, pid_t tid, const siginfo_t *info)
+vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
 {
-  guint64 hva = (guint64) (guintptr) info->si_addr;
+  pid_t tid = stop->tid;
+  guint64 hva = (guint64) (guintptr) stop->info.si_addr;
   g_autoptr(VmceVmaTable) vmas = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonBuilder) b = json_builder_new ();
@@ -345,12 +375,9 @@ vmce_migration_guard_signal (VmceVm *vm, pid_t tid, const siginfo_t *info)
   VmcePoisonedPage *p;
   guint64 gpa = 0;
 
-  if (!vmce_migration_is_running (vm->migration_status) || vm->incoming ||
-      vmce_vm_find_vcpu_by_tid (vm, tid) != NULL || vm->layout == NULL ||
-      !vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, NULL))
-    return FALSE;
-  p = vmce_poison_set_lookup (vm->poisoned, gpa);
-  if (p == NULL || !p->host_poisoned)
+  p = vmce_vm_find_host_poisoned (vm, hva, &gpa);
+  if (!vmce_migration_takes_read (vm->migration_status, vm->incoming,
+                                  vmce_vm_find_vcpu_by_tid (vm, tid) != NULL, p != NULL))
     return FALSE;
   vmas = vmce_vma_table_read (vm->pid, &error);
   if (vmas == NULL || !vmce_page_replace (vm->pid, tid, vmas, hva, &r, &error)) {

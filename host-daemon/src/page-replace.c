@@ -54,10 +54,21 @@ vmce_page_is_readable (pid_t pid, guint64 hva)
   return process_vm_readv (pid, &local, 1, &remote, 1, 0) == 1;
 }
 
+void
+vmce_page_replace_plan (const VmceVma *vma, VmceReplacePlan *plan)
+{
+  plan->unit = vma->page_size;
+  /* guest RAM is read-write; MADV_REMOVE also needs a writable mapping */
+  plan->restore_access = !vma->readable || !vma->writable;
+  plan->punch = vma->shared;
+  plan->may_remap = !vma->shared && vma->path == NULL && !vma->hugetlb;
+  plan->file_data = !vma->shared && vma->path != NULL && !vma->hugetlb;
+}
+
 /* Drops the page table entries of [start, start+len) */
 static gboolean
-vmce_page_zap (pid_t pid, pid_t tid, const VmceVma *vma, guint64 start, guint64 len, GString *how,
-               GError **error)
+vmce_page_zap (pid_t pid, pid_t tid, const VmceReplacePlan *plan, guint64 start, guint64 len,
+               GString *how, GError **error)
 {
   g_autoptr(GError) local = NULL;
 
@@ -75,7 +86,7 @@ vmce_page_zap (pid_t pid, pid_t tid, const VmceVma *vma, guint64 start, guint64 
     g_string_append (how, "MADV_DONTNEED_LOCKED (locked memory)");
     return TRUE;
   }
-  if (vma->shared || vma->path != NULL || vma->hugetlb) {
+  if (!plan->may_remap) {
     g_propagate_error (error, g_steal_pointer (&local));
     return FALSE;
   }
@@ -98,7 +109,8 @@ vmce_page_replace (pid_t pid,
 {
   const VmceVma *vma = vmce_vma_table_lookup (vmas, hva);
   g_autoptr(GString) how = g_string_new (NULL);
-  guint64 unit, start;
+  VmceReplacePlan plan;
+  guint64 start;
 
   memset (out, 0, sizeof *out);
   if (vma == NULL) {
@@ -107,34 +119,33 @@ vmce_page_replace (pid_t pid,
     return FALSE;
   }
   /* a poisoned huge page is lost whole: the kernel poisons it all */
-  unit = vma->page_size;
-  start = hva & ~(unit - 1);
+  vmce_page_replace_plan (vma, &plan);
+  start = hva & ~(plan.unit - 1);
   out->start = start;
-  out->len = unit;
+  out->len = plan.unit;
   out->backing = vmce_vma_describe (vma);
 
   /* PROT_NONE: vmced took the page away (a simulated error, maybe left by
-   * a vmced that was killed). Guest RAM is read-write; MADV_REMOVE also
-   * needs a writable mapping. */
-  if (!vma->readable || !vma->writable) {
-    if (!vmce_remote_mprotect (pid, tid, start, unit, PROT_READ | PROT_WRITE, error))
+   * a vmced that was killed) */
+  if (plan.restore_access) {
+    if (!vmce_remote_mprotect (pid, tid, start, plan.unit, PROT_READ | PROT_WRITE, error))
       return FALSE;
     g_string_append (how, "mprotect read-write, ");
   }
-  if (vma->shared) {
-    if (!vmce_remote_madvise (pid, tid, start, unit, MADV_REMOVE, error)) {
+  if (plan.punch) {
+    if (!vmce_remote_madvise (pid, tid, start, plan.unit, MADV_REMOVE, error)) {
       g_prefix_error (error, "cannot punch the page out of %s: ", out->backing);
       return FALSE;
     }
     g_string_append_printf (how, "MADV_REMOVE (hole punched at offset 0x%" G_GINT64_MODIFIER "x), ",
                             vma->offset + (start - vma->start));
   }
-  if (!vmce_page_zap (pid, tid, vma, start, unit, how, error)) {
+  if (!vmce_page_zap (pid, tid, &plan, start, plan.unit, how, error)) {
     g_prefix_error (error, "cannot drop the page from QEMU's page table: ");
     return FALSE;
   }
   if (!vmce_page_is_readable (pid, start)) {
-    if (!vma->shared && vma->path != NULL && !vma->hugetlb)
+    if (plan.file_data)
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
                    "the page of %s is itself poisoned, and QEMU maps that file privately: "
                    "vmced does not punch holes in a file QEMU only reads",
@@ -143,15 +154,14 @@ vmce_page_replace (pid_t pid,
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
                    "the huge page is still unreadable after %s: no free huge page of %" G_GUINT64_FORMAT
                    " kB in the pool?",
-                   how->str, unit / 1024);
+                   how->str, plan.unit / 1024);
     else
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the page is still unreadable after %s",
                    how->str);
     return FALSE;
   }
-  g_string_append (how, vma->path != NULL && !vma->shared
-                            ? ": the next touch reads the file's own data"
-                            : ": the next touch gets a fresh zeroed page");
+  g_string_append (how, plan.file_data ? ": the next touch reads the file's own data"
+                                       : ": the next touch gets a fresh zeroed page");
   out->how = g_string_free (g_steal_pointer (&how), FALSE);
   return TRUE;
 }

@@ -20,6 +20,18 @@ typedef struct {
 
 void vmce_page_replace_clear (VmcePageReplace *r);
 
+/* How a page of a mapping is replaced */
+typedef struct {
+  guint64 unit;            /* what goes: the page, or its whole huge page */
+  gboolean restore_access; /* taken away (PROT_NONE): read-write first */
+  gboolean punch;          /* shared memory: out of its file first (MADV_REMOVE) */
+  gboolean may_remap;      /* private anonymous: a fresh mapping if MADV_DONTNEED is refused */
+  gboolean file_data;      /* a private file mapping: the next touch reads the file's data */
+} VmceReplacePlan;
+
+/* The plan for a page of @vma, from the mapping alone */
+void vmce_page_replace_plan (const VmceVma *vma, VmceReplacePlan *plan);
+
 /* Whether @pid can read the page at @hva now: a hwpoisoned page, or one
  * vmced took away (PROT_NONE), cannot. Nothing in @pid runs for it. */
 gboolean vmce_page_is_readable (pid_t pid, guint64 hva);

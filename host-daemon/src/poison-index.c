@@ -264,28 +264,36 @@ vmce_poison_index_forget (VmcePoisonIndex *self, const gchar *identity)
     g_hash_table_remove (self->qemus, identity);
 }
 
-guint
-vmce_poison_index_get_n_qemus (VmcePoisonIndex *self)
+/* QEMUs with pages kept, and those pages */
+static void
+vmce_poison_index_count (VmcePoisonIndex *self, guint *qemus, guint *pages)
 {
   GHashTableIter iter;
   gpointer value;
-  guint n = 0;
 
+  *qemus = *pages = 0;
   g_hash_table_iter_init (&iter, self->qemus);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    n += g_hash_table_size (((VmceIndexEntry *) value)->pages) > 0;
-  return n;
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    guint n = g_hash_table_size (((VmceIndexEntry *) value)->pages);
+    *qemus += n > 0;
+    *pages += n;
+  }
+}
+
+guint
+vmce_poison_index_get_n_qemus (VmcePoisonIndex *self)
+{
+  guint qemus, pages;
+
+  vmce_poison_index_count (self, &qemus, &pages);
+  return qemus;
 }
 
 guint
 vmce_poison_index_get_n_pages (VmcePoisonIndex *self)
 {
-  GHashTableIter iter;
-  gpointer value;
-  guint n = 0;
+  guint qemus, pages;
 
-  g_hash_table_iter_init (&iter, self->qemus);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    n += g_hash_table_size (((VmceIndexEntry *) value)->pages);
-  return n;
+  vmce_poison_index_count (self, &qemus, &pages);
+  return pages;
 }

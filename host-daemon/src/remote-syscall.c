@@ -176,21 +176,37 @@ vmce_remote_syscall (pid_t pid,
   return ok;
 }
 
+/* One system call that fails with a negative errno; @what names it for
+ * the error ("mprotect(0x..., 4096, 3)") */
+static gboolean
+vmce_remote_call (pid_t pid,
+                  pid_t tid,
+                  long nr,
+                  const long args[6],
+                  long *ret,
+                  const gchar *what,
+                  GError **error)
+{
+  if (!vmce_remote_syscall (pid, tid, nr, args, ret, error))
+    return FALSE;
+  if (*ret < 0 && *ret > -4096) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -*ret), "pid %d: %s: %s", pid,
+                 what, g_strerror ((int) -*ret));
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 vmce_remote_mprotect (pid_t pid, pid_t tid, guint64 addr, guint64 len, int prot, GError **error)
 {
   long args[6] = { (long) addr, (long) len, prot, 0, 0, 0 };
+  g_autofree gchar *what = g_strdup_printf ("mprotect(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT
+                                            ", %d)",
+                                            addr, len, prot);
   long ret = 0;
 
-  if (!vmce_remote_syscall (pid, tid, SYS_mprotect, args, &ret, error))
-    return FALSE;
-  if (ret < 0) {
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
-                 "pid %d: mprotect(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", %d): %s",
-                 pid, addr, len, prot, g_strerror ((int) -ret));
-    return FALSE;
-  }
-  return TRUE;
+  return vmce_remote_call (pid, tid, SYS_mprotect, args, &ret, what, error);
 }
 
 static const gchar *
@@ -214,17 +230,12 @@ gboolean
 vmce_remote_madvise (pid_t pid, pid_t tid, guint64 addr, guint64 len, int advice, GError **error)
 {
   long args[6] = { (long) addr, (long) len, advice, 0, 0, 0 };
+  g_autofree gchar *what = g_strdup_printf ("madvise(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT
+                                            ", %s)",
+                                            addr, len, vmce_madvise_name (advice));
   long ret = 0;
 
-  if (!vmce_remote_syscall (pid, tid, SYS_madvise, args, &ret, error))
-    return FALSE;
-  if (ret < 0) {
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
-                 "pid %d: madvise(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", %s): %s", pid,
-                 addr, len, vmce_madvise_name (advice), g_strerror ((int) -ret));
-    return FALSE;
-  }
-  return TRUE;
+  return vmce_remote_call (pid, tid, SYS_madvise, args, &ret, what, error);
 }
 
 gboolean
@@ -232,16 +243,13 @@ vmce_remote_map_anon_fixed (pid_t pid, pid_t tid, guint64 addr, guint64 len, GEr
 {
   long args[6] = { (long) addr, (long) len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0 };
+  g_autofree gchar *what = g_strdup_printf ("mmap(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT
+                                            ", MAP_FIXED)",
+                                            addr, len);
   long ret = 0;
 
-  if (!vmce_remote_syscall (pid, tid, SYS_mmap, args, &ret, error))
+  if (!vmce_remote_call (pid, tid, SYS_mmap, args, &ret, what, error))
     return FALSE;
-  if (ret < 0 && ret > -4096) {
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno ((int) -ret),
-                 "pid %d: mmap(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ", MAP_FIXED): %s",
-                 pid, addr, len, g_strerror ((int) -ret));
-    return FALSE;
-  }
   if ((guint64) ret != addr) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
                  "pid %d: mmap(MAP_FIXED) mapped 0x%lx instead of 0x%" G_GINT64_MODIFIER "x", pid,

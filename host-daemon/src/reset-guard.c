@@ -47,11 +47,7 @@
 
 typedef struct {
   VmceVm *vm;
-  pid_t tid;
-  siginfo_t info;
-  gint64 stop_us;
-  const gchar *source;
-  guint64 request_id;
+  VmceStop stop;
   guint idle_source;
 } VmceDeferredStop;
 
@@ -61,7 +57,6 @@ struct _VmceResetPass {
   gint64 start_us;     /* monotonic, when vmced read RESET */
   gint64 qemu_time_us; /* QEMU's timestamp of RESET, wall clock */
   gchar *reason;
-  gboolean guest;
   GArray *held;   /* of pid_t: vCPUs this pass holds */
   pid_t via_tid;  /* a stopped thread to make the system calls */
   guint waiting;  /* vCPUs not stopped yet */
@@ -236,38 +231,21 @@ vmce_deferred_stop_free (VmceDeferredStop *d)
   g_free (d);
 }
 
-static gboolean
-vmce_reset_page_is_poisoned (VmceVm *vm, guint64 hva, VmcePoisonedPage **page)
-{
-  guint64 gpa = 0;
-  VmcePoisonedPage *p;
-
-  *page = NULL;
-  if (vm->layout == NULL || !vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, NULL))
-    return FALSE;
-  p = vmce_poison_set_lookup (vm->poisoned, gpa);
-  if (p == NULL || !p->host_poisoned)
-    return FALSE;
-  *page = p;
-  return TRUE;
-}
-
 static void
 vmce_deferred_stop_decide (VmceDeferredStop *d)
 {
   VmceVm *vm = d->vm;
-  VmcePoisonedPage *p = NULL;
-  guint64 hva = (guint64) (guintptr) d->info.si_addr;
+  guint64 hva = (guint64) (guintptr) d->stop.info.si_addr;
+  guint64 gpa = 0;
 
   g_ptr_array_remove (vm->reset_deferred, d);
   /* replaced meanwhile: the access is tried again on the fresh page */
-  if (!vmce_reset_page_is_poisoned (vm, hva, &p) || vmce_page_is_readable (vm->pid, hva)) {
+  if (vmce_vm_find_host_poisoned (vm, hva, &gpa) == NULL || vmce_page_is_readable (vm->pid, hva)) {
     g_debug ("vm %s: thread %d goes on: the page at HVA 0x%" G_GINT64_MODIFIER "x was replaced",
-             vm->name, d->tid, hva);
-    vmce_ptrace_watch_resume (vm->watch, d->tid, 0);
+             vm->name, d->stop.tid, hva);
+    vmce_ptrace_watch_resume (vm->watch, d->stop.tid, 0);
   } else {
-    vmce_vm_dispatch_memory_error (vm, d->tid, &d->info, d->stop_us, d->source, d->request_id,
-                                   TRUE);
+    vmce_vm_dispatch_memory_error (vm, &d->stop, TRUE);
   }
   vmce_deferred_stop_free (d);
 }
@@ -286,21 +264,12 @@ vmce_deferred_stop_idle_cb (gpointer user_data)
 }
 
 static void
-vmce_reset_guard_defer (VmceVm *vm,
-                        pid_t tid,
-                        const siginfo_t *info,
-                        gint64 stop_time_us,
-                        const gchar *source,
-                        guint64 request_id)
+vmce_reset_guard_defer (VmceVm *vm, const VmceStop *stop)
 {
   VmceDeferredStop *d = g_new0 (VmceDeferredStop, 1);
 
   d->vm = vm;
-  d->tid = tid;
-  d->info = *info;
-  d->stop_us = stop_time_us;
-  d->source = source;
-  d->request_id = request_id;
+  d->stop = *stop;
   g_ptr_array_add (vm->reset_deferred, d);
   /* after everything the main loop has ready, the monitor's input first */
   if (vm->reset_pass == NULL)
@@ -314,28 +283,55 @@ vmce_reset_guard_decide_deferred (VmceVm *vm)
     vmce_deferred_stop_decide (g_ptr_array_index (vm->reset_deferred, 0));
 }
 
-gboolean
-vmce_reset_guard_signal (VmceVm *vm,
-                         pid_t tid,
-                         const siginfo_t *info,
-                         gint64 stop_time_us,
-                         const gchar *source,
-                         guint64 request_id,
-                         gboolean again)
+VmceResetAction
+vmce_reset_guard_decide (const VmceResetFacts *f)
 {
-  guint64 hva = (guint64) (guintptr) info->si_addr;
-  VmcePoisonedPage *p = NULL;
-  const gchar *rom;
+  if (!f->poisoned)
+    return VMCE_RESET_PASS_ON;
+  /* rom_reset(): the reset is under way, though not announced yet */
+  if (f->main_thread && f->in_rom)
+    return VMCE_RESET_REPLACE_NOW;
+  if (f->pass_running)
+    return VMCE_RESET_WAIT;
+  /* QEMU sent RESET before it resumed its vCPUs: if it is in the socket,
+   * the touch may belong to the new boot */
+  if (f->monitor_pending && !f->again)
+    return VMCE_RESET_WAIT;
+  return VMCE_RESET_PASS_ON;
+}
 
-  if (!vmce_reset_page_is_poisoned (vm, hva, &p))
-    return FALSE;
-  rom = tid == vm->pid ? vmce_rom_blobs_lookup (vm->roms, p->gpa) : NULL;
-  if (rom != NULL && vmce_reset_guard_rom_write (vm, p, tid, rom))
+gboolean
+vmce_reset_guard_signal (VmceVm *vm, const VmceStop *stop, gboolean again)
+{
+  guint64 gpa = 0;
+  VmcePoisonedPage *p = vmce_vm_find_host_poisoned (vm, (guint64) (guintptr) stop->info.si_addr,
+                                                    &gpa);
+  const gchar *rom = p != NULL && stop->tid == vm->pid ? vmce_rom_blobs_lookup (vm->roms, gpa)
+                                                       : NULL;
+  VmceResetFacts facts = {
+    .poisoned = p != NULL,
+    .main_thread = stop->tid == vm->pid,
+    .in_rom = rom != NULL,
+    .pass_running = vm->reset_pass != NULL,
+    /* a poll of the socket: nothing is read here */
+    .monitor_pending = p != NULL && vm->qmp != NULL && vmce_qmp_client_has_input (vm->qmp),
+    .again = again,
+  };
+
+  switch (vmce_reset_guard_decide (&facts)) {
+  case VMCE_RESET_REPLACE_NOW:
+    if (vmce_reset_guard_rom_write (vm, p, stop->tid, rom))
+      return TRUE;
+    /* it could not be replaced: as any other touch of the page */
+    facts.in_rom = FALSE;
+    if (vmce_reset_guard_decide (&facts) != VMCE_RESET_WAIT)
+      return FALSE;
+    G_GNUC_FALLTHROUGH;
+  case VMCE_RESET_WAIT:
+    vmce_reset_guard_defer (vm, stop);
     return TRUE;
-  if (vm->reset_pass != NULL ||
-      (!again && vm->qmp != NULL && vmce_qmp_client_has_input (vm->qmp))) {
-    vmce_reset_guard_defer (vm, tid, info, stop_time_us, source, request_id);
-    return TRUE;
+  case VMCE_RESET_PASS_ON:
+    break;
   }
   return FALSE;
 }
@@ -620,7 +616,6 @@ vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
   pass->start_us = g_get_monotonic_time ();
   pass->qemu_time_us = qemu_time_us;
   pass->reason = g_strdup (reason != NULL ? reason : "reset");
-  pass->guest = data != NULL && json_object_get_boolean_member_with_default (data, "guest", FALSE);
   pass->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
   vm->reset_pass = pass;
   g_message ("vm %s: reset (%s) with %u poisoned page(s): holding its vCPUs to replace them",
@@ -661,14 +656,14 @@ vmce_reset_guard_cancel_all (VmceVm *vm)
   }
   while (vm->reset_deferred != NULL && vm->reset_deferred->len > 0) {
     VmceDeferredStop *d = g_ptr_array_steal_index (vm->reset_deferred, 0);
-    guint64 page = (guint64) (guintptr) d->info.si_addr & VMCE_PAGE_MASK;
+    guint64 page = (guint64) (guintptr) d->stop.info.si_addr & VMCE_PAGE_MASK;
 
     /* the signal as it came, what QEMU would have got without vmced; but
      * a page vmced took away itself is given back as it lets go, and the
      * access is tried again then */
     if (vm->watch != NULL)
-      vmce_ptrace_watch_resume (vm->watch, d->tid,
-                                vmce_sim_is_protected (vm, page) ? 0 : d->info.si_signo);
+      vmce_ptrace_watch_resume (vm->watch, d->stop.tid,
+                                vmce_sim_is_protected (vm, page) ? 0 : d->stop.info.si_signo);
     vmce_deferred_stop_free (d);
   }
 }

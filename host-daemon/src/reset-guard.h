@@ -14,22 +14,30 @@
  * poisoned, with its vCPUs held, and journals a reset record */
 void vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us);
 
-/* A memory-error stop (already rewritten if simulated) on @tid. Takes the
- * stop and returns TRUE when it is about a page vmced already knows is
- * poisoned and a reset may be behind it:
- *  - QEMU's main thread writing a ROM blob into it (rom_reset(), before
- *    QEMU announces the reset): the page is replaced at once;
- *  - a replacement pass is running, or QEMU has sent something vmced has
- *    not read (its RESET, maybe): the thread waits, and the stop is looked
- *    at again once that is done.
- * @again: the stop was deferred once already. */
-gboolean vmce_reset_guard_signal (VmceVm *vm,
-                                  pid_t tid,
-                                  const siginfo_t *info,
-                                  gint64 stop_time_us,
-                                  const gchar *source,
-                                  guint64 request_id,
-                                  gboolean again);
+/* What is known when a thread stops on a memory error */
+typedef struct {
+  gboolean poisoned;        /* the page is one vmced knows is poisoned on the host */
+  gboolean main_thread;     /* QEMU's main thread touched it */
+  gboolean in_rom;          /* in a ROM blob QEMU rewrites at reset */
+  gboolean pass_running;    /* a replacement pass holds the vCPUs */
+  gboolean monitor_pending; /* QEMU sent something not read yet (RESET?) */
+  gboolean again;           /* the stop waited once already */
+} VmceResetFacts;
+
+typedef enum {
+  VMCE_RESET_PASS_ON,     /* not a reset's business: forward as usual */
+  VMCE_RESET_REPLACE_NOW, /* QEMU rewrites the page for the new boot: replace it first */
+  VMCE_RESET_WAIT,        /* hold the thread until the pass, or the monitor, is done */
+} VmceResetAction;
+
+/* The decision, from the facts alone */
+VmceResetAction vmce_reset_guard_decide (const VmceResetFacts *facts);
+
+/* A memory-error stop (already rewritten if simulated). Takes the stop
+ * and returns TRUE when the decision is not VMCE_RESET_PASS_ON: the page is
+ * replaced at once, or the thread waits and the stop is looked at again
+ * once the pass or the monitor's input is done. */
+gboolean vmce_reset_guard_signal (VmceVm *vm, const VmceStop *stop, gboolean again);
 
 /* A fault (SIGSEGV, or SIGBUS for a memory error) on a page vmced has just
  * replaced, taken before it was: the access is retried, the signal

@@ -369,27 +369,24 @@ vmce_vm_signal_stop_cb (VmcePtraceWatch *watch,
   if (info->si_signo != SIGBUS ||
       (info->si_code != BUS_MCEERR_AO && info->si_code != BUS_MCEERR_AR))
     return FALSE;
-  vmce_vm_dispatch_memory_error (self, tid, info, stop_time_us,
-                                 simulated ? "simulated" : "kernel", request_id, FALSE);
+  {
+    VmceStop stop = { .tid = tid, .info = *info, .time_us = stop_time_us,
+                      .source = simulated ? "simulated" : "kernel", .request_id = request_id };
+    vmce_vm_dispatch_memory_error (self, &stop, FALSE);
+  }
   return TRUE;
 }
 
 void
-vmce_vm_dispatch_memory_error (VmceVm *self,
-                               pid_t tid,
-                               const siginfo_t *info,
-                               gint64 stop_time_us,
-                               const gchar *source,
-                               guint64 request_id,
-                               gboolean again)
+vmce_vm_dispatch_memory_error (VmceVm *self, const VmceStop *stop, gboolean again)
 {
   /* a page known to be poisoned, touched as the guest resets */
-  if (vmce_reset_guard_signal (self, tid, info, stop_time_us, source, request_id, again))
+  if (vmce_reset_guard_signal (self, stop, again))
     return;
   /* the migration thread reading a poisoned page */
-  if (vmce_migration_guard_signal (self, tid, info))
+  if (vmce_migration_guard_signal (self, stop))
     return;
-  vmce_forward_signal (self, tid, info, stop_time_us, source, request_id);
+  vmce_forward_signal (self, stop);
 }
 
 static void
@@ -405,7 +402,6 @@ vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
     return;
   self->state = VMCE_VM_READY;
   self->attached_time_us = g_get_real_time ();
-  vmce_vm_scan_poisoned (self);
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "type");
   json_builder_add_string_value (b, "attach");
@@ -482,6 +478,9 @@ vmce_vm_attach_trace (VmceVm *self)
 {
   g_autoptr(GError) error = NULL;
 
+  /* before any thread of it is stopped: reading the page table of a large
+   * guest takes a while, and a stopped thread would wait for it */
+  vmce_vm_scan_poisoned (self);
   self->watch = vmce_ptrace_watch_new (self->pid, &vmce_vm_ptrace_funcs, self);
   if (!vmce_ptrace_watch_attach (self->watch, &error)) {
     vmce_vm_attach_fail (self, g_steal_pointer (&error));
@@ -949,9 +948,18 @@ vmce_vm_describe_thread (VmceVm *self, pid_t tid)
 VmcePoisonedPage *
 vmce_vm_find_poisoned (VmceVm *self, guint64 gpa)
 {
-  guint64 page = gpa & ~G_GUINT64_CONSTANT (0xfff);
+  return vmce_poison_set_lookup (self->poisoned, gpa);
+}
 
-  return g_hash_table_lookup (self->poisoned, &page);
+VmcePoisonedPage *
+vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64 *gpa)
+{
+  VmcePoisonedPage *p;
+
+  if (self->layout == NULL || !vmce_ram_layout_hva_to_gpa (self->layout, hva, gpa, NULL))
+    return NULL;
+  p = vmce_poison_set_lookup (self->poisoned, *gpa);
+  return p != NULL && p->host_poisoned ? p : NULL;
 }
 
 static void

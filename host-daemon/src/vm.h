@@ -23,6 +23,17 @@ typedef struct _VmceDaemon VmceDaemon;
 typedef struct _VmceInjection VmceInjection;
 typedef struct _VmceResetPass VmceResetPass;
 
+/* A QEMU thread in signal-delivery-stop for a memory error: what the
+ * layers that decide about it pass along (the thread stays stopped until
+ * one of them lets it go) */
+typedef struct {
+  pid_t tid;
+  siginfo_t info;       /* as the kernel sent it, or as vmced rewrote it */
+  gint64 time_us;       /* monotonic, at the stop */
+  const gchar *source;  /* "kernel" or "simulated" */
+  guint64 request_id;   /* the vmcectl request it answers, 0 if none */
+} VmceStop;
+
 typedef struct {
   guint index; /* QEMU's cpu-index */
   pid_t tid;
@@ -149,15 +160,11 @@ void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
 /* Before attaching: the pages kept for this QEMU (taken), from @from */
 void vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from);
 void vmce_vm_set_poisoned_from (VmceVm *self, const gchar *from);
-/* A memory-error stop (SIGBUS BUS_MCEERR_AO/AR, rewritten if simulated)
- * of @tid: takes the stop. @again: it waited once already. */
-void vmce_vm_dispatch_memory_error (VmceVm *self,
-                                    pid_t tid,
-                                    const siginfo_t *info,
-                                    gint64 stop_time_us,
-                                    const gchar *source,
-                                    guint64 request_id,
-                                    gboolean again);
+/* A memory-error stop (SIGBUS BUS_MCEERR_AO/AR, rewritten if simulated):
+ * takes it. @again: it waited once already. */
+void vmce_vm_dispatch_memory_error (VmceVm *self, const VmceStop *stop, gboolean again);
+/* The page vmced knows is poisoned on the host behind @hva, or NULL */
+VmcePoisonedPage *vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64 *gpa);
 VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
 /* QMP stop; the outcome is logged */
 void vmce_vm_pause (VmceVm *self, const gchar *why);

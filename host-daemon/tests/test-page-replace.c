@@ -298,6 +298,56 @@ test_proc_maps_bad (void)
   g_assert_nonnull (strstr (error->message, "line 2"));
 }
 
+/* How a page is replaced, by what maps it */
+static void
+test_page_replace_plan (void)
+{
+  const struct {
+    const gchar *line;
+    guint64 page_size;
+    gboolean hugetlb;
+    VmceReplacePlan want;
+  } rows[] = {
+    /* QEMU's default RAM */
+    { "7f00-7f10 rw-p 0 00:00 0", 4096, FALSE, { 4096, FALSE, FALSE, TRUE, FALSE } },
+    /* ... taken away by a simulated error */
+    { "7f00-7f10 ---p 0 00:00 0", 4096, FALSE, { 4096, TRUE, FALSE, TRUE, FALSE } },
+    /* memory-backend-file share=on, memfd, the host lab's /dev/shm file */
+    { "7f00-7f10 rw-s 0 00:1a 7 /dev/shm/ram", 4096, FALSE, { 4096, FALSE, TRUE, FALSE, FALSE } },
+    { "7f00-7f10 ---s 0 00:1a 7 /memfd:ram0 (deleted)", 4096, FALSE,
+      { 4096, TRUE, TRUE, FALSE, FALSE } },
+    /* memory-backend-ram share=on */
+    { "7f00-7f10 rw-s 0 00:01 7 /dev/zero (deleted)", 4096, FALSE,
+      { 4096, FALSE, TRUE, FALSE, FALSE } },
+    /* a file mapped privately: its own page comes back */
+    { "7f00-7f10 rw-p 0 08:01 7 /var/lib/ram.img", 4096, FALSE,
+      { 4096, FALSE, FALSE, FALSE, TRUE } },
+    /* hugetlbfs, shared and private: a huge page whole */
+    { "7f00-7f10 rw-s 0 00:10 7 /dev/hugepages/ram", 2 << 20, TRUE,
+      { 2 << 20, FALSE, TRUE, FALSE, FALSE } },
+    { "7f00-7f10 rw-p 0 00:10 7 /anon_hugepage (deleted)", 2 << 20, TRUE,
+      { 2 << 20, FALSE, FALSE, FALSE, FALSE } },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(VmceVmaTable) t = vmce_vma_table_parse (rows[i].line, 0, &error);
+    VmceVma vma;
+    VmceReplacePlan plan;
+
+    g_assert_no_error (error);
+    vma = *vmce_vma_table_lookup (t, 0x7f00);
+    /* what statfs on map_files says of a hugetlbfs file */
+    vma.page_size = rows[i].page_size;
+    vma.hugetlb = rows[i].hugetlb;
+    vmce_page_replace_plan (&vma, &plan);
+    if (memcmp (&plan, &rows[i].want, sizeof plan) != 0)
+      g_error ("row %u (%s): unit %" G_GUINT64_FORMAT " access %d punch %d remap %d file %d",
+               i, rows[i].line, plan.unit, plan.restore_access, plan.punch, plan.may_remap,
+               plan.file_data);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -305,6 +355,7 @@ main (int argc, char **argv)
   test_block_sigchld ();
   g_test_add_func ("/page-replace/anon-shared-readonly", test_page_replace);
   g_test_add_func ("/page-replace/hugetlb", test_page_replace_hugetlb);
+  g_test_add_func ("/page-replace/plan", test_page_replace_plan);
   g_test_add_func ("/proc-maps/parse", test_proc_maps);
   g_test_add_func ("/proc-maps/bad", test_proc_maps_bad);
   return g_test_run ();

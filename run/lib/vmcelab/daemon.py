@@ -19,6 +19,7 @@ class Vmced:
         self.journal = os.path.join(workdir, "journal.jsonl")
         self.log_path = os.path.join(workdir, "vmced.log")
         binary = binary or paths.require(paths.vmced(), "vmced", "run `make build`")
+        self.args = list(args)
         self.argv = [binary, "--socket", self.socket, "--journal", self.journal, *args]
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log,

@@ -231,7 +231,7 @@ def reboot_after(l2, sc, result):
         l2.daemon.proc.kill()
         l2.daemon.proc.wait()
         os.unlink(l2.daemon.journal)
-        l2.daemon = Vmced(l2.daemon.workdir, args=l2.daemon.argv[5:])
+        l2.daemon = Vmced(l2.daemon.workdir, args=l2.daemon.args)
         info = l2.daemon.wait_attached(l2.name, 120)
         found = {"poisoned": info["poisoned"], "poisoned_from": info["poisoned_from"]}
         progress(f"{sc['name']}: vmced started again without its journal: {info['poisoned_from']}")
