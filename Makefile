@@ -10,7 +10,9 @@ DESTDIR    ?=
 
 export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: all deps kernel build image qemu demo check unit e2e hostlab bench bench-campaign bench-libvirt bench-hostlab campaign install clean help
+KERNELS_DIR := $(BUILD)/kernels
+
+.PHONY: all deps kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-libvirt bench-hostlab campaign install clean help
 
 all: build image
 
@@ -22,6 +24,9 @@ help:
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
 	@echo "make qemu     QEMU from Debian's source with qemu-patches/ applied (cached)"
+	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian's source with guest-kernel/patches/"
+	@echo "              (cached per machine), and its initramfs"
+	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
 	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
 	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local)"
 
@@ -30,6 +35,21 @@ deps:
 
 kernel: deps
 	@guest-kernel/fetch --out $(KERNEL_DIR)
+
+# the other guest kernels a campaign can name, each with its own initramfs
+kernel-src: build
+	@guest-kernel/build --out $(KERNELS_DIR)/vmce-6.1
+	@mkdir -p $(dir $(IMAGE))
+	@images/mkinitramfs --kernel-dir $(KERNELS_DIR)/vmce-6.1 --tools $(MESON_DIR)/images/guest-tools \
+		--out $(BUILD)/images/guest-vmce-6.1.cpio.gz
+
+kernel-6.12: build
+	@guest-kernel/fetch --suite trixie --out $(KERNELS_DIR)/debian-6.12
+	@mkdir -p $(dir $(IMAGE))
+	@images/mkinitramfs --kernel-dir $(KERNELS_DIR)/debian-6.12 --tools $(MESON_DIR)/images/guest-tools \
+		--out $(BUILD)/images/guest-debian-6.12.cpio.gz
+
+kernels: image kernel-src kernel-6.12
 
 $(MESON_DIR)/build.ninja:
 	meson setup $(MESON_DIR) --prefix $(PREFIX)
@@ -54,7 +74,7 @@ demo: image
 	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
 	@run/campaign --quick --fresh
 
-check: image qemu
+check: kernels qemu
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 unit: build
@@ -69,11 +89,15 @@ hostlab: image
 campaign: image
 	@run/campaign --quick
 
-bench: image
+bench: kernels
 	@run/bench
+	@run/bench --only kernels
 	@run/campaign --bench
 	@run/libvirt/bench
 	@run/hostlab --bench 10
+
+bench-kernels: kernels
+	@run/bench --only kernels --cold-build
 
 bench-libvirt: image
 	@run/libvirt/bench

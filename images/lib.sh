@@ -3,12 +3,20 @@
 # Sourced; the caller defines die() and sets -euo pipefail.
 
 # Reads $1/modules.dep; fills the global array `order` with the modules
-# named after it and their dependencies, dependencies first.
+# named after it and their dependencies, dependencies first. A module the
+# kernel has built in (in $1/modules.builtin) needs no loading: skipped.
 modules_resolve() {
 	local moddir=$1 line path base name module
 	shift
-	declare -gA dep_of=() path_of=() placed=()
+	declare -gA dep_of=() path_of=() placed=() builtin=()
 	order=()
+	if [[ -f $moddir/modules.builtin ]]; then
+		while IFS= read -r line; do
+			base=${line##*/}
+			name=${base%%.ko*}
+			builtin[${name//-/_}]=1
+		done <"$moddir/modules.builtin"
+	fi
 	while IFS= read -r line; do
 		path=${line%%:*}
 		base=${path##*/}
@@ -17,8 +25,9 @@ modules_resolve() {
 		path_of[${name//-/_}]=$path
 	done <"$moddir/modules.dep"
 	for module in "$@"; do
+		[[ -z ${builtin[${module//-/_}]:-} ]] || continue
 		path=${path_of[${module//-/_}]:-}
-		[[ -n $path ]] || die "the kernel has no module $module (not in $moddir/modules.dep)"
+		[[ -n $path ]] || die "the kernel has no module $module (not in $moddir/modules.dep, nor built in by modules.builtin)"
 		modules_place "$moddir" "$path"
 	done
 }
@@ -32,7 +41,10 @@ modules_place() {
 		[[ -n ${dep_of[$dep]+set} ]] || die "$path needs $dep, which modules.dep does not list"
 		modules_place "$moddir" "$dep"
 	done
-	[[ $path == *.ko ]] || die "$path is compressed; busybox insmod here loads plain .ko files"
+	case $path in
+	*.ko | *.ko.xz | *.ko.zst | *.ko.gz) ;;
+	*) die "$path is not a kernel module (.ko, or .ko.xz/.ko.zst/.ko.gz)" ;;
+	esac
 	[[ -f $moddir/$path ]] || die "$moddir/$path is missing"
 	order+=("$path")
 }
@@ -40,15 +52,33 @@ modules_place() {
 # Copies the resolved modules into $1 under /lib/modules/$3, with their
 # load order in /etc/vmce/modules and a modules.dep for just these.
 stage_modules() {
-	local stage=$1 moddir=$2 release=$3 path
+	local stage=$1 moddir=$2 release=$3 path plain dep deps
 	local guest_moddir=/lib/modules/$release
 	mkdir -p "$stage/etc/vmce"
 	: >"$stage/etc/vmce/modules"
 	for path in "${order[@]}"; do
-		install -D -m 0644 "$moddir/$path" "$stage$guest_moddir/$path"
-		echo "$guest_moddir/$path" >>"$stage/etc/vmce/modules"
-		echo "$path:${dep_of[$path]}" >>"$stage$guest_moddir/modules.dep"
+		plain=$(module_plain "$path")
+		mkdir -p "$(dirname "$stage$guest_moddir/$plain")"
+		# busybox insmod loads plain .ko files: a compressed one (Debian 13
+		# ships .ko.xz) is unpacked on the way in
+		case $path in
+		*.ko) install -m 0644 "$moddir/$path" "$stage$guest_moddir/$plain" ;;
+		*.xz) xz -dc "$moddir/$path" >"$stage$guest_moddir/$plain" ;;
+		*.zst) zstd -dcq "$moddir/$path" >"$stage$guest_moddir/$plain" ;;
+		*.gz) gzip -dc "$moddir/$path" >"$stage$guest_moddir/$plain" ;;
+		esac || die "cannot unpack $moddir/$path"
+		echo "$guest_moddir/$plain" >>"$stage/etc/vmce/modules"
+		deps=()
+		for dep in ${dep_of[$path]}; do deps+=("$(module_plain "$dep")"); done
+		echo "$plain:${deps[*]:+ }${deps[*]}" >>"$stage$guest_moddir/modules.dep"
 	done
+}
+
+# kernel/fs/ext4/ext4.ko.xz -> kernel/fs/ext4/ext4.ko
+module_plain() {
+	local path=${1%.xz}
+	path=${path%.zst}
+	echo "${path%.gz}"
 }
 
 # Debian's busybox-static with a symlink per applet.

@@ -1225,11 +1225,40 @@ static void wait_same_pfn(const struct options *o, const pid_t *pids)
 	fail("the %d processes do not map the same page", o->procs);
 }
 
+/*
+ * Linux 6.12's /proc/kpageflags sets KPF_KSM on every anonymous page (it
+ * tests mapping & PAGE_MAPPING_KSM, true for either of the two bits), so
+ * there "not KSM" cannot be read from it. A page of our own, never
+ * mergeable, tells which kind of kernel this is. (A KSM page is known
+ * anyway by all its processes mapping one pfn: see wait_same_pfn().)
+ */
+static bool ksm_flag_reliable(void)
+{
+	static int reliable = -1;
+
+	if (reliable < 0) {
+		char *page = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint64_t pfn;
+
+		if (page == MAP_FAILED)
+			return true;
+		page[0] = 1;
+		pfn = pfn_of(0, page);
+		reliable = !pfn || !(kpageflags(pfn) & KPF(KPF_KSM));
+		munmap(page, PAGE_SIZE);
+	}
+	return reliable;
+}
+
 /* Waits for the state the type promises; the flags are returned. */
 static uint64_t settle(void)
 {
-	uint64_t flags = 0;
+	uint64_t flags = 0, forbid = type->forbid;
 	char have[512], missing[512], extra[512];
+
+	if (!ksm_flag_reliable())
+		forbid &= ~KPF(KPF_KSM);
 
 	for (int i = 0; i < SETTLE_TRIES; i++) {
 		drain_lru();
@@ -1238,13 +1267,13 @@ static uint64_t settle(void)
 		if (!tgt.pfn)
 			fail("the target page is not present");
 		flags = kpageflags(tgt.pfn);
-		if ((flags & type->need) == type->need && !(flags & type->forbid))
+		if ((flags & type->need) == type->need && !(flags & forbid))
 			return flags;
 		sleep_ms(50);
 	}
 	describe_flags(flags, have, sizeof(have));
 	describe_flags(type->need & ~flags, missing, sizeof(missing));
-	describe_flags(flags & type->forbid, extra, sizeof(extra));
+	describe_flags(flags & forbid, extra, sizeof(extra));
 	not_here("the page did not reach the %s state: kpageflags %s (missing: %s; unwanted: %s)",
 		 type->name, have, missing[0] ? missing : "-", extra[0] ? extra : "-");
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The quick campaign (run/campaigns/quick.ini) end to end: one real guest,
-reused, every case judged. Each case's verdict must be pass, and the
+"""The quick campaign (run/campaigns/quick.ini) end to end, on vmce's own
+guest kernel (vmce-6.1: Debian's 6.1 with guest-kernel/patches/): one real
+guest, reused, every case judged. Each case's verdict must be pass, and the
 evidence behind the main verdicts is checked here again, independently of
 the judge: the victim's own SIGBUS, the handler's line, HardwareCorrupted,
-fsync's EIO, the journal's GPA, QEMU alive. Then: resuming repeats nothing,
+fsync's EIO, the journal's GPA, QEMU alive; and what vmce's patches change:
+a KSM page recovers, an mlocked page is reported as one. Then: resuming repeats nothing,
 and bad campaign files and a case that cannot be set up are refused the way
 run/campaigns/README.md says.
 """
@@ -31,9 +33,10 @@ def results(outdir):
 
 
 out = workdir("campaign")
-res = campaign("--quick", "--fresh", "--out", out)
+KERNEL = ("--kernels", "vmce-6.1")
+res = campaign("--quick", *KERNEL, "--fresh", "--out", out)
 tap.diag(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:])
-tap.eq(res.returncode, 0, "run/campaign --quick: exit 0 (every case passed)")
+tap.eq(res.returncode, 0, "run/campaign --quick --kernels vmce-6.1: exit 0 (every case passed)")
 cases = results(out)
 tap.ok(len(cases) >= 30, f"the quick matrix ran ({len(cases)} cases)")
 for cid, r in sorted(cases.items()):
@@ -106,9 +109,23 @@ if obs:
 obs = case("recovery-off/")
 if obs:
     tap.ok(obs["panic"], "memory_failure_recovery=0: the guest panics", diag=obs)
+obs = case("ksm/ksm/ao/early")
+if obs:
+    w = obs["workloads"][0]
+    action = list(obs["actions"].values())[0] or ["", ""]
+    tap.eq(action[1], "Recovered", f"ksm: the KSM page recovers ({action[0]})")
+    tap.eq(sorted({s["pid"] for s in obs["signals"] if s["code"] == 5}), sorted(w["pids"]),
+           "ksm: every process mapping it gets BUS_MCEERR_AO")
+    after = obs.get("aftermath") or {}
+    tap.ok(obs["guest_alive"] and not obs["panic"] and not after.get("crash"),
+           "ksm: no panic, even when ksmd merges the same data again", diag=after)
+obs = case("page-types/mlock-dirty/ao/early")
+if obs:
+    tap.eq(list(obs["actions"].values())[0], ["dirty mlocked LRU page", "Recovered"],
+           "mlock-dirty: reported as an mlocked page")
 
 # interrupted or not, running again repeats nothing
-again = campaign("--quick", "--out", out, timeout=120)
+again = campaign("--quick", *KERNEL, "--out", out, timeout=120)
 tap.ok(again.returncode == 0 and "0 to go" in again.stdout, "running again resumes: nothing is repeated",
        diag=again.stdout[-800:] + again.stderr[-800:])
 tap.eq(len(results(out)), len(cases), "resuming keeps every result")

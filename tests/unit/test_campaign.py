@@ -45,7 +45,7 @@ kill = early, late
 """)
         self.assertEqual(len(c.cases), 2 * 2 * 2 * 2)
         self.assertEqual(len({case.id for case in c.cases}), len(c.cases))
-        self.assertEqual(c.cases[0].id, "m/anon-dirty/ao/early/host/recovery1/0")
+        self.assertEqual(c.cases[0].id, "m/anon-dirty/ao/early/host/recovery1/0@debian-6.1")
 
     def test_quick_file_is_valid(self):
         c = Campaign.load(os.path.join(HERE, "..", "..", "run", "campaigns", "quick.ini"))
@@ -108,7 +108,7 @@ kill = early, late
     def test_missing_guest_image(self):
         os.environ["VMCE_INITRD"] = "/nonexistent/guest.cpio.gz"
         msg = self.error("[case c]\n")
-        self.assertIn("the guest image is missing at /nonexistent/guest.cpio.gz", msg)
+        self.assertIn("the debian-6.1 guest image is missing at /nonexistent/guest.cpio.gz: run `make image`", msg)
 
     def test_empty(self):
         self.assertIn("names no cases", self.error("[campaign]\nname = x\n"))

@@ -58,6 +58,22 @@ class Linux61(unittest.TestCase):
         self.assertEqual(log.panics, ["Memory failure on page 1234"])
 
 
+class Linux612(unittest.TestCase):
+    def test_a_second_error_is_an_action_line(self):
+        # 6.12 (MF_MSG_ALREADY_POISONED) says "already hardware poisoned" as
+        # a recovery action: the page's own answer stays the first one
+        log = GuestLog([
+            "[   10.1] Memory failure: 0x2ba4: recovery action for dirty LRU page: Recovered",
+            "[   11.2] Memory failure: 0x2ba4: recovery action for already poisoned page: Failed",
+        ])
+        self.assertEqual(log.action_for(0x2ba4), ("dirty LRU page", "Recovered"))
+        self.assertEqual(log.already, {0x2ba4})
+
+    def test_get_hwpoison_page(self):
+        log = GuestLog(["[ 3.0] Memory failure: 0x4040: recovery action for get hwpoison page: Ignored"])
+        self.assertEqual(log.action_for(0x4040), ("get hwpoison page", "Ignored"))
+
+
 class Linux26(unittest.TestCase):
     """The seeds' wording: "MCE %#lx: %s%s page recovery: %s" """
 

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
-from vmcelab.report import COLOURS, matrix_svg, render, timeline_svg, times_svg  # noqa: E402
+from vmcelab.report import (COLOURS, kernel_section, matrix_svg, outcome, render,  # noqa: E402
+                            timeline_svg, times_svg)
 
 
 def result(page, kind, verdict, ms=120.0, kill="early", inject="host"):
@@ -53,6 +54,39 @@ class Report(unittest.TestCase):
         # self-contained: nothing fetched from elsewhere
         self.assertNotIn("src=", page)
         self.assertNotIn("href=", page)
+
+    def test_one_kernel_no_comparison(self):
+        self.assertEqual(kernel_section(RESULTS), "")
+
+    def test_kernels_side_by_side(self):
+        def on(kernel, action, codes, crash=None, nearest=False):
+            r = result("ksm", "ao", "pass")
+            r["case"].update(kernel=kernel, key=r["case"]["id"], id=r["case"]["id"] + "@" + kernel)
+            r["observed"]["actions"] = {"0x2baf": list(action)}
+            r["observed"]["signals"] = [{"pid": p, "code_name": c} for p, c in codes]
+            r["observed"]["aftermath"] = {"how": "ksm-merge", "crash": crash}
+            r["expected"] = {"summary": "-", "nearest": nearest, "table": "debian-6.12"}
+            return r
+        same = [on(k, ("dirty LRU page", "Recovered"), [(1, "BUS_MCEERR_AO")]) for k in ("a", "b")]
+        results = [
+            on("debian-6.1", ("unmapping failed page", "Ignored"), [], crash="Fatal machine check"),
+            on("vmce-6.1", ("dirty LRU page", "Recovered"), [(170, "BUS_MCEERR_AO")]),
+            # addresses differ from run to run, not between kernels
+            on("debian-6.12", ("dirty LRU page", "Recovered"), [(171, "BUS_MCEERR_AO")],
+               crash="BUG: unable to handle page fault for address: ffff888002baf000"),
+            on("/boot/vmlinuz-6.11", ("dirty LRU page", "Recovered"), [(2, "BUS_MCEERR_AO")],
+               crash="BUG: unable to handle page fault for address: ffff888002ba3000", nearest=True),
+        ]
+        html = kernel_section(results)
+        for k in ("debian-6.1", "vmce-6.1", "debian-6.12", "/boot/vmlinuz-6.11 (judged as debian-6.12)"):
+            self.assertIn(f"<th>{k}</th>", html)
+        self.assertIn("&asymp;", html)
+        self.assertEqual(html.count("<li>"), 1, "one case, and it differs")
+        self.assertEqual(outcome(results[2]), outcome(results[3]))
+        self.assertIn("unmapping failed page: Ignored · no signal · then Fatal machine check", html)
+        self.assertIn("nothing: every case came out the same", kernel_section(same))
+        page = render({"name": "k"}, results, [])
+        self.assertIn("Guest kernels side by side", page)
 
     def test_empty_times(self):
         self.assertIn("No case", times_svg([result("ksm", "ao", "not run", None)]))

@@ -6,7 +6,8 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
 
   [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse,
                     restore
-  [guest NAME]      mem, cpus, accel, hugepages, ksm
+  [guest NAME]      mem, cpus, accel, hugepages, ksm, disk, kernel (a list: every
+                    case on that guest runs on each kernel)
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat
                     (lists: every combination is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, expect
@@ -24,6 +25,7 @@ import os
 import random
 import re
 
+from . import kernels as kernels_mod
 from . import paths
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
@@ -44,7 +46,7 @@ NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean"
 
 CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "restore",
                  "order"}
-GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk"}
+GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk", "kernel"}
 CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "expect"}
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat"}
 
@@ -82,30 +84,59 @@ def _list(value):
 
 
 class Guest:
-    def __init__(self, name, mem="512M", cpus=1, accel="tcg", hugepages=0, ksm=False, disk=True):
+    def __init__(self, name, mem="512M", cpus=1, accel="tcg", hugepages=0, ksm=False, disk=True,
+                 kernels=None):
         self.name, self.mem, self.cpus, self.accel = name, mem, cpus, accel
         self.hugepages, self.ksm, self.disk = hugepages, ksm, disk
+        # kernel spellings (names or paths); kernel: the one Kernel a booted
+        # guest of this type runs (set by on_kernel())
+        self.kernels = kernels or [kernels_mod.DEFAULT]
+        self.kernel = None
+
+    def on_kernel(self, kernel):
+        """This guest type running @kernel: what a worker boots"""
+        g = Guest(self.name, self.mem, self.cpus, self.accel, self.hugepages, self.ksm, self.disk,
+                  [kernel.name])
+        g.kernel = kernel
+        if len(self.kernels) > 1 or kernel.name != kernels_mod.DEFAULT:
+            g.name = f"{self.name}-{kernel_slug(kernel.name)}"
+        return g
 
     def to_dict(self):
         return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel,
-                    hugepages=self.hugepages, ksm=self.ksm, disk=self.disk)
+                    hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels)
+
+
+def kernel_slug(spelling):
+    """A kernel's name as part of a VM or file name"""
+    if not kernels_mod.is_spelled_as_path(spelling):
+        return spelling
+    return "custom-" + re.sub(r"[^A-Za-z0-9.]+", "-", os.path.basename(spelling.rstrip("/")))[:24]
 
 
 class Case:
-    FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat")
+    FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "kernel")
 
     def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
-                 recovery=1, burst=1, repeat=False, expect=None, rep=0):
+                 recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None):
         self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
         self.inject, self.recovery, self.burst, self.repeat = inject, recovery, burst, repeat
         self.expect_override, self.rep = expect, rep
+        # the Kernel it runs on (kernels.resolve)
+        self.kernel_info = kernel
+        self.kernel = kernel.name if kernel else kernels_mod.DEFAULT
+
+    @property
+    def key(self):
+        """The same case on any kernel: a row of the kernel comparison"""
+        extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "")
+        return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
+                f"/recovery{self.recovery}{extra}/{self.rep}")
 
     @property
     def id(self):
         """Stable across runs of the same file: what resuming goes by"""
-        extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "")
-        return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
-                f"/recovery{self.recovery}{extra}/{self.rep}")
+        return f"{self.key}@{self.kernel}"
 
     @property
     def host_side(self):
@@ -114,7 +145,8 @@ class Case:
 
     def to_dict(self):
         d = {f: getattr(self, f) for f in self.FIELDS}
-        d.update(id=self.id, scenario=self.scenario, rep=self.rep)
+        d.update(id=self.id, key=self.key, scenario=self.scenario, rep=self.rep,
+                 kernel_info=self.kernel_info.to_dict() if self.kernel_info else None)
         return d
 
 
@@ -134,16 +166,18 @@ class Campaign:
         self.path = None
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, kernels=None):
         try:
             with open(path) as f:
                 text = f.read()
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        return cls.parse(text, path)
+        return cls.parse(text, path, kernels)
 
     @classmethod
-    def parse(cls, text, path="<campaign>"):
+    def parse(cls, text, path="<campaign>", kernels=None):
+        """kernels: a list that replaces every guest's `kernel` (the command
+        line's --kernels)"""
         self = cls()
         self.path = path
         where = _locate(text)
@@ -189,6 +223,26 @@ class Campaign:
                 fail(section, key, f"'{value}' is not a {key} (known: {', '.join(allowed)})")
             return value
 
+        self.kernels = {}  # spelling -> Kernel
+
+        def kernel_list(section, value):
+            """A guest's kernels, each resolved once (a PATH gets its initramfs
+            here, before anything runs)"""
+            spellings = kernels if kernels else (_list(value) if value else [kernels_mod.DEFAULT])
+            key = "kernel" if section and value and not kernels else None
+            if len(set(spellings)) != len(spellings):
+                fail(section, key, f"a kernel is named twice in '{', '.join(spellings)}'")
+            for k in spellings:
+                if k in self.kernels:
+                    continue
+                try:
+                    self.kernels[k] = kernels_mod.resolve(k, prepare=True)
+                except kernels_mod.KernelError as e:
+                    if key is None:  # the default, or the command line's: no line to name
+                        raise SpecError(f"{path}: {'--kernels: ' if kernels else ''}{e}") from None
+                    fail(section, key, str(e))
+            return spellings
+
         sections = parser.sections()
         for section in sections:
             kind = section.split()[0]
@@ -216,10 +270,11 @@ class Campaign:
             guest = Guest(name.strip() or "guest", mem=g.get("mem", "512M"),
                           cpus=integer(section, "cpus", 1, 1), accel=accel,
                           hugepages=integer(section, "hugepages", 0),
-                          ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True))
+                          ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True),
+                          kernels=kernel_list(section, g.get("kernel")))
             self.guests[guest.name] = guest
         if not self.guests:
-            self.guests["guest"] = Guest("guest")
+            self.guests["guest"] = Guest("guest", kernels=kernel_list(None, None))
 
         def guest_of(section, value):
             name = value or next(iter(self.guests))
@@ -288,9 +343,14 @@ class Campaign:
                                   for p, k, kl, i, r in itertools.product(pages, kinds, kills,
                                                                           injects, recoveries)])
                 check_real(section, scenarios[-1])
-        for rep in range(self.repetitions):
-            for group in scenarios:
-                self.cases += [Case(rep=rep, **c) for c in group]
+        # kernel outermost: a worker is done with one kernel's guests before
+        # it boots the next kernel's
+        kernel_order = list(dict.fromkeys(k for g in self.guests.values() for k in g.kernels))
+        for kernel in kernel_order:
+            for rep in range(self.repetitions):
+                for group in scenarios:
+                    self.cases += [Case(rep=rep, kernel=self.kernels[kernel], **c) for c in group
+                                   if kernel in self.guests[c["guest"]].kernels]
         if not self.cases:
             raise SpecError(f"{path}: names no cases: add a [matrix NAME] or a [case NAME]")
         seen = {}
@@ -299,9 +359,6 @@ class Campaign:
                 raise SpecError(f"{path}: two cases are the same ({case.id}): give them different "
                                 "names or change them")
             seen[case.id] = case
-        for what, path_of in (("guest kernel", paths.kernel()), ("guest image", paths.initrd())):
-            if not os.path.exists(path_of):
-                raise SpecError(f"{path}: the {what} is missing at {path_of}: run `make image`")
         if any(NEEDS.get(c.page) == "disk" for c in self.cases) and not os.path.exists(paths.disk()):
             raise SpecError(f"{path}: the guest data disk is missing at {paths.disk()}: run `make image`")
         return self
@@ -320,5 +377,20 @@ class Campaign:
         random) shuffled, the same way for the same seed"""
         cases = list(self.cases)
         if self.order == "random":
-            random.Random(self.seed).shuffle(cases)
+            # shuffled within each kernel's cases, which stay together
+            rng = random.Random(self.seed)
+            shuffled = []
+            for kernel in dict.fromkeys(c.kernel for c in cases):
+                mine = [c for c in cases if c.kernel == kernel]
+                rng.shuffle(mine)
+                shuffled += mine
+            cases = shuffled
         return cases
+
+    def guest_for(self, case):
+        """The guest type @case runs on, on its kernel"""
+        return self.guests[case.guest].on_kernel(case.kernel_info)
+
+    @property
+    def kernel_names(self):
+        return list(dict.fromkeys(c.kernel for c in self.cases))

@@ -1,8 +1,9 @@
-"""What the guest's HWPOISON handler is expected to do, per case, and the
-verdict on what it did.
+"""What the guest's HWPOISON handler is expected to do, per case and guest
+kernel, and the verdict on what it did.
 
-The table is Linux 6.1's behaviour (the vmce guest kernel), read from
-mm/memory-failure.c and checked against the guest:
+One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12),
+each read from that kernel's mm/memory-failure.c and checked against the
+guest. Linux 6.1's, the first:
 - the page type and result come from identify_page_state(), which names the
   page by its flags *after* unmapping (so an mlocked page, munlocked by the
   unmap, is an "LRU page");
@@ -44,6 +45,54 @@ LINUX_6_1 = {
     "pagetable": Row("unknown page", "Ignored", False, False, 12, 4, "exit"),
 }
 
+# vmce-6.1: Debian's 6.1 with guest-kernel/patches/ (each patch's message
+# says why). Where it differs from Debian's 6.1:
+VMCE_6_1 = dict(LINUX_6_1)
+VMCE_6_1.update({
+    # 0001-0003: KSM pages recover as in 6.4 (collect_procs_ksm() finds the
+    # mappers); 0008: ksmd no longer reads the poisoned page in its stable tree
+    "ksm": Row("dirty LRU page", "Recovered", True, True, 12, 4, "ksm-merge-lives"),
+    # 0007: named by the flags saved before unmapping munlocked the page
+    "mlock-clean": Row("clean mlocked LRU page", "Recovered", False, False, 12, 4, None),
+    "mlock-dirty": Row("dirty mlocked LRU page", "Recovered", True, True, 12, 4, None),
+})
+VMCE_6_1_NOTES = {
+    "ksm": "vmce-6.1 backports 6.4's KSM support (4248d0083ec5 and what it needs): every "
+           "process that maps the page is found through KSM's reverse map and signalled, as "
+           "for a dirty anonymous page; and its own patch keeps ksmd from reading a poisoned "
+           "page still in the stable tree, which Debian's 6.12 still does",
+    "mlock-clean": "vmce-6.1 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+    "mlock-dirty": "vmce-6.1 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+}
+
+# debian-6.12: Debian 13's kernel (6.12.118), read from its mm/memory-failure.c,
+# mm/ksm.c and mm/madvise.c. Where it differs from 6.1:
+LINUX_6_12 = dict(LINUX_6_1)
+LINUX_6_12.update({
+    # hwpoison_user_mappings() no longer refuses KSM pages (6.4), and
+    # collect_procs() finds a KSM page's mappers through collect_procs_ksm()
+    "ksm": Row("dirty LRU page", "Recovered", True, True, 12, 4, "ksm-merge"),
+    # a page get_hwpoison_page() cannot take is MF_MSG_GET_HWPOISON now
+    "slab": Row("get hwpoison page", "Ignored", False, False, 12, 4, "in-use"),
+    "pagetable": Row("get hwpoison page", "Ignored", False, False, 12, 4, "exit"),
+})
+LINUX_6_12_NOTES = {
+    "ksm": "KSM pages recover since 6.4 (4248d0083ec5): every process that maps the page is "
+           "found through KSM's reverse map and signalled, as for a dirty anonymous page. "
+           "But the page stays in KSM's stable tree, and the next KSM workload with the same "
+           "data makes ksmd compare against it: a kernel read of memory that "
+           "memory_failure() took out of the direct map, and the guest oopses",
+    "slab": "kernel memory cannot be isolated: get_hwpoison_page() refuses a page that is "
+            "neither LRU nor movable; 6.12 says so (\"get hwpoison page\")",
+    "pagetable": "a page table is kernel memory, refused like slab (\"get hwpoison page\")",
+}
+# kernels whose MADV_HWPOISON is an action-required error for the process
+# that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
+# BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
+MADVISE_IS_AR = {"debian-6.12"}
+
 # how the aftermath is brought about, and what is expected of it
 AFTERMATH = {
     "ksm-merge": "a second KSM workload with the same data makes ksmd compare against the "
@@ -53,7 +102,12 @@ AFTERMATH = {
             "memory: the guest panics",
     "in-use": "the slab page stays in the kernel's use: the guest is rebooted before the next "
               "case rather than wait for a panic",
+    "ksm-merge-lives": "a second KSM workload with the same data makes ksmd look for it in its "
+                       "stable tree, where the poisoned page was: ksmd passes it by, merges the "
+                       "new pages among themselves, and the guest lives on",
 }
+# the aftermaths that leave the guest unusable
+ENDING = ("ksm-merge", "exit", "in-use")
 
 # why, where the kernel's behaviour is not obvious
 NOTES = {
@@ -86,6 +140,9 @@ class Expectation:
         self.guest, self.fsync_eio, self.reread_ok, self.note = guest, fsync_eio, reread_ok, note
         # with a consumed error: do the other mappers hear of it early
         self.case, self.aftermath, self.others_ao = case, aftermath, others_ao
+        # which kernel's table this comes from; nearest: the case's kernel is
+        # not one vmce knows, and this is the closest known one's
+        self.table, self.nearest = "debian-6.1", False
 
     @property
     def summary(self):
@@ -104,7 +161,7 @@ class Expectation:
             parts.append("the data reads back right")
         if self.hc_kb:
             parts.append(f"HardwareCorrupted +{self.hc_kb} kB")
-        if self.aftermath in ("ksm-merge", "exit"):
+        if self.aftermath in ("ksm-merge", "exit", "ksm-merge-lives"):
             parts.append(f"then {AFTERMATH[self.aftermath]}")
         return "; ".join(parts)
 
@@ -125,12 +182,37 @@ class Expectation:
     def to_dict(self):
         return dict(action=self.action, signals=self.signals, lsb=self.lsb, hc_kb=self.hc_kb,
                     guest=self.guest, fsync_eio=self.fsync_eio, reread_ok=self.reread_ok,
-                    note=self.note, aftermath=self.aftermath, summary=self.summary)
+                    note=self.note, aftermath=self.aftermath, summary=self.summary,
+                    table=self.table, nearest=self.nearest)
+
+
+# every known kernel's table and notes (a note not given is the 6.1 one)
+TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12}
+TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
+               "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}}
+
+
+def table_of(case):
+    """(table name, nearest): the expectations @case is judged by, and
+    whether they are only the nearest known kernel's"""
+    info = getattr(case, "kernel_info", None)
+    if info is None:
+        return "debian-6.1", False
+    return info.table, bool(info.nearest)
 
 
 def expectation(case):
-    """What Linux 6.1 does for @case, or None where nothing is written down"""
-    row = LINUX_6_1.get(case.page)
+    """What the case's guest kernel does for @case, or None where nothing is
+    written down"""
+    table, nearest = table_of(case)
+    exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR)
+    if exp is not None:
+        exp.table, exp.nearest = table, nearest
+    return exp
+
+
+def _expectation(case, rows, notes, madvise_is_ar=False):
+    row = rows.get(case.page)
     if row is None:
         return None
     if case.recovery == 0:
@@ -139,6 +221,9 @@ def expectation(case):
     early = case.kill in ("early", "prctl-early")
     if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")
+    elif case.inject == "guest-madvise" and madvise_is_ar:
+        # kill_procs() signals at once only where it must (a dirty page)
+        signals = "ar" if row.early else "none"
     elif early:
         signals = "ao" if row.early else "none"
     else:
@@ -152,7 +237,7 @@ def expectation(case):
     return Expectation(case, (row.kind, row.result), signals, row.lsb, row.hc_kb * case.burst,
                        fsync_eio=True if fsync else None,
                        reread_ok=True if case.page == "pagecache-clean" else None,
-                       note=NOTES.get(case.page), aftermath=aftermath, others_ao=row.early)
+                       note=notes.get(case.page), aftermath=aftermath, others_ao=row.early)
 
 
 def _signal_problems(exp, workloads, signals):
@@ -177,8 +262,34 @@ def _signal_problems(exp, workloads, signals):
     return problems
 
 
+def _node_stats_problems(obs):
+    """The second oracle, where the kernel has it (6.3's per-node
+    memory_failure statistics, vmce-6.1's patches): each "recovery action"
+    line is counted once, under its result"""
+    delta, results = obs.get("node_mf_delta"), obs.get("action_results")
+    if delta is None or results is None or not obs.get("guest_alive"):
+        return []
+    want = {"total": sum(results.values())}
+    want.update({r.lower(): n for r, n in results.items()})
+    wrong = [f"{name} +{delta.get(name, 0)}, expected +{n}" for name, n in sorted(want.items())
+             if delta.get(name, 0) != n]
+    return [f"the per-node memory_failure statistics disagree with the log: {', '.join(wrong)}"] \
+        if wrong else []
+
+
 def judge(case, exp, obs, not_run):
-    """(verdict, reasons): pass, fail, unexpected or not run"""
+    """(verdict, reasons): pass, fail, unexpected or not run. A kernel vmce
+    does not know is judged by the nearest known one's table, and every
+    verdict says so"""
+    verdict, reasons = _judge(case, exp, obs, not_run)
+    if exp is not None and exp.nearest:
+        info = case.kernel_info
+        reasons = [f"judged as {exp.table}, the nearest known kernel to {info.release}: "
+                   "no expectations are written for this kernel"] + reasons
+    return verdict, reasons
+
+
+def _judge(case, exp, obs, not_run):
     if not_run is not None:
         return "not run", [not_run]
     if exp is None:
@@ -235,6 +346,7 @@ def judge(case, exp, obs, not_run):
             fails.append("the data did not read back right")
     if (exp.fsync_eio or exp.reread_ok) and not obs.get("checks") and obs["guest_alive"]:
         fails.append("the workload did not report its check")
+    fails += _node_stats_problems(obs)
     hc = obs.get("hardware_corrupted_kb")
     if exp.hc_kb is not None and hc is not None and hc != exp.hc_kb:
         oddities.append(f"HardwareCorrupted grew by {hc} kB, expected {exp.hc_kb}")
@@ -246,6 +358,13 @@ def judge(case, exp, obs, not_run):
                 fails.append(f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}")
         elif not after.get("crash"):
             fails.append(f"expected: {AFTERMATH[exp.aftermath]}; the guest lived on")
+    elif exp.aftermath == "ksm-merge-lives":
+        if after is None or not after.get("merged"):
+            if obs["guest_alive"]:
+                fails.append(f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"
+                             + (f" ({after.get('error')})" if after and after.get("error") else ""))
+        elif after.get("crash"):
+            fails.append(f"ksmd read the poisoned page: {after['crash']}")
     if obs.get("overflows"):
         oddities.append(f"memory_failure() queue overflowed for {len(obs['overflows'])} page(s)")
     if fails:

@@ -23,6 +23,8 @@ KILL = re.compile(rf"(?:Memory failure: |MCE ){_PFN}: (?:Sending SIGBUS to|Killi
 # the page-fault path of older kernels, on a page already unmapped
 FAULT_KILL = re.compile(r"(?:MCE|Memory failure): Killing (?P<comm>\S+?):(?P<pid>\d+) due to "
                         r"hardware memory corruption fault at (?P<addr>[0-9a-f]+)")
+# 6.12 (MF_MSG_ALREADY_POISONED) reports a second error as an action
+ALREADY_ACTION = "already poisoned page"
 ALREADY = re.compile(rf"(?:Memory failure: |MCE ){_PFN}: already hardware poisoned")
 OVERFLOW = re.compile(r"buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-f]+)")
 PANIC = re.compile(r"Kernel panic - not syncing: (?P<why>.*)")
@@ -42,6 +44,10 @@ class GuestLog:
 
     def __init__(self, lines=()):
         self.actions = {}       # pfn -> [(type, result)]
+        # pfn -> [result] of every "recovery action" line, repeats too; the
+        # same line read twice (the console and /dev/kmsg) counts once
+        self.results = {}
+        self._result_lines = set()
         self.traced = {}        # pfn -> [(type, result)] from the tracepoint
         self.kills = {}         # pfn -> [(comm, pid)]
         self.fault_kills = []   # (comm, pid, address): killed touching a poisoned page
@@ -58,6 +64,14 @@ class GuestLog:
         m = ACTION.search(line) or ACTION_2009.search(line)
         if m:
             kind = m["type"] if m.re is ACTION else m["type"] + " page"
+            if line not in self._result_lines:
+                self._result_lines.add(line)
+                self.results.setdefault(int(m["pfn"], 16), []).append(m["result"])
+            if kind == ALREADY_ACTION:
+                # how later kernels say "already hardware poisoned": the
+                # handler's answer about the page is the action before it
+                self.already.add(int(m["pfn"], 16))
+                return
             self.actions.setdefault(int(m["pfn"], 16), []).append((kind, m["result"]))
             return
         m = TRACE.search(line)

@@ -5,9 +5,12 @@
   2. time from injection to the guest's recovery, per case
   3. the timeline of each guest: boots and cases
   4. every case: expected, observed, the evidence, the verdict
+With more than one guest kernel, first: the same cases side by side, one
+column per kernel, and what differs between them.
 """
 import html
 import json
+import re
 import time
 
 COLOURS = {"pass": "#2e9d4a", "fail": "#d23c3c", "unexpected": "#e89a1c", "not run": "#9a9a9a"}
@@ -142,6 +145,71 @@ def timeline_svg(timeline):
     return "\n".join(out)
 
 
+def kernels_of(results):
+    return list(dict.fromkeys(r["case"].get("kernel") or "?" for r in results))
+
+
+def outcome(r):
+    """What the guest kernel did, in words that compare across kernels: the
+    recovery action, who got which signal, what came after (addresses and
+    pfns left out: they differ from run to run)"""
+    if r["verdict"] == "not run":
+        return "not run"
+    obs = r.get("observed") or {}
+    actions = sorted({f"{a[0]}: {a[1]}" for a in (obs.get("actions") or {}).values() if a})
+    codes = sorted({s.get("code_name") or str(s.get("code")) for s in obs.get("signals") or []})
+    parts = ["; ".join(actions) or "no recovery action"]
+    parts.append(", ".join(codes) if codes else "no signal")
+    after = obs.get("aftermath") or {}
+    crash = after.get("crash") or obs.get("panic")
+    if crash:
+        parts.append("then " + re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", crash))
+    return " · ".join(parts)
+
+
+def kernel_section(results):
+    """The kernel comparison: a table of the same cases, one column per
+    kernel, and the list of cases whose outcome differs. Empty with one
+    kernel"""
+    kernels = kernels_of(results)
+    if len(kernels) < 2:
+        return ""
+    by_key = {}
+    for r in results:
+        by_key.setdefault(r["case"].get("key") or r["case"]["id"], {})[r["case"].get("kernel")] = r
+    nearest = {r["case"].get("kernel"): (r.get("expected") or {}).get("table")
+               for r in results if (r.get("expected") or {}).get("nearest")}
+    head = "".join(f"<th>{esc(k)}{esc(f' (judged as {nearest[k]})') if k in nearest else ''}</th>"
+                   for k in kernels)
+    rows, differs = [], []
+    for key in sorted(by_key, key=lambda k: (by_key[k][next(iter(by_key[k]))]["case"]["page"], k)):
+        cells = by_key[key]
+        tds = []
+        for k in kernels:
+            r = cells.get(k)
+            if r is None:
+                tds.append('<td class="k">-</td>')
+                continue
+            mark = " &asymp;" if (r.get("expected") or {}).get("nearest") else ""
+            tds.append(f'<td class="k" style="border-left:5px solid {COLOURS[r["verdict"]]}" '
+                       f'title="{esc(r["verdict"])}: {esc("; ".join(r.get("reasons") or []))}">'
+                       f'{esc(outcome(r))}{mark}</td>')
+        rows.append(f"<tr><td>{esc(key)}</td>{''.join(tds)}</tr>")
+        said = {k: outcome(r) for k, r in cells.items()}
+        if len(set(said.values())) > 1:
+            differs.append(f"<li><b>{esc(key)}</b>: " + "; ".join(
+                f"{esc(k)}: {esc(v)}" for k, v in said.items()) + "</li>")
+    return f"""<h2>Guest kernels side by side: {esc(", ".join(kernels))}</h2>
+<p>The same cases on each kernel: what its HWPOISON handler said (the "recovery action" line),
+who got which signal, and what came after; the border is the verdict against that kernel's own
+expectations{" (&asymp;: a kernel vmce has none for, judged by the nearest known one)" if nearest else ""}.</p>
+<h3>What differs</h3>
+<ul>{"".join(differs) or "<li>nothing: every case came out the same on every kernel</li>"}</ul>
+<table><tr><th>case</th>{head}</tr>
+{"".join(rows)}
+</table>"""
+
+
 def _evidence(r):
     obs = r.get("observed") or {}
     bits = []
@@ -187,6 +255,7 @@ table {{ border-collapse: collapse; font-size: 0.85em; width: 100% }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top }}
 .v {{ color: #fff; padding: 1px 6px; border-radius: 3px; white-space: nowrap }}
 .meta {{ color: #555 }}
+td.k {{ font-size: 0.95em }}
 </style></head><body>
 <h1>vmce campaign {esc(meta.get("name"))}</h1>
 <p class="meta">{esc(when)} &middot; {len(results)} cases: {esc(summary)} &middot;
@@ -199,6 +268,7 @@ what the guest did with what Linux's HWPOISON handler is expected to do for that
 <b>pass</b>: as expected; <b>fail</b>: something expected did not happen; <b>unexpected</b>: no
 expectation is written for it, or something else happened too (a BUG/WARNING, an extra signal);
 <b>not run</b>: the case could not be set up here (the reason is given).</p>
+{kernel_section(results)}
 <h2>Outcome matrix: page type &times; injection</h2>
 {matrix_svg(results)}
 <h2>Time from injection to the guest's recovery</h2>

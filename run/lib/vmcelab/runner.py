@@ -13,7 +13,7 @@ import time
 from . import paths
 from .agent import AgentError
 from .daemon import Vmced
-from .expect import expectation, judge
+from .expect import ENDING, expectation, judge
 from .outcome import GuestLog, kernel_crash
 from .vm import Vm
 
@@ -32,7 +32,26 @@ def _ends_guest(case):
     """The case leaves its guest unusable: a panic, or a poisoned page the
     guest's kernel still uses"""
     exp = expectation(case)
-    return bool(exp and (exp.guest == "panic" or exp.aftermath))
+    return bool(exp and (exp.guest == "panic" or exp.aftermath in ENDING))
+
+
+def _count(items):
+    counts = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+def _node_delta(before, after):
+    """How much each /sys/devices/system/node/nodeN/memory_failure counter
+    grew, summed over the nodes; None on a kernel without them"""
+    if not before or not after:
+        return None
+    delta = {}
+    for node, counters in after.items():
+        for name, value in counters.items():
+            delta[name] = delta.get(name, 0) + value - (before.get(node) or {}).get(name, 0)
+    return delta
 
 
 class NotRun(Exception):
@@ -75,8 +94,10 @@ class GuestVm:
         # a template's disk stays untouched (each copy gets the pristine
         # image): the guest mounts it once it runs as itself
         later = self.restore and self.spec.disk
+        kernel = self.spec.kernel
         vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
-                      accel=self.spec.accel, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
+                      accel=self.spec.accel, kernel=kernel.image if kernel else None,
+                      initrd=kernel.initrd if kernel else None, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
@@ -399,6 +420,9 @@ class CaseRun:
                           for w in workloads],
             "injected": injected,
             "actions": {hex(w["pfn_int"]): log.action_for(w["pfn_int"]) for w in workloads},
+            # every action line's result, a repeat's too: what the per-node
+            # statistics must have counted
+            "action_results": _count(r for w in workloads for r in log.results.get(w["pfn_int"], [])),
             "already": [hex(p) for p in log.already],
             "kills": {hex(p): k for p, k in log.kills.items()},
             "overflows": [hex(p) for p in log.overflows],
@@ -424,6 +448,8 @@ class CaseRun:
         after = agent.call("counters")
         obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
         obs["node_memory_failure"] = after.get("node_memory_failure")
+        obs["node_mf_delta"] = _node_delta(hc_before.get("node_memory_failure"),
+                                           after.get("node_memory_failure"))
         try:
             obs["trace"] = agent.call("trace-mf", read="1").get("events", [])[-4:]
         except AgentError:
@@ -431,10 +457,10 @@ class CaseRun:
         if not self.exp or self.exp.aftermath != "exit":
             for w in workloads:
                 agent.call("pages-stop", pid=w["pid"])
-        if case.page == "ksm" and not (self.exp and self.exp.aftermath):
-            agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=0)
         if self.exp and self.exp.aftermath:
             obs["aftermath"] = self._aftermath(workloads, console_len)
+        if case.page == "ksm" and not (self.exp and self.exp.aftermath in ENDING):
+            agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=0)
         return obs
 
     def _aftermath(self, workloads, console_len):
@@ -443,6 +469,8 @@ class CaseRun:
         how = self.exp.aftermath
         if how == "in-use":
             return {"how": how, "crash": None}
+        if how == "ksm-merge-lives":
+            return self._ksm_merge_again(console_len)
         try:
             # no waiting for the answer: the guest goes down under the request
             if how == "exit":
@@ -460,6 +488,22 @@ class CaseRun:
             return crash or not self.vm.alive()
         _wait(crashed, 20, 0.2)
         return {"how": how, "crash": crash}
+
+    def _ksm_merge_again(self, console_len):
+        """A second KSM workload with the poisoned page's data, waited for:
+        it is up once ksmd has merged its pages, which it does only after
+        looking in its stable tree where the poisoned page was"""
+        merged, error = False, None
+        try:
+            again = self.agent.call("pages-start", type="ksm")
+            merged = True
+            self.agent.call("pages-stop", pid=again["pid"])
+        except (AgentError, OSError) as e:
+            error = str(e).splitlines()[0] if str(e) else type(e).__name__
+        crash = kernel_crash(GuestLog(self.vm.console()[console_len:].splitlines()))
+        if not crash and not self.vm.alive():
+            crash = "QEMU exited"
+        return {"how": "ksm-merge-lives", "merged": merged, "crash": crash, "error": error}
 
     def _armed(self):
         """How many host pages vmced holds away from the guest (simulated poison)"""
@@ -593,17 +637,21 @@ class Runner:
                     case = work.get_nowait()
                 except queue.Empty:
                     return
-                spec = self.campaign.guests[case.guest]
+                spec = self.campaign.guest_for(case)
+                # a kernel's cases come together: its guests go when they are done
+                for name in [n for n, g in gvms.items() if g.kernel != case.kernel]:
+                    gvms.pop(name).close()
                 gvm = gvms.get(spec.name)
                 if gvm is None:
-                    real = any(c.inject == "host-real" and c.guest == spec.name
+                    real = any(c.inject == "host-real" and c.guest == case.guest
                                for c in self.campaign.cases)
                     gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline,
                                                     restore=self.restore, ram_file=real)
+                    gvm.kernel = case.kernel
                 # a guest for a later case that will need one: it boots while
                 # the cases before it run
                 spare = any(_ends_guest(c) for c in list(work.queue) + [case]
-                            if c.guest == case.guest)
+                            if c.guest == case.guest and c.kernel == case.kernel)
                 rec = self.run_case(case, gvm, daemon, spare)
                 self.record(rec)
                 progress.update(rec)

@@ -1,0 +1,230 @@
+"""Guest kernels by name: the three vmce knows, or an operator's own.
+
+  debian-6.1   Debian 12's kernel image, downloaded (guest-kernel/fetch)
+  vmce-6.1     the same source with guest-kernel/patches/, built here
+               (guest-kernel/build)
+  debian-6.12  Debian 13's kernel image, downloaded
+               (guest-kernel/fetch --suite trixie)
+  PATH         a kernel dir (guest-kernel/README.md), or a bzImage/vmlinux
+               file with its config beside it (config-RELEASE) and its modules
+               in ../lib/modules/RELEASE (or ../usr/lib/..., or this host's
+               /lib/modules/RELEASE): an initramfs is made for it on first use
+
+Each kernel boots with its own initramfs (its own modules); the expectations
+a kernel is judged by are named by `table` (expect.py). A kernel vmce does
+not know is judged by the table of the nearest known version, and says so.
+"""
+import hashlib
+import os
+import re
+import struct
+import subprocess
+
+from . import paths
+
+DEFAULT = "debian-6.1"
+
+
+class KernelError(Exception):
+    """One line: what is wrong with the kernel asked for"""
+
+
+class Known:
+    def __init__(self, name, subdir, initrd, how, version):
+        self.name, self.subdir, self.initrd, self.how, self.version = name, subdir, initrd, how, version
+
+
+KNOWN = {k.name: k for k in (
+    Known("debian-6.1", "guest-kernel", "guest.cpio.gz", "make image", (6, 1)),
+    Known("vmce-6.1", os.path.join("kernels", "vmce-6.1"), "guest-vmce-6.1.cpio.gz",
+          "make kernel-src", (6, 1)),
+    Known("debian-6.12", os.path.join("kernels", "debian-6.12"), "guest-debian-6.12.cpio.gz",
+          "make kernel-6.12", (6, 12)),
+)}
+NAMES = tuple(KNOWN)
+
+
+class Kernel:
+    """A resolved guest kernel: what to boot, with which initramfs, judged
+    by which expectations"""
+
+    def __init__(self, name, image, initrd, release, table, nearest=None, kdir=None):
+        self.name, self.image, self.initrd, self.release = name, image, initrd, release
+        # table: the expectations (expect.py TABLES); nearest: set when the
+        # kernel is not one vmce knows, and table is only the closest
+        self.table, self.nearest, self.kdir = table, nearest, kdir
+
+    @property
+    def label(self):
+        return self.name if not self.nearest else f"{self.name} (as {self.table})"
+
+    def to_dict(self):
+        return dict(name=self.name, release=self.release, table=self.table,
+                    nearest=self.nearest, image=self.image)
+
+
+def _boot_image(kdir):
+    """The uncompressed vmlinux boots through PVH, seconds faster under TCG"""
+    vmlinux = os.path.join(kdir, "vmlinux")
+    return vmlinux if os.path.exists(vmlinux) else os.path.join(kdir, "vmlinuz")
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def is_spelled_as_path(value):
+    return "/" in value or value.startswith(".")
+
+
+def resolve(value, prepare=False):
+    """The Kernel that @value names. prepare: make what a PATH kernel still
+    needs (its kernel dir and initramfs); otherwise only check it exists"""
+    value = (value or DEFAULT).strip()
+    if value in KNOWN:
+        return _known(KNOWN[value])
+    if not is_spelled_as_path(value):
+        raise KernelError(f"unknown kernel '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
+                          "kernel dir or a bzImage/vmlinux)")
+    return _custom(os.path.abspath(value), prepare)
+
+
+def _known(k):
+    kdir = os.path.join(paths.build_dir(), k.subdir)
+    image = _boot_image(kdir)
+    # VMCE_KERNEL/VMCE_INITRD override the default kernel only (tests do)
+    if k.name == DEFAULT:
+        image = paths.kernel()
+    initrd = paths.initrd() if k.name == DEFAULT else os.path.join(paths.build_dir(), "images",
+                                                                   k.initrd)
+    for what, path in (("kernel", image), ("image", initrd)):
+        if not os.path.exists(path):
+            raise KernelError(f"the {k.name} guest {what} is missing at {path}: run `{k.how}`")
+    release = "?"
+    try:
+        release = _read(os.path.join(kdir, "release"))
+    except OSError:
+        pass
+    return Kernel(k.name, image, initrd, release, k.name, kdir=kdir)
+
+
+def image_release(path):
+    """uname -r of a kernel image file: a bzImage's header points at its
+    version string; a vmlinux has it in its banner. None: not a kernel"""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+            if len(head) > 0x210 and head[0x202:0x206] == b"HdrS":
+                offset = struct.unpack_from("<H", head, 0x20E)[0] + 0x200
+                f.seek(offset)
+                text = f.read(256).split(b"\0")[0].decode("ascii", "replace")
+                return text.split()[0] if text else None
+            if head[:4] == b"\x7fELF":
+                f.seek(0)
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    m = re.search(rb"Linux version (\S+) \(", chunk)
+                    if m:
+                        return m.group(1).decode("ascii", "replace")
+    except OSError as e:
+        raise KernelError(f"{path}: cannot read it: {e.strerror}") from None
+    return None
+
+
+def _version_of(release):
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def nearest_table(release):
+    """The known kernel whose version is closest to @release's (Debian's
+    own build of it, not vmce's patched one)"""
+    version = _version_of(release)
+    debian = [k for k in KNOWN.values() if k.name.startswith("debian-")]
+    if version is None:
+        return DEFAULT
+    return min(debian, key=lambda k: (abs((k.version[0] - version[0]) * 100 +
+                                          k.version[1] - version[1]), k.version)).name
+
+
+def _custom(path, prepare):
+    if os.path.isdir(path):
+        kdir = path
+        if not os.path.exists(os.path.join(kdir, "release")):
+            raise KernelError(f"{path} is not a kernel dir (no release file; see guest-kernel/README.md)")
+        release = _read(os.path.join(kdir, "release"))
+        image = _boot_image(kdir)
+        if image_release(image) is None:
+            raise KernelError(f"{image} is not a kernel (neither a bzImage nor an ELF vmlinux)")
+    elif os.path.isfile(path):
+        release = image_release(path)
+        if release is None:
+            raise KernelError(f"{path} is not a kernel (neither a bzImage nor an ELF vmlinux)")
+        kdir = None
+    else:
+        raise KernelError(f"{path}: no such kernel file or kernel dir")
+    digest = hashlib.sha256(f"{path}\0{os.stat(path).st_mtime_ns}".encode()).hexdigest()[:10]
+    made = os.path.join(paths.build_dir(), "kernels", f"custom-{digest}")
+    initrd = os.path.join(made, "guest.cpio.gz")
+    if prepare and not os.path.exists(initrd):
+        _prepare_custom(path, kdir, release, made)
+    if kdir is None:
+        kdir = os.path.join(made, "kdir")
+    table = nearest_table(release)
+    return Kernel(path, _boot_image(kdir) if os.path.isdir(kdir) else path, initrd, release, table,
+                  nearest=table, kdir=kdir)
+
+
+def _prepare_custom(path, kdir, release, made):
+    """A kernel dir for an image file (its config and modules looked up where
+    Debian and `make install` put them), checked, and its initramfs"""
+    os.makedirs(made, exist_ok=True)
+    if kdir is None:
+        kdir = os.path.join(made, "kdir")
+        os.makedirs(kdir, exist_ok=True)
+        here = os.path.dirname(path)
+        moddirs = [os.path.join(here, "..", "lib", "modules", release),
+                   os.path.join(here, "..", "usr", "lib", "modules", release),
+                   os.path.join(here, "modules", release), f"/lib/modules/{release}"]
+        moddir = next((m for m in moddirs if os.path.isdir(m)), None)
+        configs = [os.path.join(here, f"config-{release}"), os.path.join(here, "config"),
+                   os.path.join(here, ".config")]
+        if moddir:
+            configs.append(os.path.join(moddir, "build", ".config"))
+        config = next((c for c in configs if os.path.isfile(c)), None)
+        if config is None:
+            raise KernelError(f"{path}: no config found for {release} (looked for "
+                              f"{', '.join(configs)}): vmce checks it has MEMORY_FAILURE")
+        _link(kdir, "vmlinuz", path)
+        _link(kdir, "config", config)
+        if moddir:
+            if not os.path.exists(os.path.join(moddir, "modules.dep")):
+                raise KernelError(f"{path}: {os.path.realpath(moddir)} has no modules.dep "
+                                  f"(run depmod -b ROOT {release})")
+            _link(kdir, "modules", os.path.realpath(moddir))
+        else:
+            os.makedirs(os.path.join(kdir, "modules"), exist_ok=True)
+            open(os.path.join(kdir, "modules", "modules.dep"), "a").close()
+        with open(os.path.join(kdir, "release"), "w") as f:
+            f.write(release + "\n")
+    check = subprocess.run([os.path.join(paths.ROOT, "guest-kernel", "check-config"),
+                            os.path.join(kdir, "config")], capture_output=True, text=True)
+    if check.returncode != 0:
+        missing = [line.split(": ", 2)[1].split()[0] for line in check.stderr.splitlines()
+                   if line.startswith("check-config: CONFIG_")]
+        raise KernelError(f"{path} cannot be a vmce guest kernel: "
+                          + (f"it lacks {', '.join(missing)}" if missing else check.stderr.strip()))
+    out = os.path.join(made, "guest.cpio.gz")
+    tools = os.path.join(paths.build_dir(), "meson", "images", "guest-tools")
+    made_rd = subprocess.run([os.path.join(paths.ROOT, "images", "mkinitramfs"), "--kernel-dir", kdir,
+                              "--tools", tools, "--out", out + ".tmp"], capture_output=True, text=True)
+    if made_rd.returncode != 0:
+        raise KernelError(f"{path}: no initramfs: {made_rd.stderr.strip().splitlines()[-1]}")
+    os.rename(out + ".tmp", out)
+
+
+def _link(kdir, leaf, target):
+    link = os.path.join(kdir, leaf)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.abspath(target), link)

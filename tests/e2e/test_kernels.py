@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""The guest kernel as a campaign axis, end to end: the full matrix on
+Debian's 6.1, vmce's patched 6.1 and Debian's 6.12, each judged by its own
+expectations, and a report with one column per kernel. On vmce-6.1 a KSM
+page recovers (its mappers are signalled, and ksmd merging the same data
+again does not bring the guest down), an mlocked page is reported as
+mlocked, and the per-node memory_failure statistics count every error.
+Then the bad input: a kernel without MEMORY_FAILURE, a file that is not a
+kernel, an unknown kernel name in a campaign file, a patch that does not
+apply, no network for the source.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from common import Tap, paths, prerequisites, workdir
+
+tap = Tap()
+prerequisites(tap)
+CAMPAIGN = os.path.join(paths.ROOT, "run", "campaign")
+RUN_VM = os.path.join(paths.ROOT, "run", "vm")
+CHECK_CONFIG = os.path.join(paths.ROOT, "guest-kernel", "check-config")
+BUILD = os.path.join(paths.ROOT, "guest-kernel", "build")
+KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12")
+VMCE = os.path.join(paths.build_dir(), "kernels", "vmce-6.1")
+
+
+def run(*argv, timeout=600, **kw):
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def one_error_line(res, want, desc):
+    lines = res.stderr.strip().splitlines()
+    tap.ok(res.returncode != 0 and len(lines) == 1 and want in lines[0], desc,
+           diag=f"rc {res.returncode}: {res.stderr.strip()[-600:]}")
+
+
+for k in KERNELS[1:]:
+    if not os.path.exists(os.path.join(paths.build_dir(), "kernels", k, "release")):
+        tap.bail(f"the {k} kernel is missing: run `make kernels` (make check does)")
+
+# --- the three kernels, the full matrix ---------------------------------
+out = workdir("kernels")
+res = run(sys.executable, CAMPAIGN, "--kernels", ",".join(KERNELS), "--fresh", "--out", out,
+          os.path.join(paths.ROOT, "run", "campaigns", "full.ini"), timeout=1800)
+tap.diag(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:])
+tap.eq(res.returncode, 0, "the full matrix on three kernels: every case passed")
+with open(os.path.join(out, "results.jsonl")) as f:
+    cases = [r for r in map(json.loads, f) if r.get("type") == "case"]
+by = {}
+for r in cases:
+    by.setdefault(r["case"]["key"], {})[r["case"]["kernel"]] = r
+tap.ok(len(by) >= 40 and all(set(v) == set(KERNELS) for v in by.values()),
+       f"every one of the {len(by)} cases ran on all three kernels")
+for k in KERNELS:
+    bad = [r["case"]["id"] for r in cases if r["case"]["kernel"] == k and r["verdict"] != "pass"]
+    tap.ok(not bad, f"{k}: every case passed against {k}'s own expectations", diag=bad[:6])
+    tables = {(r.get("expected") or {}).get("table") for r in cases if r["case"]["kernel"] == k}
+    tap.eq(tables, {k}, f"{k}: judged by its own table")
+
+with open(os.path.join(out, "report.html")) as f:
+    report = f.read()
+tap.ok(all(f"<th>{k}</th>" in report for k in KERNELS), "the report has a column per kernel")
+section = report[report.find("What differs"):report.find("</ul>", report.find("What differs"))]
+tap.ok(section.count("<li>") >= 3 and "ksm" in section, "the report lists what differs (ksm among it)",
+       diag=section[:600])
+
+
+def obs_of(key_prefix, kernel):
+    hits = [v[kernel] for key, v in sorted(by.items()) if key.startswith(key_prefix)]
+    return hits[0]["observed"] if hits else None
+
+
+# KSM: refused by Debian's 6.1, recovered by vmce-6.1 with every mapper told
+# and ksmd's next merge of the same data survived
+obs = obs_of("found/ksm/ao/early", "debian-6.1")
+if obs:
+    tap.eq(list(obs["actions"].values()), [["unmapping failed page", "Ignored"]],
+           "debian-6.1: a KSM page is refused")
+obs = obs_of("found/ksm/ao/early", "vmce-6.1")
+if obs:
+    w = obs["workloads"][0]
+    action = list(obs["actions"].values())[0]
+    tap.eq(action[1], "Recovered", f"vmce-6.1: a KSM page recovers ({action[0]})")
+    told = sorted({s["pid"] for s in obs["signals"] if s["code"] == 5
+                   and int(s["addr"], 16) >> 12 == int(w["va"], 16) >> 12})
+    tap.eq(told, sorted(w["pids"]), "vmce-6.1: every process mapping the KSM page got BUS_MCEERR_AO at its VA")
+    after = obs.get("aftermath") or {}
+    tap.ok(obs["guest_alive"] and not obs["panic"] and after.get("how") and not after.get("crash"),
+           "vmce-6.1: ksmd merging the same data again does not bring the guest down", diag=after)
+obs = obs_of("found/ksm/ao/late", "vmce-6.1")
+if obs:
+    w = obs["workloads"][0]
+    tap.eq(sorted({s["pid"] for s in obs["signals"] if s["code"] == 4}), sorted(w["pids"]),
+           "vmce-6.1, late kill: each mapper's touch of the KSM page gets BUS_MCEERR_AR")
+
+# mlock: Debian's 6.1 says "LRU page", vmce-6.1 says mlocked
+for page, state in (("mlock-dirty", "dirty"), ("mlock-clean", "clean")):
+    obs = obs_of(f"found/{page}/ao/early", "vmce-6.1")
+    if obs:
+        tap.eq(list(obs["actions"].values())[0], [f"{state} mlocked LRU page", "Recovered"],
+               f"vmce-6.1: {page} is reported as an mlocked page")
+    obs = obs_of(f"found/{page}/ao/early", "debian-6.1")
+    if obs:
+        tap.eq(list(obs["actions"].values())[0], [f"{state} LRU page", "Recovered"],
+               f"debian-6.1: {page} is reported as a plain LRU page")
+
+# the second oracle: vmce-6.1 counts each error per node, 6.1 has no counters
+deltas = [r["observed"].get("node_mf_delta") for r in cases
+          if r["case"]["kernel"] == "vmce-6.1" and r["observed"] and r["observed"].get("guest_alive")]
+counted = [d for d in deltas if d]
+tap.ok(counted and len(counted) == len(deltas) and all(d.get("total", 0) >= 1 for d in counted
+                                                           if d is not None),
+       f"vmce-6.1: /sys/devices/system/node/node0/memory_failure counted the errors of "
+       f"{len(counted)} cases", diag=deltas[:4])
+tap.ok(not any(r["observed"] and r["observed"].get("node_mf_delta") for r in cases
+               if r["case"]["kernel"] == "debian-6.1"), "debian-6.1: no per-node statistics")
+
+# --- an operator's own kernel, by path ------------------------------------
+# (Debian 13's bzImage as it lies in its package: config beside it, modules
+# in ../usr/lib/modules/RELEASE, compressed ones unpacked for the initramfs)
+d612 = os.path.join(paths.build_dir(), "kernels", "debian-6.12")
+with open(os.path.join(d612, "release")) as f:
+    release = f.read().strip()
+image = os.path.join(d612, "root", "boot", f"vmlinuz-{release}")
+spec = os.path.join(out, "own-kernel.ini")
+with open(spec, "w") as f:
+    f.write(f"[campaign]\nname = own\n[guest g]\nkernel = {image}\n"
+            "[matrix m]\nguest = g\npages = anon-dirty, pagecache-clean\n")
+res = run(sys.executable, CAMPAIGN, spec, "--fresh", "--out", os.path.join(out, "own"), timeout=600)
+with open(os.path.join(out, "own", "results.jsonl")) as f:
+    own = [r for r in map(json.loads, f) if r.get("type") == "case"]
+tap.ok(res.returncode == 0 and len(own) == 2 and all(r["verdict"] == "pass" for r in own),
+       "a kernel given by path boots with its own modules and its cases pass",
+       diag=res.stdout[-800:] + res.stderr[-800:])
+tap.ok(all((r.get("reasons") or [""])[0].startswith(f"judged as debian-6.12, the nearest known kernel "
+                                                     f"to {release}") for r in own),
+       "... each judged as the nearest known kernel, and saying so",
+       diag=[(r.get("reasons") or [""])[0] for r in own])
+
+# --- bad input -----------------------------------------------------------
+bad = workdir("kernels-bad")
+# a kernel without MEMORY_FAILURE: check-config names what is missing
+config = os.path.join(bad, "config-nomf")
+with open(os.path.join(VMCE, "config")) as src, open(config, "w") as dst:
+    for line in src:
+        if line.startswith(("CONFIG_MEMORY_FAILURE=", "CONFIG_HWPOISON_INJECT=")):
+            line = f"# {line.split('=')[0]} is not set\n"
+        dst.write(line)
+res = run(CHECK_CONFIG, config)
+tap.ok(res.returncode == 1 and "CONFIG_MEMORY_FAILURE is not set" in res.stderr
+       and "CONFIG_HWPOISON_INJECT is not set" in res.stderr,
+       "check-config on a kernel without MEMORY_FAILURE names the missing options", diag=res.stderr)
+res = run(CHECK_CONFIG, os.path.join(VMCE, "config"))
+tap.ok(res.returncode == 0, "check-config: vmce-6.1's own config is complete", diag=res.stderr)
+
+# ... and run/vm refuses to boot it, in one line, with no QEMU left
+mine = os.path.join(bad, "kernel-nomf")
+os.makedirs(os.path.join(mine, "modules"))
+for leaf in ("vmlinux", "release"):
+    shutil.copy(os.path.join(VMCE, leaf), mine)
+shutil.copy(config, os.path.join(mine, "config"))
+before = run("pgrep", "-c", "qemu-system").stdout.strip()
+env = dict(os.environ, VMCE_STATE_DIR=os.path.join(bad, "vms"))
+res = run(sys.executable, RUN_VM, "start", "--name", "nomf", "--kernel", mine, env=env, timeout=60)
+one_error_line(res, "lacks CONFIG_MEMORY_FAILURE, CONFIG_HWPOISON_INJECT",
+               "run/vm --kernel DIR without MEMORY_FAILURE: one error line naming the options")
+tap.eq(run("pgrep", "-c", "qemu-system").stdout.strip(), before, "... and no QEMU was started")
+res = run(sys.executable, RUN_VM, "start", "--name", "notk", "--kernel", config, env=env, timeout=60)
+one_error_line(res, "is not a kernel (neither a bzImage nor an ELF vmlinux)",
+               "run/vm --kernel FILE that is not a kernel: one error line")
+
+# an unknown kernel name in a campaign file: file and line
+spec = os.path.join(bad, "unknown-kernel.ini")
+with open(spec, "w") as f:
+    f.write("[campaign]\nname = uk\n[guest g]\nmem = 256M\nkernel = debian-6.1, debian-7\n"
+            "[case c]\nguest = g\n")
+res = run(sys.executable, CAMPAIGN, spec, "--out", os.path.join(bad, "uk"), timeout=60)
+tap.ok(res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+       and "unknown-kernel.ini:5: unknown kernel 'debian-7'" in res.stderr and not res.stdout,
+       "an unknown kernel in a campaign file: exit 2, file:line, nothing run", diag=res.stderr + res.stdout)
+
+# a patch that does not apply: named, with its file; nothing left in the cache
+patches = os.path.join(bad, "patches")
+os.makedirs(patches)
+with open(os.path.join(patches, "0001-mm-something-that-does-not-apply.patch"), "w") as f:
+    f.write("From: vmce <vmce@localhost>\nSubject: [PATCH] mm: does not apply\n\n---\n"
+            "--- a/mm/ksm.c\n+++ b/mm/ksm.c\n@@ -1,3 +1,3 @@\n-no such line\n+nor this\n context\n"
+            " more context\n")
+with open(os.path.join(patches, "series"), "w") as f:
+    f.write("0001-mm-something-that-does-not-apply.patch\n")
+cache = os.path.join(bad, "cache")
+res = run(BUILD, "--patches", patches, "--cache", cache, "--out", os.path.join(bad, "kout"), timeout=900)
+one_error_line(res, "0001-mm-something-that-does-not-apply.patch does not apply",
+               "a patch that does not apply: one error line naming the patch")
+tap.ok("mm/ksm.c" in res.stderr, "... and the file it fails on", diag=res.stderr)
+left = [e for e in os.listdir(cache) if e != "src"] if os.path.isdir(cache) else []
+tap.eq(left, [], "... and nothing half-built is left in the cache")
+
+# no network for the source: one error line, nothing left
+if shutil.which("unshare"):
+    nonet = os.path.join(bad, "cache-nonet")
+    res = run("unshare", "--net", BUILD, "--cache", nonet, "--out", os.path.join(bad, "kout2"),
+              timeout=300)
+    one_error_line(res, "no network?", "no network for the source: one error line that says so")
+    tap.eq(sorted(e for e in os.listdir(nonet) if e != "src") if os.path.isdir(nonet) else [], [],
+           "... and nothing is left in the cache")
+else:
+    tap.skip("no network for the source", "unshare (util-linux) is not installed")
+
+tap.done()

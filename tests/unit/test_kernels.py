@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Guest kernels by name or path (run/lib/vmcelab/kernels.py), and the
+expectations each is judged by: the three vmce knows, an operator's own
+kernel judged by the nearest known one (and marked so), and the errors for
+what is not a kernel or not a vmce guest kernel."""
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
+
+from vmcelab import kernels  # noqa: E402
+from vmcelab.campaign import Campaign, SpecError  # noqa: E402
+from vmcelab.expect import TABLES, expectation, judge  # noqa: E402
+
+VMCE_CONFIG = os.path.join(HERE, "..", "..", "guest-kernel", "vmce.config")
+
+
+def bzimage(path, version):
+    """The part of a bzImage the boot protocol defines that names its version"""
+    data = bytearray(0x1000)
+    data[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", data, 0x20E, 0x800 - 0x200)
+    text = f"{version} (vmce@test) #1 SMP".encode()
+    data[0x800:0x800 + len(text)] = text
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def vmlinux(path, version):
+    with open(path, "wb") as f:
+        f.write(b"\x7fELF" + b"\0" * 60 + f"Linux version {version} (gcc) #1\0".encode())
+
+
+def config(path, drop=()):
+    with open(VMCE_CONFIG) as src, open(path, "w") as f:
+        for line in src:
+            if line.startswith("CONFIG_") and line.split("=")[0] in drop:
+                f.write(f"# {line.split('=')[0]} is not set\n")
+            elif line.startswith("CONFIG_"):
+                f.write(line)
+
+
+class Resolve(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
+
+    def test_release_of_a_bzimage_and_a_vmlinux(self):
+        bz, elf = os.path.join(self.tmp, "bz"), os.path.join(self.tmp, "elf")
+        bzimage(bz, "6.10.3-custom")
+        vmlinux(elf, "6.8.0-1-amd64")
+        self.assertEqual(kernels.image_release(bz), "6.10.3-custom")
+        self.assertEqual(kernels.image_release(elf), "6.8.0-1-amd64")
+        self.assertIsNone(kernels.image_release("/etc/hostname" if os.path.exists("/etc/hostname")
+                                                else VMCE_CONFIG))
+
+    def test_nearest_known_kernel(self):
+        for release, want in (("6.1.50", "debian-6.1"), ("5.15.0", "debian-6.1"),
+                              ("6.6.1", "debian-6.1"), ("6.10.3", "debian-6.12"),
+                              ("6.17.0", "debian-6.12"), ("weird", "debian-6.1")):
+            self.assertEqual(kernels.nearest_table(release), want, release)
+
+    def test_unknown_name(self):
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve("debian-5.10")
+        self.assertIn("unknown kernel 'debian-5.10' (known: debian-6.1, vmce-6.1, debian-6.12", str(cm.exception))
+
+    def test_not_a_kernel(self):
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve(VMCE_CONFIG)
+        self.assertIn("is not a kernel (neither a bzImage nor an ELF vmlinux)", str(cm.exception))
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve(os.path.join(self.tmp, "nothing-here"))
+        self.assertIn("no such kernel file or kernel dir", str(cm.exception))
+
+    def test_known_kernel_not_built(self):
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve("vmce-6.1")
+        self.assertIn("the vmce-6.1 guest kernel is missing at", str(cm.exception))
+        self.assertIn("run `make kernel-src`", str(cm.exception))
+
+    def test_kernel_without_memory_failure(self):
+        boot = os.path.join(self.tmp, "boot")
+        os.makedirs(boot)
+        bzimage(os.path.join(boot, "vmlinuz-6.9.0"), "6.9.0")
+        config(os.path.join(boot, "config-6.9.0"), drop=("CONFIG_MEMORY_FAILURE", "CONFIG_HWPOISON_INJECT"))
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve(os.path.join(boot, "vmlinuz-6.9.0"), prepare=True)
+        msg = str(cm.exception)
+        self.assertIn("cannot be a vmce guest kernel: it lacks CONFIG_MEMORY_FAILURE, CONFIG_HWPOISON_INJECT", msg)
+
+    def test_kernel_without_a_config(self):
+        path = os.path.join(self.tmp, "vmlinuz-6.9.0")
+        bzimage(path, "6.9.0")
+        with self.assertRaises(kernels.KernelError) as cm:
+            kernels.resolve(path, prepare=True)
+        self.assertIn("no config found for 6.9.0", str(cm.exception))
+
+
+class Expectations(unittest.TestCase):
+    """Each kernel's rows, and a kernel vmce does not know"""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
+        for name in ("vmlinux", "guest.cpio.gz", "disk.img"):
+            open(os.path.join(self.tmp, name), "w").close()
+        os.environ["VMCE_KERNEL"] = os.path.join(self.tmp, "vmlinux")
+        os.environ["VMCE_INITRD"] = os.path.join(self.tmp, "guest.cpio.gz")
+        os.environ["VMCE_DISK"] = os.path.join(self.tmp, "disk.img")
+        # the two other known kernels, laid out as make kernel-src and
+        # make kernel-6.12 leave them
+        for name, release in (("vmce-6.1", "6.1.192-vmce"), ("debian-6.12", "6.12.118+deb13-amd64")):
+            kdir = os.path.join(self.tmp, "build", "kernels", name)
+            os.makedirs(kdir)
+            vmlinux(os.path.join(kdir, "vmlinux"), release)
+            with open(os.path.join(kdir, "release"), "w") as f:
+                f.write(release + "\n")
+            os.makedirs(os.path.join(self.tmp, "build", "images"), exist_ok=True)
+            open(os.path.join(self.tmp, "build", "images", f"guest-{name}.cpio.gz"), "w").close()
+
+    def campaign(self, kernels_line, page="ksm"):
+        text = (f"[campaign]\nname = k\n[guest g]\nksm = true\nhugepages = 2\n{kernels_line}\n"
+                f"[case c]\nguest = g\npage = {page}\n")
+        path = os.path.join(self.tmp, "k.ini")
+        with open(path, "w") as f:
+            f.write(text)
+        return Campaign.load(path)
+
+    def test_each_kernel_its_own_table(self):
+        c = self.campaign("kernel = debian-6.1, vmce-6.1, debian-6.12")
+        self.assertEqual([case.kernel for case in c.cases], ["debian-6.1", "vmce-6.1", "debian-6.12"])
+        self.assertEqual(len({case.key for case in c.cases}), 1, "the same case on three kernels")
+        got = {case.kernel: expectation(case) for case in c.cases}
+        self.assertEqual(got["debian-6.1"].action, ("unmapping failed page", "Ignored"))
+        self.assertEqual(got["debian-6.12"].action, TABLES["debian-6.12"]["ksm"][:2])
+        self.assertEqual(got["vmce-6.1"].action, TABLES["vmce-6.1"]["ksm"][:2])
+        self.assertEqual([e.table for e in got.values()], ["debian-6.1", "vmce-6.1", "debian-6.12"])
+        self.assertFalse(any(e.nearest for e in got.values()))
+        names = {c.guest_for(case).name for case in c.cases}
+        self.assertEqual(names, {"g-debian-6.1", "g-vmce-6.1", "g-debian-6.12"}, "a guest per kernel")
+
+    def test_unknown_kernel_in_a_file(self):
+        with self.assertRaises(SpecError) as cm:
+            self.campaign("kernel = debian-6.1, debian-9")
+        self.assertRegex(str(cm.exception), r"k\.ini:6: unknown kernel 'debian-9'")
+
+    def test_a_kernel_vmce_does_not_know_is_judged_as_the_nearest_and_says_so(self):
+        kdir = os.path.join(self.tmp, "mine")
+        os.makedirs(os.path.join(kdir, "modules"))
+        vmlinux(os.path.join(kdir, "vmlinux"), "6.11.2-mine")
+        with open(os.path.join(kdir, "release"), "w") as f:
+            f.write("6.11.2-mine\n")
+        config(os.path.join(kdir, "config"))
+        # what mkinitramfs puts in its initramfs
+        tools = os.path.join(self.tmp, "build", "meson", "images", "guest-tools")
+        os.makedirs(tools)
+        for tool in ("vmce-agent", "vmce-victim", "vmce-pages"):
+            with open(os.path.join(tools, tool), "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(os.path.join(tools, tool), 0o755)
+        k = kernels.resolve(kdir)
+        self.assertEqual((k.table, k.nearest, k.release), ("debian-6.12", "debian-6.12", "6.11.2-mine"))
+        c = self.campaign(f"kernel = {kdir}", page="anon-dirty")
+        case = c.cases[0]
+        exp = expectation(case)
+        self.assertTrue(exp.nearest)
+        obs = {"panic": None, "qemu_alive": True, "guest_alive": True, "actions": {},
+               "workloads": [], "signals": [], "already": [], "checks": []}
+        verdict, reasons = judge(case, exp, obs, None)
+        self.assertIn("judged as debian-6.12, the nearest known kernel to 6.11.2-mine", reasons[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
