@@ -1487,7 +1487,7 @@ static int cmd_counters(struct agent *a, const struct request *rq, struct buf *o
 	if (corrupted < 0)
 		return fail(err, "Failed", "/proc/meminfo has no HardwareCorrupted line (kernel without CONFIG_MEMORY_FAILURE)");
 	buf_printf(out, "{\"hardware_corrupted_kb\":%lld,\"node_memory_failure\":", corrupted);
-	/* Linux 6.4 added these; 6.1 has none. */
+	/* Linux 6.3 added these (and vmce-6.1 has them); Debian's 6.1 has none. */
 	dp = opendir("/sys/devices/system/node");
 	while (dp && (d = readdir(dp))) {
 		struct stat st;
