@@ -45,6 +45,60 @@ vmce_commands_get_vm (VmceDaemon *daemon, VmceControlRequest *req, JsonObject *a
   return vm;
 }
 
+/* Set in a request's arguments once it has waited for a fresh layout */
+#define VMCE_ARG_LAYOUT_FRESH "x-vmced-layout-fresh"
+
+typedef struct {
+  VmceControlHandler handler;
+  VmceControlRequest *req;
+  JsonObject *args;
+  gpointer user_data;
+} VmceCommandsRetry;
+
+static void
+vmce_commands_retry_cb (VmceVm *vm, gpointer data)
+{
+  g_autofree VmceCommandsRetry *retry = data;
+  g_autoptr(JsonObject) args = retry->args;
+
+  /* it finds the VM again by name: gone by now, it says so */
+  retry->handler (retry->req, args, retry->user_data);
+}
+
+/* The address in @args (gpa or hva) is not in @vm's layout: it may be in
+ * memory hot-plugged since the layout was read (QEMU 7.2 says nothing when
+ * a DIMM comes). TRUE: the command runs again, once, on a layout read
+ * again; FALSE: it already has, or names no address, and the miss is real */
+static gboolean
+vmce_commands_again_on_fresh_layout (VmceVm *vm, VmceControlHandler handler,
+                                     VmceControlRequest *req, JsonObject *args,
+                                     gpointer user_data)
+{
+  VmceCommandsRetry *retry;
+  guint64 gpa = 0, hva = 0, found = 0;
+  gboolean have_gpa = FALSE, have_hva = FALSE;
+
+  if (json_object_has_member (args, VMCE_ARG_LAYOUT_FRESH))
+    return FALSE;
+  if (!vmce_json_object_get_u64_opt (args, "gpa", &gpa, &have_gpa, NULL) ||
+      !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, NULL))
+    return FALSE;
+  if (have_gpa == have_hva)
+    return FALSE;
+  if (vm->layout != NULL &&
+      (have_gpa ? vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &found, NULL)
+                : vmce_ram_layout_hva_to_gpa (vm->layout, hva, &found, NULL)))
+    return FALSE;
+  json_object_set_boolean_member (args, VMCE_ARG_LAYOUT_FRESH, TRUE);
+  retry = g_new0 (VmceCommandsRetry, 1);
+  retry->handler = handler;
+  retry->req = req;
+  retry->args = json_object_ref (args);
+  retry->user_data = user_data;
+  vmce_vm_when_layout_fresh (vm, vmce_commands_retry_cb, retry);
+  return TRUE;
+}
+
 static gboolean
 vmce_commands_get_kind (VmceControlRequest *req, JsonObject *args, VmceMceKind *kind)
 {
@@ -256,6 +310,8 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 
   if (vm == NULL || !vmce_commands_get_kind (req, args, &kind))
     return;
+  if (vmce_commands_again_on_fresh_layout (vm, vmce_cmd_poison, req, args, user_data))
+    return;
   if (!vmce_json_object_get_u64_opt (args, "gpa", &gpa, &have_gpa, &error) ||
       !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error) ||
       !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
@@ -289,6 +345,8 @@ vmce_cmd_inject (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 
   if (vm == NULL || !vmce_commands_get_kind (req, args, &kind))
     return;
+  if (vmce_commands_again_on_fresh_layout (vm, vmce_cmd_inject, req, args, user_data))
+    return;
   if (!vmce_json_object_get_u64 (args, "gpa", &gpa, &error) ||
       !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error)) {
     vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
@@ -308,7 +366,9 @@ vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_dat
   const VmceRamRange *range = NULL;
   guint64 gpa = 0, hva = 0;
 
-  if (vm == NULL || !vmce_commands_get_gpa (vm, req, args, &gpa))
+  if (vm == NULL ||
+      vmce_commands_again_on_fresh_layout (vm, vmce_cmd_translate, req, args, user_data) ||
+      !vmce_commands_get_gpa (vm, req, args, &gpa))
     return;
   if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
     vmce_control_request_error (req, "InvalidParameter",

@@ -423,6 +423,23 @@ vmce_forward_refaulting (VmceVm *vm, VmceMceEvent *ev)
   return p->refaults >= VMCE_REFAULT_LIMIT;
 }
 
+static void
+vmce_forward_layout_fresh_cb (VmceVm *vm, gpointer data)
+{
+  g_autofree VmceStop *stop = data;
+  guint64 page = (guint64) (guintptr) stop->info.si_addr & VMCE_PAGE_MASK;
+
+  if (vm->state == VMCE_VM_READY) {
+    vmce_vm_dispatch_memory_error (vm, stop, FALSE);
+    return;
+  }
+  /* vmced lets go of the VM: the signal as it came, what QEMU would have
+   * had without vmced (a page vmced took away itself comes back instead) */
+  if (vm->watch != NULL)
+    vmce_ptrace_watch_resume (vm->watch, stop->tid,
+                              vmce_sim_is_protected (vm, page) ? 0 : stop->info.si_signo);
+}
+
 void
 vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
 {
@@ -464,6 +481,17 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
     guint64 offset = 0;
     g_autofree gchar *why = NULL;
 
+    /* memory hot-plugged since the layout was read is not in it, and
+     * QEMU 7.2 says nothing when a DIMM comes: read the layout again,
+     * the thread held, before deciding (a bounded wait on a rare path) */
+    if (!stop->layout_fresh) {
+      VmceStop *again = g_memdup2 (stop, sizeof *stop);
+
+      again->layout_fresh = TRUE;
+      vmce_vm_when_layout_fresh (vm, vmce_forward_layout_fresh_cb, again);
+      return;
+    }
+
     if (vm->layout != NULL && vmce_ram_layout_hva_to_block (vm->layout, ev->hva, &block, &offset)) {
       ev->block = g_strdup (block);
       why = g_strdup_printf ("HVA is in RAM block %s at offset 0x%" G_GINT64_MODIFIER "x, "
@@ -471,8 +499,6 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
     } else {
       why = g_strdup ("HVA is not guest RAM");
     }
-    /* the layout may be out of date: look again for the next one */
-    vmce_vm_refresh_layout (vm);
     vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo, why);
     return;
   }

@@ -243,6 +243,69 @@ vmce_vm_load_layout_async (VmceVm *self, GAsyncReadyCallback callback, gpointer 
   vmce_qmp_client_hmp_async (self->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb, task);
 }
 
+typedef struct {
+  VmceLayoutFreshFunc func;
+  gpointer data;
+} VmceLayoutWaiter;
+
+/* Each waiter is called once; one may add waiters again */
+static void
+vmce_vm_layout_serve (VmceVm *self, GPtrArray **waiters)
+{
+  g_autoptr(VmceVm) keep = vmce_vm_ref (self);
+  g_autoptr(GPtrArray) served = g_steal_pointer (waiters);
+
+  *waiters = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; served != NULL && i < served->len; i++) {
+    VmceLayoutWaiter *w = g_ptr_array_index (served, i);
+    w->func (self, w->data);
+  }
+  if (self->layout_waiters->len == 0 && self->layout_inflight->len == 0 &&
+      self->layout_wait_source != 0) {
+    g_source_remove (self->layout_wait_source);
+    self->layout_wait_source = 0;
+  }
+}
+
+static gboolean
+vmce_vm_layout_wait_over_cb (gpointer user_data)
+{
+  VmceVm *self = user_data;
+
+  self->layout_wait_source = 0;
+  g_message ("vm %s: no RAM layout within %u ms; deciding with the one there is", self->name,
+             VMCE_LAYOUT_WAIT_MS);
+  vmce_vm_layout_serve (self, &self->layout_inflight);
+  vmce_vm_layout_serve (self, &self->layout_waiters);
+  return G_SOURCE_REMOVE;
+}
+
+/* The VM is going: whoever waits decides now (and sees the state) */
+static void
+vmce_vm_layout_cancel_waiters (VmceVm *self)
+{
+  vmce_vm_layout_serve (self, &self->layout_inflight);
+  vmce_vm_layout_serve (self, &self->layout_waiters);
+}
+
+void
+vmce_vm_when_layout_fresh (VmceVm *self, VmceLayoutFreshFunc func, gpointer data)
+{
+  VmceLayoutWaiter *w = g_new0 (VmceLayoutWaiter, 1);
+
+  w->func = func;
+  w->data = data;
+  g_ptr_array_add (self->layout_waiters, w);
+  if (self->state != VMCE_VM_READY || self->qmp == NULL) {
+    vmce_vm_layout_cancel_waiters (self);
+    return;
+  }
+  if (self->layout_wait_source == 0)
+    self->layout_wait_source = g_timeout_add (VMCE_LAYOUT_WAIT_MS, vmce_vm_layout_wait_over_cb,
+                                              self);
+  vmce_vm_refresh_layout (self);
+}
+
 static void
 vmce_vm_refresh_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -254,12 +317,14 @@ vmce_vm_refresh_layout_cb (GObject *source, GAsyncResult *res, gpointer user_dat
   if (layout == NULL) {
     if (self->state == VMCE_VM_READY)
       g_warning ("vm %s: %s (keeping the old layout)", self->name, error->message);
-    return;
+  } else {
+    g_clear_pointer (&self->layout, vmce_ram_layout_free);
+    self->layout = layout;
+    g_debug ("vm %s: RAM layout refreshed (%u ranges)", self->name,
+             vmce_ram_layout_get_n_ranges (layout));
   }
-  g_clear_pointer (&self->layout, vmce_ram_layout_free);
-  self->layout = layout;
-  g_debug ("vm %s: RAM layout refreshed (%u ranges)", self->name,
-           vmce_ram_layout_get_n_ranges (layout));
+  /* those who asked before this read began have their answer */
+  vmce_vm_layout_serve (self, &self->layout_inflight);
   if (self->layout_refresh_again) {
     self->layout_refresh_again = FALSE;
     vmce_vm_refresh_layout (self);
@@ -276,6 +341,12 @@ vmce_vm_refresh_layout (VmceVm *self)
     return;
   }
   self->layout_refreshing = TRUE;
+  /* waiting from now on: this read is theirs */
+  for (guint i = 0; i < self->layout_waiters->len; i++)
+    g_ptr_array_add (self->layout_inflight, g_ptr_array_index (self->layout_waiters, i));
+  g_ptr_array_set_free_func (self->layout_waiters, NULL);
+  g_ptr_array_set_size (self->layout_waiters, 0);
+  g_ptr_array_set_free_func (self->layout_waiters, g_free);
   vmce_vm_load_layout_async (self, vmce_vm_refresh_layout_cb, vmce_vm_ref (self));
 }
 
@@ -323,8 +394,11 @@ vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
     vmce_vm_refresh_layout (self);
     return;
   }
-  /* what can move RAM in guest physical space or add vCPUs */
-  if (g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0) {
+  /* what can move RAM in guest physical space or add vCPUs. QEMU 7.2 sends
+   * no DEVICE_ADDED for a pc-dimm; the guest's ACPI _OST for it comes once
+   * the guest took it (and a miss reads the layout again anyway) */
+  if (g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0 ||
+      g_strcmp0 (name, "ACPI_DEVICE_OST") == 0) {
     vmce_vm_refresh_layout (self);
     return;
   }
@@ -817,6 +891,7 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
     return;
   self->state = VMCE_VM_GONE;
   vmce_reset_guard_cancel_all (self);
+  vmce_vm_layout_cancel_waiters (self);
   vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
   if (self->qmp != NULL) {
@@ -852,6 +927,7 @@ vmce_vm_detach (VmceVm *self, const gchar *reason)
   self->state = VMCE_VM_DETACHING;
   self->detach_reason = g_strdup (reason);
   vmce_reset_guard_cancel_all (self);
+  vmce_vm_layout_cancel_waiters (self);
   vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
   vmce_sim_release_all (self);
@@ -875,6 +951,7 @@ vmce_vm_shutdown_sync (VmceVm *self)
   if (self->state == VMCE_VM_READY)
     self->state = VMCE_VM_DETACHING;
   vmce_reset_guard_cancel_all (self);
+  vmce_vm_layout_cancel_waiters (self);
   vmce_forward_cancel_all (self, "vmced is stopping");
   vmce_sim_cancel_all (self, "vmced is stopping");
   vmce_sim_release_all (self);
@@ -1212,6 +1289,8 @@ vmce_vm_new (VmceDaemon *daemon,
   self->poisoned = vmce_poison_set_new ();
   self->poisoned_from = g_strdup ("none: no poisoned page before vmced attached");
   self->reset_deferred = g_ptr_array_new ();
+  self->layout_waiters = g_ptr_array_new_with_free_func (g_free);
+  self->layout_inflight = g_ptr_array_new_with_free_func (g_free);
   self->reset_early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
   self->reset_recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   g_queue_init (&self->injections);
@@ -1257,6 +1336,11 @@ vmce_vm_unref (VmceVm *self)
   g_free (self->poisoned_from);
   g_clear_pointer (&self->roms, vmce_rom_blobs_free);
   g_ptr_array_unref (self->reset_deferred);
+  /* served by then: the VM went (detach, gone) before its last ref */
+  g_ptr_array_unref (self->layout_waiters);
+  g_ptr_array_unref (self->layout_inflight);
+  if (self->layout_wait_source != 0)
+    g_source_remove (self->layout_wait_source);
   g_ptr_array_unref (self->reset_early);
   g_hash_table_unref (self->reset_recent);
   g_free (self->migration_status);

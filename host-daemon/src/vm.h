@@ -32,6 +32,7 @@ typedef struct {
   gint64 time_us;       /* monotonic, at the stop */
   const gchar *source;  /* "kernel" or "simulated" */
   guint64 request_id;   /* the vmcectl request it answers, 0 if none */
+  gboolean layout_fresh; /* the layout was read again for it: a miss is real */
 } VmceStop;
 
 typedef struct {
@@ -89,6 +90,9 @@ struct _VmceVm {
   VmceRamLayout *layout;
   gboolean layout_refreshing;
   gboolean layout_refresh_again;
+  GPtrArray *layout_waiters;   /* for the next refresh: VmceLayoutWaiter */
+  GPtrArray *layout_inflight;  /* for the refresh under way */
+  guint layout_wait_source;    /* bounds how long they wait */
   GArray *vcpus; /* of VmceVcpu */
   VmceCpuModel cpu_model;
   gboolean kvm;
@@ -156,6 +160,14 @@ const VmceVcpu *vmce_vm_find_vcpu (VmceVm *self, guint index);
 /* "main", "vcpu 0", or the thread's comm */
 gchar *vmce_vm_describe_thread (VmceVm *self, pid_t tid);
 void vmce_vm_refresh_layout (VmceVm *self);
+
+/* Called once a layout read after this call is in (or the wait, bounded by
+ * VMCE_LAYOUT_WAIT_MS, is over, or the VM is going: check vm->state). For
+ * an address the layout does not have: memory hot-plugged since it was
+ * read, which QEMU 7.2 announces with no event vmced can rely on. */
+#define VMCE_LAYOUT_WAIT_MS 1000
+typedef void (*VmceLayoutFreshFunc) (VmceVm *vm, gpointer data);
+void vmce_vm_when_layout_fresh (VmceVm *self, VmceLayoutFreshFunc func, gpointer data);
 void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
 /* Before attaching: the pages kept for this QEMU (taken), from @from */
 void vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from);
