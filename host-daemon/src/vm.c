@@ -396,8 +396,10 @@ vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
   }
   /* what can move RAM in guest physical space or add vCPUs. QEMU 7.2 sends
    * no DEVICE_ADDED for a pc-dimm; the guest's ACPI _OST for it comes once
-   * the guest took it (and a miss reads the layout again anyway) */
-  if (g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0 ||
+   * the guest took it, QEMU with qemu-patches/ says RAM_LAYOUT_CHANGED at
+   * once (and a miss reads the layout again anyway) */
+  if (g_strcmp0 (name, "RAM_LAYOUT_CHANGED") == 0 || /* qemu-patches/ 0007 */
+      g_strcmp0 (name, "MEMORY_DEVICE_SIZE_CHANGE") == 0 ||
       g_strcmp0 (name, "ACPI_DEVICE_OST") == 0) {
     vmce_vm_refresh_layout (self);
     return;
