@@ -529,6 +529,11 @@ vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
     blk = json_node_get_object (node);
     name = vmce_json_object_get_string_opt (blk, "name");
     ranges_node = json_object_get_member (blk, "ranges");
+    /* an unplugged DIMM's RAM block: QEMU clears its name as the device
+     * goes, the memory backend keeps the block, nothing maps it */
+    if (name != NULL && name[0] == '\0' && ranges_node != NULL && JSON_NODE_HOLDS_ARRAY (ranges_node) &&
+        json_array_get_length (json_node_get_array (ranges_node)) == 0)
+      continue;
     if (name == NULL || name[0] == '\0' || ranges_node == NULL || !JSON_NODE_HOLDS_ARRAY (ranges_node)) {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                    "block %u has no name or no list of ranges", i);

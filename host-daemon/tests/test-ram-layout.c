@@ -912,6 +912,27 @@ test_ram_layout_qmp (void)
   g_assert_cmphex (v, ==, 512 << 20);
 }
 
+/* After device_del of a pc-dimm QEMU clears the name of its RAM block,
+ * which its memory backend keeps, mapped nowhere: no part of the layout */
+static void
+test_ram_layout_qmp_unplugged (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) node = json_from_string (
+      "[{\"name\": \"pc.ram\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 8192, \"offset\": 0, \"readonly\": false}]},"
+      " {\"name\": \"\", \"hva\": 65536, \"size\": 8192, \"ranges\": []}]", &error);
+  g_autoptr(VmceRamLayout) layout = NULL;
+  guint64 gpa = 0;
+
+  g_assert_no_error (error);
+  layout = vmce_ram_layout_new_from_qmp (node, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (vmce_ram_layout_get_n_ranges (layout), ==, 1);
+  g_assert_false (vmce_ram_layout_hva_to_gpa (layout, 65536 + 4096, &gpa, NULL));
+  g_assert_true (vmce_ram_layout_hva_to_gpa (layout, 4096 + 4096, &gpa, NULL));
+}
+
 static void
 test_ram_layout_qmp_bad (void)
 {
@@ -940,6 +961,9 @@ test_ram_layout_qmp_bad (void)
       "{\"gpa\": 65536, \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]", "overlaps RAM block a" },
     { "[{\"name\": \"a\", \"hva\": 4096, \"size\": 8192, \"ranges\": []},"
       " {\"name\": \"a\", \"hva\": 65536, \"size\": 8192, \"ranges\": []}]", "listed twice" },
+    /* nameless is fine only for a block nothing maps (an unplugged DIMM's) */
+    { "[{\"name\": \"\", \"hva\": 4096, \"size\": 8192, \"ranges\": ["
+      "{\"gpa\": 0, \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]", "has no name" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
@@ -984,5 +1008,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ram-layout/empty", test_ram_layout_empty);
   g_test_add_func ("/ram-layout/qmp", test_ram_layout_qmp);
   g_test_add_func ("/ram-layout/qmp-bad", test_ram_layout_qmp_bad);
+  g_test_add_func ("/ram-layout/qmp-unplugged", test_ram_layout_qmp_unplugged);
   return g_test_run ();
 }

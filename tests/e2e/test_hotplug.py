@@ -74,7 +74,10 @@ def victim_at(agent, low, size):
 def error_reaches(victim, block, what):
     ev = daemon.poison(NAME, "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
                        "--kind", "ao")
-    tap.eq((ev.get("result"), ev.get("block"), ev.get("gpa")), ("injected", block, victim["gpa"]),
+    # a device's RAM block is "DEVICE-PATH/ID" in query-ram-layout (its
+    # RAMBlock name), "ID" in info mtree (its memory region's)
+    got = (ev.get("result"), (ev.get("block") or "").split("/")[-1], ev.get("gpa"))
+    tap.eq(got, ("injected", block, victim["gpa"]),
            f"{what}: the error is injected in block {block} at the victim's GPA")
     sig = wait_sigbus(agent, victim["pid"])
     tap.ok(sig is not None and sig["code"] == BUS_MCEERR_AO and int(sig["addr"], 16) == victim["va_int"],

@@ -135,6 +135,10 @@ class GuestVm:
             # a busy ksmd slows every other case down
             agent.call("sysfs", path="/sys/kernel/mm/ksm/sleep_millisecs", value=10)
             agent.call("sysfs", path="/sys/kernel/mm/ksm/pages_to_scan", value=1000)
+        # a dirty page-cache page stays dirty until its case is over: no
+        # periodic writeback (it made pagecache-dirty "clean" in the host
+        # lab, where a case takes long enough for the flusher to come by)
+        agent.call("sysctl", name="vm.dirty_writeback_centisecs", value=0)
         agent.call("trace-mf", on="1")
 
     def _adopt(self, vm, n):
