@@ -144,6 +144,32 @@ class Expectations(unittest.TestCase):
         names = {c.guest_for(case).name for case in c.cases}
         self.assertEqual(names, {"g-debian-6.1", "g-vmce-6.1", "g-debian-6.12"}, "a guest per kernel")
 
+    def test_another_known_outcome_is_checked_as_strictly(self):
+        # 6.1's KSM page with late kill: nobody told, or (racy) one mapper
+        # killed with AR as it touches; anything else still fails
+        c = self.campaign("kernel = debian-6.1")
+        text = c.path
+        c = Campaign.parse(open(text).read().replace("page = ksm", "page = ksm\nkill = late"), text)
+        case = c.cases[0]
+        exp = expectation(case)
+        self.assertIsNotNone(exp.alternative)
+        w = {"pid": 117, "pids": [117, 118], "va": "0x7f0000001000", "pfn": "0x298e"}
+        base = {"panic": None, "qemu_alive": True, "guest_alive": True, "workloads": [w],
+                "actions": {"0x298e": ["unmapping failed page", "Ignored"]}, "already": [],
+                "checks": [], "victims_alive": {"117": True, "118": True},
+                "aftermath": {"how": "ksm-merge", "crash": "Fatal machine check"}}
+        self.assertEqual(judge(case, exp, dict(base, signals=[]), None)[0], "pass")
+        ar = [{"pid": 118, "code": 4, "addr": "0x7f0000001000", "lsb": 12}]
+        racy = dict(base, signals=ar, victims_alive={"117": True, "118": False},
+                    aftermath={"how": "ksm-merge", "crash": None})
+        verdict, reasons = judge(case, exp, racy, None)
+        self.assertEqual(verdict, "pass")
+        self.assertIn("the other outcome debian-6.1 gives", reasons[0])
+        both = dict(racy, signals=ar + [{"pid": 117, "code": 4, "addr": "0x7f0000001000", "lsb": 12}])
+        self.assertEqual(judge(case, exp, both, None)[0], "fail")
+        elsewhere = dict(racy, signals=[{"pid": 118, "code": 4, "addr": "0x7f0000009000", "lsb": 12}])
+        self.assertEqual(judge(case, exp, elsewhere, None)[0], "fail")
+
     def test_unknown_kernel_in_a_file(self):
         with self.assertRaises(SpecError) as cm:
             self.campaign("kernel = debian-6.1, debian-9")

@@ -69,6 +69,18 @@ class Linux612(unittest.TestCase):
         self.assertEqual(log.action_for(0x2ba4), ("dirty LRU page", "Recovered"))
         self.assertEqual(log.already, {0x2ba4})
 
+    def test_one_line_read_twice_counts_once(self):
+        # /dev/kmsg's copy, and the console's, where a program's output ran
+        # into it: the per-node counters saw one error
+        log = GuestLog([
+            "Memory failure: 0x3a09: recovery action for dirty LRU page: Recovered",
+            'vmce-pages: {"pid":166,"code":5}[    6.809305] Memory failure: 0x3a09: recovery '
+            "action for dirty LRU page: Recovered",
+            "[    7.000001] Memory failure: 0x3a09: recovery action for already poisoned page: Failed",
+            "Memory failure: 0x3a09: recovery action for already poisoned page: Failed",
+        ])
+        self.assertEqual(log.results[0x3a09], ["Recovered", "Failed"])
+
     def test_get_hwpoison_page(self):
         log = GuestLog(["[ 3.0] Memory failure: 0x4040: recovery action for get hwpoison page: Ignored"])
         self.assertEqual(log.action_for(0x4040), ("get hwpoison page", "Ignored"))

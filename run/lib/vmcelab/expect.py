@@ -88,6 +88,18 @@ LINUX_6_12_NOTES = {
             "neither LRU nor movable; 6.12 says so (\"get hwpoison page\")",
     "pagetable": "a page table is kernel memory, refused like slab (\"get hwpoison page\")",
 }
+# Outcomes a kernel gives now and then for a case instead of its row's,
+# each explained; (table, page, kill) -> (why, Row)
+ALTERNATIVES = {
+    ("debian-6.1", "ksm", "late"): (
+        "6.1 leaves the refused KSM page mapped, and a touch normally reads it (the host's "
+        "simulated error keeps its contents); in about four full-matrix runs of ten here one "
+        "mapper's page-table entry is gone by then (cause not found yet), its fault finds the "
+        "page HWPoison and it is killed with BUS_MCEERR_AR, and the second KSM workload then "
+        "merges without the guest going down",
+        Row("unmapping failed page", "Ignored", False, True, 12, 4, None)),
+}
+
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
@@ -143,6 +155,9 @@ class Expectation:
         # which kernel's table this comes from; nearest: the case's kernel is
         # not one vmce knows, and this is the closest known one's
         self.table, self.nearest = "debian-6.1", False
+        # (why, Expectation): another outcome this kernel is known to give
+        # for the case, checked as strictly when the first is not met
+        self.alternative = None
 
     @property
     def summary(self):
@@ -152,7 +167,8 @@ class Expectation:
         parts.append({"ao": "every mapper gets BUS_MCEERR_AO at its own VA",
                       "touch": "no signal until a mapper touches it: then BUS_MCEERR_AR",
                       "ar": "the consumer gets BUS_MCEERR_AR at its own VA",
-                      "none": "nobody signalled"}[self.signals])
+                      "none": "nobody signalled",
+                      "one-ar": "one mapper gets BUS_MCEERR_AR at its own VA as it touches the page"}[self.signals])
         if self.lsb != 12 and self.signals != "none":
             parts.append(f"si_addr_lsb {self.lsb}")
         if self.fsync_eio:
@@ -208,6 +224,13 @@ def expectation(case):
     exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR)
     if exp is not None:
         exp.table, exp.nearest = table, nearest
+        alt = ALTERNATIVES.get((table, case.page, case.kill))
+        if alt is not None and case.host_side and case.kind == "ao" and case.recovery == 1:
+            why, row = alt
+            other = _expectation(case, {case.page: row}, {}, False)
+            other.table, other.nearest, other.others_ao = table, nearest, False
+            other.signals = "one-ar"  # one of the mappers, at its own VA
+            exp.alternative = (why, other)
     return exp
 
 
@@ -241,6 +264,8 @@ def _expectation(case, rows, notes, madvise_is_ar=False):
 
 
 def _signal_problems(exp, workloads, signals):
+    if exp.signals == "one-ar":
+        return _one_ar_problems(workloads, signals)
     problems = []
     for w in workloads:
         va = int(w["va"], 16) if w.get("va") else None
@@ -277,11 +302,28 @@ def _node_stats_problems(obs):
         if wrong else []
 
 
+def _one_ar_problems(workloads, signals):
+    """Exactly one of the mappers got BUS_MCEERR_AR, at its own VA"""
+    pids = {p for w in workloads for p in (w.get("pids") or [w.get("pid")])}
+    got = [s for s in signals if s.get("pid") in pids]
+    if len(got) != 1 or got[0].get("code") != 4:
+        return [f"expected BUS_MCEERR_AR to one mapper, got {[(s.get('pid'), s.get('code')) for s in got]}"]
+    va = next((w.get("va") for w in workloads), None)
+    if va and got[0].get("addr") and int(got[0]["addr"], 16) >> 12 != int(va, 16) >> 12:
+        return [f"process {got[0]['pid']} got si_addr {got[0]['addr']}, not its page {va}"]
+    return []
+
+
 def judge(case, exp, obs, not_run):
     """(verdict, reasons): pass, fail, unexpected or not run. A kernel vmce
     does not know is judged by the nearest known one's table, and every
     verdict says so"""
     verdict, reasons = _judge(case, exp, obs, not_run)
+    if verdict == "fail" and exp is not None and exp.alternative is not None:
+        why, other = exp.alternative
+        v2, r2 = _judge(case, other, obs, not_run)
+        if v2 == "pass":
+            verdict, reasons = "pass", [f"the other outcome {exp.table} gives: {why}"] + r2
     if exp is not None and exp.nearest:
         info = case.kernel_info
         reasons = [f"judged as {exp.table}, the nearest known kernel to {info.release}: "

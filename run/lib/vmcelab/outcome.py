@@ -64,8 +64,13 @@ class GuestLog:
         m = ACTION.search(line) or ACTION_2009.search(line)
         if m:
             kind = m["type"] if m.re is ACTION else m["type"] + " page"
-            if line not in self._result_lines:
-                self._result_lines.add(line)
+            # the same line, read from the console and from /dev/kmsg (no
+            # time stamp there; on the console another program's output may
+            # share its line): the same words. A second error on a page
+            # says other words ("already ..."), and a burst has its pfns
+            key = m.group(0)
+            if key not in self._result_lines:
+                self._result_lines.add(key)
                 self.results.setdefault(int(m["pfn"], 16), []).append(m["result"])
             if kind == ALREADY_ACTION:
                 # how later kernels say "already hardware poisoned": the
