@@ -26,7 +26,7 @@ static void
 cmd_subscribe (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 {
   vmce_control_request_subscribe (req);
-  vmce_control_request_error (req, "GenericError", "subscribed, and an error for good measure");
+  vmce_control_request_error (req, VMCE_ERROR_GENERIC, "subscribed, and an error for good measure");
 }
 
 int

@@ -39,7 +39,7 @@ vmce_commands_get_vm (VmceDaemon *daemon, VmceControlRequest *req, JsonObject *a
     return NULL;
   }
   if (vm->state != VMCE_VM_READY) {
-    vmce_control_request_error (req, "GenericError", "vm %s is not attached", vm->name);
+    vmce_control_request_error (req, VMCE_ERROR_NOT_READY, "vm %s is not attached", vm->name);
     return NULL;
   }
   return vm;
@@ -107,7 +107,7 @@ vmce_commands_get_kind (VmceControlRequest *req, JsonObject *args, VmceMceKind *
   *kind = VMCE_MCE_KIND_AO;
   if (str == NULL || vmce_mce_kind_from_string (str, kind))
     return TRUE;
-  vmce_control_request_error (req, "InvalidParameter", "'kind' must be \"ao\" or \"ar\", not \"%s\"",
+  vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'kind' must be \"ao\" or \"ar\", not \"%s\"",
                               str);
   return FALSE;
 }
@@ -122,15 +122,15 @@ vmce_commands_get_gpa (VmceVm *vm, VmceControlRequest *req, JsonObject *args, gu
 
   if (!vmce_json_object_get_u64_opt (args, "gpa", gpa, &have_gpa, &error) ||
       !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error)) {
-    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return FALSE;
   }
   if (have_gpa == have_hva) {
-    vmce_control_request_error (req, "InvalidParameter", "give exactly one of 'gpa' and 'hva'");
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "give exactly one of 'gpa' and 'hva'");
     return FALSE;
   }
   if (have_hva && !vmce_ram_layout_hva_to_gpa (vm->layout, hva, gpa, NULL)) {
-    vmce_control_request_error (req, "InvalidParameter",
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", hva,
                                 vm->name);
     return FALSE;
@@ -170,7 +170,7 @@ vmce_cmd_query_events (VmceControlRequest *req, JsonObject *args, gpointer user_
   guint64 limit = 100;
 
   if (!vmce_json_object_get_u64_opt (args, "limit", &limit, NULL, &error)) {
-    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return;
   }
   events = vmce_daemon_get_recent (user_data, vmce_json_object_get_string_opt (args, "vm"),
@@ -208,8 +208,9 @@ vmce_commands_get_policy (VmceControlRequest *req, JsonObject *args, VmcePolicy 
 
   if (str == NULL || vmce_policy_from_string (str, policy))
     return TRUE;
-  vmce_control_request_error (req, "InvalidParameter",
-                              "'policy' must be forward, ignore-ao, pass, stop or force, not \"%s\"", str);
+  vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                              "'policy' must be %s, not \"%s\"",
+                              vmce_policy_choices (), str);
   return FALSE;
 }
 
@@ -222,12 +223,12 @@ vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   guint64 pid = 0;
 
   if (!vmce_json_object_get_u64 (args, "pid", &pid, &error) || pid == 0 || pid > G_MAXINT) {
-    vmce_control_request_error (req, "InvalidParameter", "'pid': %s",
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'pid': %s",
                                 error != NULL ? error->message : "not a process id");
     return;
   }
   if (qmp == NULL) {
-    vmce_control_request_error (req, "InvalidParameter", "'qmp' (the monitor socket) is missing");
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'qmp' (the monitor socket) is missing");
     return;
   }
   if (!vmce_commands_get_policy (req, args, &policy))
@@ -249,11 +250,11 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
   if (vm == NULL || !vmce_commands_get_policy (req, args, &policy))
     return;
   if (!json_object_has_member (args, "policy") && migration_str == NULL) {
-    vmce_control_request_error (req, "InvalidParameter", "'policy' or 'migration' is missing");
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'policy' or 'migration' is missing");
     return;
   }
   if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
-    vmce_control_request_error (req, "InvalidParameter",
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "'migration' must be refuse or allow-zero, not \"%s\"",
                                 migration_str);
     return;
@@ -316,16 +317,16 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
       !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error) ||
       !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
       !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error)) {
-    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return;
   }
   if (have_gpa == have_hva) {
-    vmce_control_request_error (req, "InvalidParameter", "give exactly one of 'gpa' and 'hva'");
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "give exactly one of 'gpa' and 'hva'");
     return;
   }
   trigger_str = vmce_json_object_get_string_opt (args, "trigger");
   if (trigger_str != NULL && !vmce_sim_trigger_from_string (trigger_str, &trigger)) {
-    vmce_control_request_error (req, "InvalidParameter",
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "'trigger' must be auto, access or now, not \"%s\"", trigger_str);
     return;
   }
@@ -349,7 +350,7 @@ vmce_cmd_inject (VmceControlRequest *req, JsonObject *args, gpointer user_data)
     return;
   if (!vmce_json_object_get_u64 (args, "gpa", &gpa, &error) ||
       !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error)) {
-    vmce_control_request_error (req, "InvalidParameter", "%s", error->message);
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return;
   }
   vmce_forward_inject_async (vm, gpa, kind, have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
@@ -371,7 +372,7 @@ vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_dat
       !vmce_commands_get_gpa (vm, req, args, &gpa))
     return;
   if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
-    vmce_control_request_error (req, "InvalidParameter",
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
                                 vm->name);
     return;

@@ -110,7 +110,7 @@ vmce_config_policy (GKeyFile *kf,
 
   if (!vmce_policy_from_string (g_strstrip (value), policy))
     return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "policy"),
-                             "policy must be forward, ignore-ao, pass, stop or force, not '%s'",
+                             "policy must be %s, not '%s'", vmce_policy_choices (),
                              value);
   return TRUE;
 }

@@ -142,7 +142,7 @@ vmce_control_request_error_valist (VmceControlRequest *req,
 }
 
 void
-vmce_control_request_error (VmceControlRequest *req, const gchar *klass, const gchar *format, ...)
+vmce_control_request_error (VmceControlRequest *req, VmceErrorCode code, const gchar *format, ...)
 {
   g_autofree gchar *desc = NULL;
   va_list args;
@@ -150,25 +150,13 @@ vmce_control_request_error (VmceControlRequest *req, const gchar *klass, const g
   va_start (args, format);
   desc = g_strdup_vprintf (format, args);
   va_end (args);
-  vmce_control_request_error_valist (req, klass, desc);
+  vmce_control_request_error_valist (req, vmce_error_code_to_class (code), desc);
 }
 
 void
 vmce_control_request_error_literal (VmceControlRequest *req, const GError *error)
 {
-  const gchar *klass = "GenericError";
-
-  if (error->domain == G_IO_ERROR) {
-    if (error->code == G_IO_ERROR_NOT_FOUND)
-      klass = "NotFound";
-    else if (error->code == G_IO_ERROR_INVALID_ARGUMENT)
-      klass = "InvalidParameter";
-    else if (error->code == G_IO_ERROR_TIMED_OUT)
-      klass = "Timeout";
-    else if (error->code == G_IO_ERROR_BUSY || error->code == G_IO_ERROR_EXISTS)
-      klass = "Busy";
-  }
-  vmce_control_request_error_valist (req, klass, error->message);
+  vmce_control_request_error_valist (req, vmce_error_class (error), error->message);
 }
 
 void
@@ -220,7 +208,7 @@ vmce_control_line_cb (VmceLineSocket *sock,
   root = vmce_json_parse_object (line, len, "client", &error);
   if (root == NULL) {
     req->command = g_strdup ("(invalid)");
-    vmce_control_request_error (req, "GenericError", "%s", error->message);
+    vmce_control_request_error (req, VMCE_ERROR_GENERIC, "%s", error->message);
     return;
   }
   msg = json_node_get_object (root);
@@ -229,18 +217,18 @@ vmce_control_line_cb (VmceLineSocket *sock,
   name = vmce_json_object_get_string_opt (msg, "execute");
   req->command = g_strdup (name != NULL ? name : "(none)");
   if (name == NULL) {
-    vmce_control_request_error (req, "GenericError", "expected {\"execute\": \"<command>\"}");
+    vmce_control_request_error (req, VMCE_ERROR_GENERIC, "expected {\"execute\": \"<command>\"}");
     return;
   }
   cmd = g_hash_table_lookup (client->control->commands, name);
   if (cmd == NULL) {
-    vmce_control_request_error (req, "CommandNotFound", "the command %s has not been found",
+    vmce_control_request_error (req, VMCE_ERROR_COMMAND_NOT_FOUND, "the command %s has not been found",
                                 name);
     return;
   }
   args = json_object_get_member (msg, "arguments");
   if (args != NULL && !JSON_NODE_HOLDS_OBJECT (args)) {
-    vmce_control_request_error (req, "GenericError", "'arguments' must be an object");
+    vmce_control_request_error (req, VMCE_ERROR_GENERIC, "'arguments' must be an object");
     return;
   }
   if (args == NULL) {

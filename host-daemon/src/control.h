@@ -15,6 +15,8 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "error.h"
+
 typedef struct _VmceControl VmceControl;
 typedef struct _VmceControlRequest VmceControlRequest;
 
@@ -41,9 +43,10 @@ void vmce_control_broadcast (VmceControl *self, const gchar *event, JsonNode *da
 /* @ret: not taken; NULL means {} */
 void vmce_control_request_return (VmceControlRequest *req, JsonNode *ret);
 void vmce_control_request_error (VmceControlRequest *req,
-                                 const gchar *klass,
+                                 VmceErrorCode code,
                                  const gchar *format,
                                  ...) G_GNUC_PRINTF (3, 4);
+/* @error's class: vmce_error_class() */
 void vmce_control_request_error_literal (VmceControlRequest *req, const GError *error);
 /* The client gets events from now on */
 void vmce_control_request_subscribe (VmceControlRequest *req);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "commands.h"
 #include "control.h"
 #include "daemon.h"
@@ -269,7 +270,7 @@ vmce_daemon_attach_vm (VmceDaemon *self, VmceVm *vm, GAsyncReadyCallback callbac
   for (guint i = 0; i < self->vms->len; i++) {
     VmceVm *other = g_ptr_array_index (self->vms, i);
     if (other->pid == vm->pid || (vm->name != NULL && g_strcmp0 (other->name, vm->name) == 0)) {
-      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_EXISTS,
+      g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_BUSY,
                                "vmced already watches %s (pid %d)", other->name, other->pid);
       g_object_unref (task);
       vmce_vm_unref (vm);
@@ -330,7 +331,7 @@ vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **erro
   if (name_or_pid == NULL) {
     if (self->vms->len == 1)
       return g_ptr_array_index (self->vms, 0);
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                  "name the vm: vmced watches %u", self->vms->len);
     return NULL;
   }
@@ -340,7 +341,7 @@ vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **erro
     if (g_strcmp0 (vm->name, name_or_pid) == 0 || (pid != 0 && (guint64) vm->pid == pid))
       return vm;
   }
-  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "vmced watches no vm named %s",
+  g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "vmced watches no vm named %s",
                name_or_pid);
   return NULL;
 }

@@ -26,7 +26,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "daemon.h"
+#include "decision.h"
 #include "forward.h"
 #include "json-util.h"
 #include "remote-syscall.h"
@@ -355,72 +357,50 @@ vmce_forward_find_same_page (VmceVm *vm, guint64 gpa)
   return NULL;
 }
 
+/* ev->detail says why */
 static void
-vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo, const gchar *why)
+vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo)
 {
   ev->result = VMCE_RESULT_PASSED;
   ev->handled_by = g_strdup ("qemu");
-  ev->detail = g_strdup (why);
   vmce_ptrace_watch_resume (vm->watch, ev->tid, signo);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
   vmce_forward_finish (vm, ev, NULL);
   vmce_mce_event_free (ev);
 }
 
-/* Not injected on purpose: the signal is suppressed, the reason journaled */
+/* Not injected on purpose: the signal is suppressed, the reason
+ * (ev->detail) journaled */
 static void
-vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, const gchar *why)
+vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, gboolean pause)
 {
   ev->result = result;
   ev->handled_by = g_strdup ("vmced");
-  g_free (ev->detail);
-  ev->detail = g_strdup (why);
   vmce_ptrace_watch_resume (vm->watch, ev->tid, 0);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
-  if (result == VMCE_RESULT_STOPPED)
-    vmce_vm_pause (vm, why);
+  if (pause)
+    vmce_vm_pause (vm, ev->detail);
   vmce_forward_finish (vm, ev, NULL);
   vmce_mce_event_free (ev);
 }
 
-/* A TCG vCPU that consumed poison is stopped inside a translated load, and
- * QEMU cannot do anything for it (deliver a machine check, pause the VM)
- * until that translation block ends. So the load must be able to complete:
- * a simulated page is given back; a really poisoned page, which the kernel
- * has taken away for good, is replaced by a zeroed one (the guest is told
- * the page is bad and never reads it again). Returns what was done. */
-static gchar *
-vmce_forward_free_tcg_vcpu (VmceVm *vm, pid_t tid, guint64 hva)
+/* Makes a TCG vCPU's load complete (decision.c says why); on failure the
+ * error replaces what the decision said would happen */
+static void
+vmce_forward_free_tcg_vcpu (VmceVm *vm, VmceMceEvent *ev, pid_t tid)
 {
-  guint64 page = hva & VMCE_PAGE_MASK;
+  guint64 page = ev->hva & VMCE_PAGE_MASK;
   g_autoptr(GError) error = NULL;
+  gboolean ok;
 
-  if (vmce_sim_is_protected (vm, page)) {
-    if (!vmce_sim_unprotect (vm, tid, page, &error))
-      return g_strdup_printf ("TCG: %s", error->message);
-    return g_strdup ("TCG: the simulated page is given back so the vCPU's load completes; "
-                     "the vCPU takes the machine check as it leaves its translation block");
-  }
-  if (!vmce_remote_map_anon_fixed (vm->pid, tid, page, VMCE_PAGE_SIZE, &error))
-    return g_strdup_printf ("TCG: cannot replace the poisoned page: %s", error->message);
-  return g_strdup ("TCG: the poisoned host page is replaced by a zeroed one so the vCPU's "
-                   "load completes; the vCPU takes the machine check as it leaves its "
-                   "translation block");
-}
-
-/* A guest that keeps consuming a page after its machine check (it did not
- * handle it, or ignored it) would have vmced and the vCPU bounce forever */
-#define VMCE_REFAULT_LIMIT 3
-
-static gboolean
-vmce_forward_refaulting (VmceVm *vm, VmceMceEvent *ev)
-{
-  VmcePoisonedPage *p = vmce_vm_find_poisoned (vm, ev->gpa);
-
-  if (p == NULL || ev->kind != VMCE_MCE_KIND_AR)
-    return FALSE;
-  p->refaults++;
-  return p->refaults >= VMCE_REFAULT_LIMIT;
+  if (vmce_sim_is_protected (vm, page))
+    ok = vmce_sim_unprotect (vm, tid, page, &error);
+  else
+    ok = vmce_remote_map_anon_fixed (vm->pid, tid, page, VMCE_PAGE_SIZE, &error);
+  if (ok)
+    return;
+  g_free (ev->detail);
+  ev->detail = g_strdup_printf ("TCG: %s", error->message);
 }
 
 static void
@@ -440,19 +420,45 @@ vmce_forward_layout_fresh_cb (VmceVm *vm, gpointer data)
                               vmce_sim_is_protected (vm, page) ? 0 : stop->info.si_signo);
 }
 
-void
-vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
+/* What vmced knows at the stop, for decision.c */
+static void
+vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFacts *f)
 {
-  pid_t tid = stop->tid;
-  const siginfo_t *info = &stop->info;
-  g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
   const VmceRamRange *range = NULL;
-  const VmceVcpu *vcpu = NULL;
-  const gchar *refusal = NULL;
-  VmceInjection *same;
-  VmceInjection *inj;
-  gboolean tcg_vcpu_ar;
-  guint cpu;
+  const VmceVcpu *vcpu = vmce_vm_find_vcpu_by_tid (vm, stop->tid);
+  VmcePoisonedPage *p;
+
+  *f = (VmceFacts) {
+    .kind = ev->kind,
+    .policy = vm->policy,
+    .kvm = vm->kvm,
+    .cpu_model = &vm->cpu_model,
+    .where = VMCE_WHERE_ELSEWHERE,
+    .layout_fresh = stop->layout_fresh,
+    .vcpu_index = vcpu != NULL ? (gint) vcpu->index : -1,
+    .first_vcpu_index = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : -1,
+    .simulated = vmce_sim_is_protected (vm, ev->hva & VMCE_PAGE_MASK),
+  };
+  if (vm->layout != NULL && vmce_ram_layout_hva_to_gpa (vm->layout, ev->hva, &ev->gpa, &range)) {
+    f->where = VMCE_WHERE_RAM;
+    ev->have_gpa = TRUE;
+    ev->block = g_strdup (range->block);
+    ev->block_offset = range->offset + (ev->gpa - range->gpa);
+    f->same_page_on_its_way = vmce_forward_find_same_page (vm, ev->gpa) != NULL;
+    p = vmce_vm_find_poisoned (vm, ev->gpa);
+    f->known_poisoned = p != NULL;
+    f->refaults = p != NULL ? p->refaults : 0;
+  } else if (vm->layout != NULL &&
+             vmce_ram_layout_hva_to_block (vm->layout, ev->hva, &f->block, &f->block_offset)) {
+    f->where = VMCE_WHERE_BLOCK;
+    ev->block = g_strdup (f->block);
+  }
+}
+
+static VmceMceEvent *
+vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
+{
+  VmceMceEvent *ev = vmce_mce_event_new ();
 
   ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop->time_us);
   ev->stop_us = stop->time_us;
@@ -460,148 +466,104 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
   ev->uuid = g_strdup (vm->uuid);
   ev->pid = vm->pid;
   ev->qemu_id = g_strdup (vm->qemu_id);
-  ev->tid = tid;
-  ev->thread = vmce_vm_describe_thread (vm, tid);
-  ev->si_code = info->si_code;
-  ev->hva = (guint64) (guintptr) info->si_addr;
-  ev->lsb = info->si_addr_lsb;
+  ev->tid = stop->tid;
+  ev->thread = vmce_vm_describe_thread (vm, stop->tid);
+  ev->si_code = stop->info.si_code;
+  ev->hva = (guint64) (guintptr) stop->info.si_addr;
+  ev->lsb = stop->info.si_addr_lsb;
   ev->source = stop->source;
   ev->request_id = stop->request_id;
   ev->policy = vmce_policy_to_string (vm->policy);
-  ev->kind = info->si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+  ev->kind = stop->info.si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+  return ev;
+}
 
-  if (vm->policy == VMCE_POLICY_PASS) {
-    vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo,
-                       "policy pass: QEMU handles it as without vmced");
-    return;
-  }
+/* The machine check goes into the queue; an AR's vCPU stays stopped until
+ * it is sent (decision.c says why) */
+static void
+vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *d)
+{
+  VmceInjection *inj;
 
-  if (vm->layout == NULL || !vmce_ram_layout_hva_to_gpa (vm->layout, ev->hva, &ev->gpa, &range)) {
-    const gchar *block = NULL;
-    guint64 offset = 0;
-    g_autofree gchar *why = NULL;
-
-    /* memory hot-plugged since the layout was read is not in it, and
-     * QEMU 7.2 says nothing when a DIMM comes: read the layout again,
-     * the thread held, before deciding (a bounded wait on a rare path) */
-    if (!stop->layout_fresh) {
-      VmceStop *again = g_memdup2 (stop, sizeof *stop);
-
-      again->layout_fresh = TRUE;
-      vmce_vm_when_layout_fresh (vm, vmce_forward_layout_fresh_cb, again);
-      return;
-    }
-
-    if (vm->layout != NULL && vmce_ram_layout_hva_to_block (vm->layout, ev->hva, &block, &offset)) {
-      ev->block = g_strdup (block);
-      why = g_strdup_printf ("HVA is in RAM block %s at offset 0x%" G_GINT64_MODIFIER "x, "
-                             "which no guest physical address maps", block, offset);
-    } else {
-      why = g_strdup ("HVA is not guest RAM");
-    }
-    vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo, why);
-    return;
-  }
-  ev->have_gpa = TRUE;
-  ev->block = g_strdup (range->block);
-  ev->block_offset = range->offset + (ev->gpa - range->gpa);
-
-  vcpu = vmce_vm_find_vcpu_by_tid (vm, tid);
-  if (ev->kind == VMCE_MCE_KIND_AR && vcpu == NULL) {
-    /* QEMU itself (device emulation, migration) read the bad page, not the
-     * guest. With KVM, QEMU exits in that case; here the guest is told
-     * (SRAO, as nothing in it consumed the data), and a simulated page is
-     * given back so QEMU can go on. A real one cannot be. */
-    guint64 page = ev->hva & VMCE_PAGE_MASK;
-    g_autoptr(GError) error = NULL;
-
-    if (!vmce_sim_is_protected (vm, page)) {
-      vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo,
-                         "QEMU itself consumed the poison (not a vCPU thread)");
-      return;
-    }
-    if (!vmce_sim_unprotect (vm, tid, page, &error)) {
-      vmce_forward_pass (vm, g_steal_pointer (&ev), info->si_signo, error->message);
-      return;
-    }
-    ev->kind = VMCE_MCE_KIND_AO;
-    ev->detail = g_strdup ("consumed by QEMU itself, not a vCPU: the guest is told with an "
-                           "AO error; simulated page given back so QEMU can go on");
-  }
-
-  /* whatever happens next needs the vCPU out of its translation block */
-  tcg_vcpu_ar = !vm->kvm && ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL;
-  if (tcg_vcpu_ar) {
-    g_free (ev->detail);
-    ev->detail = vmce_forward_free_tcg_vcpu (vm, tid, ev->hva);
-  }
-
-  same = ev->kind == VMCE_MCE_KIND_AR ? vmce_forward_find_same_page (vm, ev->gpa) : NULL;
-  if (same != NULL) {
-    same->ev->repeats++;
-    vmce_ptrace_watch_resume (vm->watch, tid, 0);
-    return;
-  }
-  if (vmce_forward_refaulting (vm, ev)) {
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED,
-                       "the guest keeps consuming this page after its machine check: paused "
-                       "rather than let the vCPU fault on it forever");
-    return;
-  }
-  if (vm->policy == VMCE_POLICY_IGNORE_AO && ev->kind == VMCE_MCE_KIND_AO) {
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_IGNORED,
-                       "policy ignore-ao: the guest hears of it when it consumes the page");
-    return;
-  }
-  if (vm->policy == VMCE_POLICY_STOP) {
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED,
-                       "policy stop: VM paused for inspection");
-    return;
-  }
-  ev->style = vmce_mce_style_for (&vm->cpu_model, &refusal);
-  if (ev->style == VMCE_MCE_STYLE_NONE && vm->policy == VMCE_POLICY_FORCE) {
-    /* what QEMU up to 9.0 injects into any guest: to see what the guest
-     * does with it (it panics), or to time the path against QEMU's */
-    ev->style = VMCE_MCE_STYLE_INTEL;
-    ev->detail = g_strdup_printf ("policy force: injected Intel-style although %s", refusal);
-  }
-  if (ev->style == VMCE_MCE_STYLE_NONE) {
-    g_autofree gchar *why = NULL;
-
-    /* an AO can wait for the consumption; a refused AR would fault again
-     * at once, and forever */
-    if (ev->kind == VMCE_MCE_KIND_AO) {
-      why = g_strdup_printf ("refused: %s", refusal);
-      vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, why);
-    } else {
-      why = g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the page "
-                             "again and again", refusal);
-      vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, why);
-      vmce_vm_pause (vm, "a consumed memory error the guest cannot recover from");
-    }
-    return;
-  }
-
-  cpu = vcpu != NULL && ev->kind == VMCE_MCE_KIND_AR ? vcpu->index
-        : vm->vcpus->len > 0 ? g_array_index (vm->vcpus, VmceVcpu, 0).index
-                             : 0;
-  vmce_mce_encode (ev->kind, ev->gpa, cpu, &vm->cpu_model, ev->style, &ev->mce);
+  ev->style = d->style;
+  vmce_mce_encode (ev->kind, ev->gpa, d->cpu, &vm->cpu_model, ev->style, &ev->mce);
   ev->have_mce = TRUE;
   vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
 
-  inj = vmce_injection_new (vm, g_steal_pointer (&ev));
-  /* KVM too: let go now, the vCPU re-enters the guest, which may take a
-   * timer interrupt before the machine check is in, and an SRAR taken in
-   * guest kernel context panics it (seen in the host lab) */
-  if (inj->ev->kind == VMCE_MCE_KIND_AR && vcpu != NULL) {
-    inj->hold_tid = tid;
+  inj = vmce_injection_new (vm, ev);
+  if (d->hold) {
+    inj->hold_tid = ev->tid;
     vmce_forward_enqueue (vm, inj);
     return;
   }
-  vmce_ptrace_watch_resume (vm->watch, tid, 0);
-  inj->ev->held_us = g_get_monotonic_time () - inj->ev->stop_us;
+  vmce_ptrace_watch_resume (vm->watch, ev->tid, 0);
+  ev->held_us = g_get_monotonic_time () - ev->stop_us;
   vmce_forward_enqueue (vm, inj);
+}
+
+void
+vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
+{
+  pid_t tid = stop->tid;
+  g_autoptr(VmceMceEvent) ev = vmce_forward_event_new (vm, stop);
+  g_auto(VmceDecision) d = { 0 };
+  VmceFacts facts;
+
+  vmce_forward_facts (vm, stop, ev, &facts);
+  vmce_decide (&facts, &d);
+  g_debug ("%s: %s %s at HVA 0x%" G_GINT64_MODIFIER "x: %s", vm->name, ev->thread,
+           vmce_mce_kind_to_string (ev->kind), ev->hva, vmce_decision_action_to_string (d.action));
+
+  if (d.action == VMCE_DECISION_RELOOK) {
+    VmceStop *again = g_memdup2 (stop, sizeof *stop);
+
+    again->layout_fresh = TRUE;
+    vmce_vm_when_layout_fresh (vm, vmce_forward_layout_fresh_cb, again);
+    return;
+  }
+  ev->kind = d.kind;
+  ev->detail = g_steal_pointer (&d.detail);
+  if (d.give_back_page) {
+    g_autoptr(GError) error = NULL;
+
+    if (!vmce_sim_unprotect (vm, tid, ev->hva & VMCE_PAGE_MASK, &error)) {
+      g_free (ev->detail);
+      ev->detail = g_strdup (error->message);
+      d.action = VMCE_DECISION_PASS;
+    }
+  }
+  if (d.action == VMCE_DECISION_PASS) {
+    vmce_forward_pass (vm, g_steal_pointer (&ev), stop->info.si_signo);
+    return;
+  }
+  if (d.free_tcg_vcpu)
+    vmce_forward_free_tcg_vcpu (vm, ev, tid);
+  if (d.count_refault)
+    vmce_vm_find_poisoned (vm, ev->gpa)->refaults++;
+
+  switch (d.action) {
+  case VMCE_DECISION_COALESCE:
+    vmce_forward_find_same_page (vm, ev->gpa)->ev->repeats++;
+    vmce_ptrace_watch_resume (vm->watch, tid, 0);
+    return;
+  case VMCE_DECISION_IGNORE:
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_IGNORED, d.pause);
+    return;
+  case VMCE_DECISION_STOP:
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED, d.pause);
+    return;
+  case VMCE_DECISION_REFUSE:
+    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, d.pause);
+    return;
+  case VMCE_DECISION_INJECT:
+    vmce_forward_queue_injection (vm, g_steal_pointer (&ev), &d);
+    return;
+  case VMCE_DECISION_PASS:
+  case VMCE_DECISION_RELOOK:
+    break;
+  }
+  g_warn_if_reached ();
 }
 
 void
@@ -618,7 +580,7 @@ vmce_forward_inject_async (VmceVm *vm,
   VmceInjection *inj;
 
   if (vm->layout == NULL || !vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &ev->hva, &range)) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
                              vm->name);
     return;
@@ -626,7 +588,7 @@ vmce_forward_inject_async (VmceVm *vm,
   if (cpu < 0)
     cpu = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : 0;
   if (vmce_vm_find_vcpu (vm, (guint) cpu) == NULL) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "vm %s has no vCPU %d", vm->name, cpu);
     return;
   }

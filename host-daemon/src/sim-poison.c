@@ -28,6 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
@@ -137,7 +138,7 @@ vmce_sim_waiter_timeout_cb (gpointer user_data)
 
   w->timeout_source = 0;
   vmce_sim_waiter_fail (
-      w, g_error_new (G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+      w, g_error_new (VMCE_ERROR, VMCE_ERROR_TIMEOUT,
                       w->on_access ? "no thread of vm %s touched the page; it stays poisoned and "
                                      "the error is reported when one does"
                                    : "vm %s: the simulated signal was not seen in time",
@@ -218,20 +219,20 @@ vmce_sim_poison_async (VmceVm *vm,
 
   vmce_sim_tables_init (vm);
   if (vm->state != VMCE_VM_READY) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_READY,
                              "vm %s is not attached", vm->name);
     return;
   }
   in_ram = is_hva ? vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, &range)
                   : vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range);
   if (!in_ram && !is_hva) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
                              vm->name);
     return;
   }
   if (in_ram && range->rom) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "GPA 0x%" G_GINT64_MODIFIER "x of vm %s is ROM (%s)", gpa, vm->name,
                              range->block);
     return;
@@ -239,7 +240,7 @@ vmce_sim_poison_async (VmceVm *vm,
   /* QEMU's own memory, not the guest's: the kernel would signal QEMU all
    * the same, and what QEMU does then is for it to decide */
   if (!in_ram && trigger == VMCE_SIM_TRIGGER_ACCESS) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s: only "
                              "--trigger now can be simulated there",
                              hva, vm->name);
@@ -250,13 +251,13 @@ vmce_sim_poison_async (VmceVm *vm,
   if (trigger == VMCE_SIM_TRIGGER_AUTO)
     trigger = kind == VMCE_MCE_KIND_AR && !vm->kvm ? VMCE_SIM_TRIGGER_ACCESS : VMCE_SIM_TRIGGER_NOW;
   if (trigger == VMCE_SIM_TRIGGER_ACCESS && kind == VMCE_MCE_KIND_AO) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "an AO error is reported when it is found, not on access; "
                              "use --kind ar");
     return;
   }
   if (trigger == VMCE_SIM_TRIGGER_ACCESS && vm->kvm) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED,
                              "vm %s runs under KVM, which fails KVM_RUN on a protected page "
                              "instead of faulting: simulate AR with --trigger now, or use the "
                              "host lab for real errors",
@@ -266,7 +267,7 @@ vmce_sim_poison_async (VmceVm *vm,
   if (in_ram && kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW) {
     vcpu = vmce_vm_find_vcpu (vm, cpu < 0 ? 0 : (guint) cpu);
     if (vcpu == NULL) {
-      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                                "vm %s has no vCPU %d", vm->name, cpu < 0 ? 0 : cpu);
       return;
     }
@@ -403,7 +404,7 @@ vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
   for (guint i = 0; i < vm->sim_waiters->len;) {
     VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
     if (w->on_access && w->host_page == host_page) {
-      vmce_sim_waiter_fail (w, g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED, "vm %s: %s",
+      vmce_sim_waiter_fail (w, g_error_new (VMCE_ERROR, VMCE_ERROR_GENERIC, "vm %s: %s",
                                             vm->name, why));
       continue;
     }
@@ -471,7 +472,7 @@ vmce_sim_cancel_all (VmceVm *vm, const gchar *why)
 {
   while (vm->sim_waiters != NULL && vm->sim_waiters->len > 0) {
     VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, 0);
-    vmce_sim_waiter_fail (w, g_error_new (G_IO_ERROR, G_IO_ERROR_CANCELLED, "vm %s: %s",
+    vmce_sim_waiter_fail (w, g_error_new (VMCE_ERROR, VMCE_ERROR_GENERIC, "vm %s: %s",
                                           vm->name, why));
   }
   if (vm->sim_pending != NULL)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "error.h"
 #include "daemon.h"
 #include "forward.h"
 #include "json-util.h"
@@ -29,26 +30,6 @@
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
 static void vmce_vm_scan_poisoned (VmceVm *self);
-
-static const gchar *vmce_policy_names[] = { "forward", "ignore-ao", "pass", "stop", "force" };
-
-const gchar *
-vmce_policy_to_string (VmcePolicy policy)
-{
-  return policy < G_N_ELEMENTS (vmce_policy_names) ? vmce_policy_names[policy] : "unknown";
-}
-
-gboolean
-vmce_policy_from_string (const gchar *str, VmcePolicy *policy)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (vmce_policy_names); i++) {
-    if (g_strcmp0 (str, vmce_policy_names[i]) == 0) {
-      *policy = (VmcePolicy) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
-}
 
 /* The vendor of the CPU QEMU runs on, which decides what KVM shows the
  * guest: kvm_amd keeps only bits 8:0 of MCG_CAP (svm_setup_mce() in Linux
@@ -92,7 +73,7 @@ vmce_vm_parse_vcpus (VmceVm *self, JsonNode *ret, GError **error)
   JsonArray *arr;
 
   if (!JSON_NODE_HOLDS_ARRAY (ret)) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_GENERIC,
                  "query-cpus-fast did not return a list");
     return FALSE;
   }
@@ -113,7 +94,7 @@ vmce_vm_parse_vcpus (VmceVm *self, JsonNode *ret, GError **error)
     g_array_append_val (vcpus, vcpu);
   }
   if (vcpus->len == 0) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "QEMU reports no vCPUs");
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_GENERIC, "QEMU reports no vCPUs");
     return FALSE;
   }
   for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++)
@@ -179,7 +160,7 @@ vmce_vm_layout_probe_next (GTask *task)
   }
   block = g_ptr_array_index (load->blocks, load->next);
   if (!vmce_ram_layout_probe_gpa (load->layout, block, &load->probe_gpa)) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_FAILED,
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_GENERIC,
                              "RAM block %s has no guest address to ask about", block);
     g_object_unref (task);
     return;
@@ -507,7 +488,7 @@ vmce_vm_exited_cb (VmcePtraceWatch *watch, int wait_status, gpointer user_data)
     reason = g_strdup_printf ("QEMU exited with status %d", WEXITSTATUS (wait_status));
   if (self->attach_task != NULL) {
     g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "%s while being attached",
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "%s while being attached",
                              reason);
   }
   g_message ("vm %s: %s", self->name, reason);
@@ -834,13 +815,13 @@ vmce_vm_check_process (VmceVm *self, GError **error)
   const gchar *line;
 
   if (self->pid <= 0 || !g_file_get_contents (path, &status, NULL, NULL)) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no process with pid %d", self->pid);
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "no process with pid %d", self->pid);
     return FALSE;
   }
   /* say so before the monitor, which a second client would wait on */
   line = strstr (status, "\nTracerPid:");
   if (line != NULL && atoi (line + 11) != 0) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_BUSY,
                  "pid %d is already traced by pid %d (another vmced, or a debugger)", self->pid,
                  atoi (line + 11));
     return FALSE;

@@ -14,6 +14,7 @@
 #include "mce-encode.h"
 #include "mce-event.h"
 #include "poison-set.h"
+#include "policy.h"
 #include "ptrace-watch.h"
 #include "qmp-client.h"
 #include "ram-layout.h"
@@ -41,23 +42,11 @@ typedef struct {
   gchar *qom_path;
 } VmceVcpu;
 
-/* What vmced does with a memory error in this VM */
-typedef enum {
-  VMCE_POLICY_FORWARD,   /* inject it into the guest */
-  VMCE_POLICY_IGNORE_AO, /* drop AO (the guest hears of the page when it consumes it) */
-  VMCE_POLICY_PASS,      /* leave the signal to QEMU, as if vmced were not there */
-  VMCE_POLICY_STOP,      /* pause the VM and report */
-  VMCE_POLICY_FORCE,     /* inject even what the guest cannot recover from */
-} VmcePolicy;
-
 /* What vmced does when a VM with poisoned memory is migrated */
 typedef enum {
   VMCE_MIGRATION_REFUSE,     /* cancel it, say why */
   VMCE_MIGRATION_ALLOW_ZERO, /* let it go: zeroed pages, marked poisoned on arrival */
 } VmceMigrationPolicy;
-
-const gchar *vmce_policy_to_string (VmcePolicy policy);
-gboolean vmce_policy_from_string (const gchar *str, VmcePolicy *policy);
 
 typedef enum {
   VMCE_VM_ATTACHING,

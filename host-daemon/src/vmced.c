@@ -267,7 +267,7 @@ main (int argc, char **argv)
     return EXIT_FAILURE;
   }
   if (policy_str != NULL && !vmce_policy_from_string (policy_str, &policy)) {
-    g_printerr ("vmced: error: --policy must be forward, ignore-ao, pass, stop or force\n");
+    g_printerr ("vmced: error: --policy must be %s\n", vmce_policy_choices ());
     return EXIT_FAILURE;
   }
   if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {

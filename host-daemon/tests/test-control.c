@@ -171,7 +171,7 @@ test_control_async_and_events (Fixture *fx, gconstpointer data)
     g_main_context_iteration (NULL, TRUE);
   /* the event before subscribing was not sent */
   g_assert_true (g_queue_is_empty (&fx->lines));
-  vmce_control_request_error (fx->held, "GenericError", "it took %d s", 3);
+  vmce_control_request_error (fx->held, VMCE_ERROR_GENERIC, "it took %d s", 3);
   msg = next_message (fx);
   g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (msg, "error"),
                                                   "desc"),

@@ -1,0 +1,208 @@
+/*
+ * What vmced does with one memory-error signal.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-decision"
+
+#include <string.h>
+
+#include "decision.h"
+
+const gchar *
+vmce_decision_action_to_string (VmceDecisionAction action)
+{
+  switch (action) {
+  case VMCE_DECISION_PASS:
+    return "pass";
+  case VMCE_DECISION_RELOOK:
+    return "relook";
+  case VMCE_DECISION_COALESCE:
+    return "coalesce";
+  case VMCE_DECISION_IGNORE:
+    return "ignore";
+  case VMCE_DECISION_STOP:
+    return "stop";
+  case VMCE_DECISION_REFUSE:
+    return "refuse";
+  case VMCE_DECISION_INJECT:
+    return "inject";
+  }
+  return "unknown";
+}
+
+void
+vmce_decision_clear (VmceDecision *decision)
+{
+  g_clear_pointer (&decision->detail, g_free);
+}
+
+/* The journal's detail says every reason that applied, first the one that
+ * decided */
+static void
+vmce_decision_say (VmceDecision *d, gchar *why)
+{
+  gchar *before = d->detail;
+
+  if (before == NULL) {
+    d->detail = why;
+    return;
+  }
+  d->detail = g_strconcat (why, "; ", before, NULL);
+  g_free (before);
+  g_free (why);
+}
+
+static void
+vmce_decision_take (VmceDecision *d, VmceDecisionAction action, gchar *why)
+{
+  d->action = action;
+  vmce_decision_say (d, why);
+}
+
+/* Before anything is known about the guest: whether the error is the
+ * guest's at all. Returns FALSE when that already decides it. */
+static gboolean
+vmce_decide_whose (const VmceFacts *f, VmceDecision *d)
+{
+  if (f->policy == VMCE_POLICY_PASS) {
+    vmce_decision_take (d, VMCE_DECISION_PASS,
+                        g_strdup ("policy pass: QEMU handles it as without vmced"));
+    return FALSE;
+  }
+  if (f->where != VMCE_WHERE_RAM) {
+    /* memory hot-plugged since the layout was read is not in it, and QEMU
+     * 7.2 says nothing when a DIMM comes: read the layout again, the thread
+     * held, before deciding (a bounded wait on a rare path) */
+    if (!f->layout_fresh) {
+      d->action = VMCE_DECISION_RELOOK;
+      return FALSE;
+    }
+    if (f->where == VMCE_WHERE_BLOCK)
+      vmce_decision_take (d, VMCE_DECISION_PASS,
+                          g_strdup_printf ("HVA is in RAM block %s at offset 0x%" G_GINT64_MODIFIER
+                                           "x, which no guest physical address maps",
+                                           f->block, f->block_offset));
+    else
+      vmce_decision_take (d, VMCE_DECISION_PASS, g_strdup ("HVA is not guest RAM"));
+    return FALSE;
+  }
+  if (f->kind == VMCE_MCE_KIND_AR && f->vcpu_index < 0) {
+    /* QEMU itself (device emulation, migration) read the bad page, not
+     * the guest. With KVM, QEMU exits in that case; here the guest is told
+     * (SRAO, as nothing in it consumed the data), and a simulated page is
+     * given back so QEMU can go on. A real one cannot be. */
+    if (!f->simulated) {
+      vmce_decision_take (d, VMCE_DECISION_PASS,
+                          g_strdup ("QEMU itself consumed the poison (not a vCPU thread)"));
+      return FALSE;
+    }
+    d->kind = VMCE_MCE_KIND_AO;
+    d->give_back_page = TRUE;
+    vmce_decision_say (d, g_strdup ("consumed by QEMU itself, not a vCPU: the guest is told "
+                                    "with an AO error; simulated page given back so QEMU can "
+                                    "go on"));
+  }
+  return TRUE;
+}
+
+/* How the guest can be told, if it can recover at all. Returns FALSE when
+ * it cannot, which decides it. */
+static gboolean
+vmce_decide_style (const VmceFacts *f, VmceDecision *d)
+{
+  const gchar *refusal = NULL;
+
+  d->style = vmce_mce_style_for (f->cpu_model, &refusal);
+  if (d->style != VMCE_MCE_STYLE_NONE)
+    return TRUE;
+  if (f->policy == VMCE_POLICY_FORCE) {
+    /* what QEMU up to 9.0 injects into any guest: to see what the guest
+     * does with it (it panics), or to time the path against QEMU's */
+    d->style = VMCE_MCE_STYLE_INTEL;
+    vmce_decision_say (d, g_strdup_printf ("policy force: injected Intel-style although %s",
+                                           refusal));
+    return TRUE;
+  }
+  /* an AO can wait for the consumption; a refused AR would fault again at
+   * once, and forever */
+  if (d->kind == VMCE_MCE_KIND_AO) {
+    vmce_decision_take (d, VMCE_DECISION_REFUSE, g_strdup_printf ("refused: %s", refusal));
+    return FALSE;
+  }
+  d->pause = TRUE;
+  vmce_decision_take (d, VMCE_DECISION_REFUSE,
+                      g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the "
+                                       "page again and again", refusal));
+  return FALSE;
+}
+
+void
+vmce_decide (const VmceFacts *f, VmceDecision *d)
+{
+  memset (d, 0, sizeof *d);
+  d->kind = f->kind;
+  if (!vmce_decide_whose (f, d))
+    return;
+
+  /* whatever happens next needs a TCG vCPU out of its translation block:
+   * it is stopped inside a load, and QEMU can do nothing for it (deliver a
+   * machine check, pause the VM) until the block ends. A simulated page is
+   * given back; a really poisoned one, which the host kernel took away for
+   * good, is replaced by a zeroed one (the guest is told the page is bad
+   * and never reads it again). */
+  if (!f->kvm && d->kind == VMCE_MCE_KIND_AR) {
+    d->free_tcg_vcpu = TRUE;
+    vmce_decision_say (d, g_strdup (f->simulated
+        ? "TCG: the simulated page is given back so the vCPU's load completes; the vCPU "
+          "takes the machine check as it leaves its translation block"
+        : "TCG: the poisoned host page is replaced by a zeroed one so the vCPU's load "
+          "completes; the vCPU takes the machine check as it leaves its translation block"));
+  }
+
+  /* KVM re-enters the guest and faults on the page again until the
+   * machine check is in: one error, counted, not a second injection */
+  if (d->kind == VMCE_MCE_KIND_AR && f->same_page_on_its_way) {
+    d->action = VMCE_DECISION_COALESCE;
+    return;
+  }
+  /* a guest that keeps consuming a page after its machine check (it did
+   * not handle it, or ignored it) would have vmced and the vCPU bounce
+   * forever */
+  if (d->kind == VMCE_MCE_KIND_AR && f->known_poisoned) {
+    d->count_refault = TRUE;
+    if (f->refaults + 1 >= VMCE_REFAULT_LIMIT) {
+      d->pause = TRUE;
+      vmce_decision_take (d, VMCE_DECISION_STOP,
+                          g_strdup ("the guest keeps consuming this page after its machine "
+                                    "check: paused rather than let the vCPU fault on it forever"));
+      return;
+    }
+  }
+  if (f->policy == VMCE_POLICY_IGNORE_AO && d->kind == VMCE_MCE_KIND_AO) {
+    vmce_decision_take (d, VMCE_DECISION_IGNORE,
+                        g_strdup ("policy ignore-ao: the guest hears of it when it consumes "
+                                  "the page"));
+    return;
+  }
+  if (f->policy == VMCE_POLICY_STOP) {
+    d->pause = TRUE;
+    vmce_decision_take (d, VMCE_DECISION_STOP, g_strdup ("policy stop: VM paused for inspection"));
+    return;
+  }
+
+  if (!vmce_decide_style (f, d))
+    return;
+  d->action = VMCE_DECISION_INJECT;
+  /* SRAR goes to the vCPU that consumed it, SRAO to the first */
+  if (d->kind == VMCE_MCE_KIND_AR && f->vcpu_index >= 0)
+    d->cpu = (guint) f->vcpu_index;
+  else
+    d->cpu = f->first_vcpu_index >= 0 ? (guint) f->first_vcpu_index : 0;
+  /* KVM too: let go only once it is in. The vCPU would re-enter the
+   * guest, which may take a timer interrupt before the machine check is
+   * in, and an SRAR taken in guest kernel context panics it (seen in the
+   * host lab) */
+  d->hold = d->kind == VMCE_MCE_KIND_AR && f->vcpu_index >= 0;
+}

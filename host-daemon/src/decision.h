@@ -1,0 +1,71 @@
+/*
+ * What vmced does with one memory-error signal: a pure function of what is
+ * known when the thread stops, so that every rule is in one place and each
+ * combination is tested as a table (tests/test-decision.c).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "mce-encode.h"
+#include "policy.h"
+
+typedef enum {
+  VMCE_DECISION_PASS,     /* the signal goes on to QEMU, as without vmced */
+  VMCE_DECISION_RELOOK,   /* read the RAM layout again (thread held), then decide again */
+  VMCE_DECISION_COALESCE, /* a repeat of an error whose machine check is on its way */
+  VMCE_DECISION_IGNORE,   /* suppressed and journaled: the guest hears of it on consumption */
+  VMCE_DECISION_STOP,     /* suppressed, the VM paused */
+  VMCE_DECISION_REFUSE,   /* suppressed: the guest cannot recover from it */
+  VMCE_DECISION_INJECT,   /* a machine check into the guest */
+} VmceDecisionAction;
+
+/* Where the faulting HVA is, as the RAM layout says */
+typedef enum {
+  VMCE_WHERE_RAM,      /* guest RAM: the HVA has a GPA */
+  VMCE_WHERE_BLOCK,    /* a RAM block that no GPA maps (an unplugged DIMM, a ROM's spare) */
+  VMCE_WHERE_ELSEWHERE, /* QEMU's own memory, or no layout read yet */
+} VmceWhere;
+
+/* What is known at the stop */
+typedef struct {
+  VmceMceKind kind;      /* from si_code */
+  VmcePolicy policy;
+  gboolean kvm;          /* else TCG */
+  const VmceCpuModel *cpu_model; /* what the guest sees */
+  VmceWhere where;
+  const gchar *block;    /* VMCE_WHERE_BLOCK: its name and offset */
+  guint64 block_offset;
+  gboolean layout_fresh; /* the layout was read again for this stop */
+  gint vcpu_index;       /* the thread's vCPU, or -1: not a vCPU thread */
+  gint first_vcpu_index; /* where an AO goes, or -1: vCPUs not known */
+  gboolean simulated;    /* vmced took the page away itself (sim-poison) */
+  gboolean same_page_on_its_way; /* an injection for this guest page is queued or in flight */
+  gboolean known_poisoned; /* vmced knows the guest page as poisoned (told, or found at attach) */
+  guint refaults;        /* ARs on it since, before this one */
+} VmceFacts;
+
+typedef struct {
+  VmceDecisionAction action;
+  VmceMceKind kind;         /* what the guest is told (an AR QEMU consumed becomes AO) */
+  VmceMceStyle style;       /* VMCE_DECISION_INJECT */
+  guint cpu;                /* VMCE_DECISION_INJECT: QEMU's cpu-index */
+  gboolean give_back_page;  /* the simulated page comes back first (QEMU must go on) */
+  gboolean free_tcg_vcpu;   /* TCG: let the vCPU's load complete before anything else */
+  gboolean hold;            /* keep the thread stopped until the injection is answered */
+  gboolean pause;           /* pause the VM as well */
+  gboolean count_refault;   /* one more AR on a page the guest was told about */
+  gchar *detail;            /* why, for the journal; NULL when nothing needs saying */
+} VmceDecision;
+
+/* Three ARs on a page after its machine check: the guest is not handling it */
+#define VMCE_REFAULT_LIMIT 3
+
+void vmce_decide (const VmceFacts *facts, VmceDecision *decision);
+void vmce_decision_clear (VmceDecision *decision);
+const gchar *vmce_decision_action_to_string (VmceDecisionAction action);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmceDecision, vmce_decision_clear)

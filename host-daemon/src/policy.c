@@ -1,0 +1,53 @@
+/*
+ * Policy names.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "policy.h"
+
+static const gchar *const vmce_policy_names[VMCE_POLICY_COUNT] = {
+  [VMCE_POLICY_FORWARD] = "forward",
+  [VMCE_POLICY_IGNORE_AO] = "ignore-ao",
+  [VMCE_POLICY_PASS] = "pass",
+  [VMCE_POLICY_STOP] = "stop",
+  [VMCE_POLICY_FORCE] = "force",
+};
+
+const gchar *
+vmce_policy_to_string (VmcePolicy policy)
+{
+  return (guint) policy < G_N_ELEMENTS (vmce_policy_names) ? vmce_policy_names[policy] : "unknown";
+}
+
+gboolean
+vmce_policy_from_string (const gchar *str, VmcePolicy *policy)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (vmce_policy_names); i++) {
+    if (g_strcmp0 (str, vmce_policy_names[i]) == 0) {
+      *policy = (VmcePolicy) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+const gchar *
+vmce_policy_choices (void)
+{
+  static gsize choices;
+
+  /* built from the table, so a new policy cannot be left out of the
+   * messages that list them */
+  if (g_once_init_enter (&choices)) {
+    GString *s = g_string_new (NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS (vmce_policy_names); i++) {
+      if (i > 0)
+        g_string_append (s, i + 1 == G_N_ELEMENTS (vmce_policy_names) ? " or " : ", ");
+      g_string_append (s, vmce_policy_names[i]);
+    }
+    g_once_init_leave (&choices, (gsize) g_string_free (s, FALSE));
+  }
+  return (const gchar *) choices;
+}

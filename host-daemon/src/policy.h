@@ -1,0 +1,25 @@
+/*
+ * What vmced does with a memory error in a VM: the policy, and its names
+ * (one table, for the config file, the control protocol and the journal).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include <glib.h>
+
+typedef enum {
+  VMCE_POLICY_FORWARD,   /* inject it into the guest */
+  VMCE_POLICY_IGNORE_AO, /* drop AO (the guest hears of the page when it consumes it) */
+  VMCE_POLICY_PASS,      /* leave the signal to QEMU, as if vmced were not there */
+  VMCE_POLICY_STOP,      /* pause the VM and report */
+  VMCE_POLICY_FORCE,     /* inject even what the guest cannot recover from */
+} VmcePolicy;
+
+#define VMCE_POLICY_COUNT (VMCE_POLICY_FORCE + 1)
+
+const gchar *vmce_policy_to_string (VmcePolicy policy);
+gboolean vmce_policy_from_string (const gchar *str, VmcePolicy *policy);
+/* "forward, ignore-ao, pass, stop or force", for error messages */
+const gchar *vmce_policy_choices (void);

@@ -1,0 +1,311 @@
+/*
+ * Every combination of what vmced knows at a memory-error stop, against a
+ * table of what it must do.
+ *
+ * The table reads top down like a person would explain the rules: the
+ * first row that matches a combination says the action; the invariants
+ * below it hold for every combination whatever the action.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+#include <string.h>
+
+#include "decision.h"
+
+/* 0 is "any" in every match column */
+typedef enum { K_ANY, K_AO, K_AR } KindM;
+typedef enum { W_ANY, W_RAM, W_BLOCK, W_ELSEWHERE, W_NOT_RAM } WhereM;
+typedef enum { T_ANY, T_VCPU, T_QEMU } ThreadM;
+typedef enum { B_ANY, B_YES, B_NO } BoolM;
+typedef enum { R_ANY, R_NONE, R_ON_ITS_WAY, R_KNOWN, R_KNOWN_AT_LIMIT } RepeatM;
+typedef enum { C_ANY, C_INTEL_SER_P, C_INTEL, C_AMD_SUCCOR, C_AMD, C_CANNOT_RECOVER } CpuM;
+typedef enum { P_ANY = -1 } PolicyAny;
+
+typedef struct {
+  /* match */
+  gint policy; /* a VmcePolicy or P_ANY */
+  KindM kind;
+  WhereM where;
+  BoolM fresh;
+  ThreadM thread;
+  BoolM simulated;
+  RepeatM repeat;
+  CpuM cpu;
+  /* expect */
+  VmceDecisionAction action;
+  KindM told;          /* kind the guest is told, K_ANY: not checked */
+  VmceMceStyle style;  /* for INJECT */
+  BoolM pause;
+  const gchar *detail; /* a substring, or NULL: no detail */
+} Row;
+
+#define ANYP P_ANY
+static const Row rules[] = {
+  /* not the guest's business */
+  { VMCE_POLICY_PASS, .action = VMCE_DECISION_PASS, .pause = B_NO, .detail = "policy pass" },
+  { ANYP, .where = W_NOT_RAM, .fresh = B_NO, .action = VMCE_DECISION_RELOOK, .pause = B_NO },
+  { ANYP, .where = W_ELSEWHERE, .action = VMCE_DECISION_PASS, .pause = B_NO,
+    .detail = "HVA is not guest RAM" },
+  { ANYP, .where = W_BLOCK, .action = VMCE_DECISION_PASS, .pause = B_NO,
+    .detail = "RAM block pc.ram-spare at offset 0x3000, which no guest physical address maps" },
+  { ANYP, K_AR, .thread = T_QEMU, .simulated = B_NO, .action = VMCE_DECISION_PASS, .pause = B_NO,
+    .detail = "QEMU itself consumed the poison" },
+  /* repeats of a consumed page */
+  { ANYP, K_AR, .thread = T_VCPU, .repeat = R_ON_ITS_WAY, .action = VMCE_DECISION_COALESCE,
+    .told = K_AR, .pause = B_NO },
+  { ANYP, K_AR, .thread = T_VCPU, .repeat = R_KNOWN_AT_LIMIT, .action = VMCE_DECISION_STOP,
+    .told = K_AR, .pause = B_YES, .detail = "keeps consuming this page" },
+  /* the operator's policy; an AR that QEMU itself consumed is an AO to the guest */
+  { VMCE_POLICY_IGNORE_AO, K_AO, .action = VMCE_DECISION_IGNORE, .told = K_AO, .pause = B_NO,
+    .detail = "policy ignore-ao" },
+  { VMCE_POLICY_IGNORE_AO, K_AR, .thread = T_QEMU, .action = VMCE_DECISION_IGNORE, .told = K_AO,
+    .pause = B_NO, .detail = "policy ignore-ao" },
+  { VMCE_POLICY_STOP, .action = VMCE_DECISION_STOP, .pause = B_YES, .detail = "policy stop" },
+  /* a guest that cannot recover */
+  { VMCE_POLICY_FORCE, .cpu = C_CANNOT_RECOVER, .action = VMCE_DECISION_INJECT,
+    .style = VMCE_MCE_STYLE_INTEL, .pause = B_NO, .detail = "policy force: injected Intel-style" },
+  { ANYP, K_AO, .cpu = C_CANNOT_RECOVER, .action = VMCE_DECISION_REFUSE, .told = K_AO,
+    .pause = B_NO, .detail = "refused" },
+  { ANYP, K_AR, .thread = T_QEMU, .cpu = C_CANNOT_RECOVER, .action = VMCE_DECISION_REFUSE,
+    .told = K_AO, .pause = B_NO, .detail = "refused" },
+  { ANYP, K_AR, .cpu = C_CANNOT_RECOVER, .action = VMCE_DECISION_REFUSE, .told = K_AR,
+    .pause = B_YES, .detail = "VM paused, as the vCPU would fault" },
+  /* and one that can */
+  { ANYP, .cpu = C_INTEL_SER_P, .action = VMCE_DECISION_INJECT, .style = VMCE_MCE_STYLE_INTEL,
+    .pause = B_NO },
+  { ANYP, .cpu = C_AMD_SUCCOR, .action = VMCE_DECISION_INJECT, .style = VMCE_MCE_STYLE_AMD,
+    .pause = B_NO },
+};
+
+static const VmceCpuModel cpu_models[] = {
+  [C_INTEL_SER_P] = { "GenuineIntel", 6, 85, TRUE, FALSE },
+  [C_INTEL] = { "GenuineIntel", 6, 85, FALSE, FALSE },
+  [C_AMD_SUCCOR] = { "AuthenticAMD", 23, 1, FALSE, TRUE },
+  [C_AMD] = { "AuthenticAMD", 23, 1, FALSE, FALSE },
+};
+
+typedef struct {
+  VmcePolicy policy;
+  KindM kind;
+  gboolean kvm;
+  CpuM cpu;
+  WhereM where;
+  gboolean fresh;
+  ThreadM thread;
+  gboolean simulated;
+  RepeatM repeat;
+} Combo;
+
+#define VCPU_INDEX 3
+#define FIRST_VCPU 0
+
+static void
+combo_facts (const Combo *c, VmceFacts *f)
+{
+  *f = (VmceFacts) {
+    .kind = c->kind == K_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO,
+    .policy = c->policy,
+    .kvm = c->kvm,
+    .cpu_model = &cpu_models[c->cpu],
+    .where = c->where == W_RAM ? VMCE_WHERE_RAM : c->where == W_BLOCK ? VMCE_WHERE_BLOCK
+                                                                        : VMCE_WHERE_ELSEWHERE,
+    .block = c->where == W_BLOCK ? "pc.ram-spare" : NULL,
+    .block_offset = c->where == W_BLOCK ? 0x3000 : 0,
+    .layout_fresh = c->fresh,
+    .vcpu_index = c->thread == T_VCPU ? VCPU_INDEX : -1,
+    .first_vcpu_index = FIRST_VCPU,
+    .simulated = c->simulated,
+    .same_page_on_its_way = c->repeat == R_ON_ITS_WAY,
+    .known_poisoned = c->repeat == R_KNOWN || c->repeat == R_KNOWN_AT_LIMIT,
+    .refaults = c->repeat == R_KNOWN_AT_LIMIT ? VMCE_REFAULT_LIMIT - 1 : 0,
+  };
+}
+
+static gboolean
+bool_matches (BoolM m, gboolean v)
+{
+  return m == B_ANY || (m == B_YES) == !!v;
+}
+
+static gboolean
+row_matches (const Row *r, const Combo *c)
+{
+  if (r->policy != P_ANY && (VmcePolicy) r->policy != c->policy)
+    return FALSE;
+  if (r->kind != K_ANY && r->kind != c->kind)
+    return FALSE;
+  if (r->where == W_NOT_RAM ? c->where == W_RAM : r->where != W_ANY && r->where != c->where)
+    return FALSE;
+  if (!bool_matches (r->fresh, c->fresh) || !bool_matches (r->simulated, c->simulated))
+    return FALSE;
+  if (r->thread != T_ANY && r->thread != c->thread)
+    return FALSE;
+  if (r->repeat != R_ANY && r->repeat != c->repeat)
+    return FALSE;
+  if (r->cpu == C_CANNOT_RECOVER)
+    return c->cpu == C_INTEL || c->cpu == C_AMD;
+  return r->cpu == C_ANY || r->cpu == c->cpu;
+}
+
+static gchar *
+combo_describe (const Combo *c)
+{
+  static const gchar *kinds[] = { "?", "AO", "AR" };
+  static const gchar *wheres[] = { "?", "ram", "block", "elsewhere" };
+  static const gchar *cpus[] = { "?", "intel+ser_p", "intel", "amd+succor", "amd" };
+  static const gchar *repeats[] = { "?", "first", "on-its-way", "known", "known-at-limit" };
+
+  return g_strdup_printf ("policy=%s %s %s cpu=%s %s%s %s%s %s",
+                          vmce_policy_to_string (c->policy), kinds[c->kind],
+                          c->kvm ? "kvm" : "tcg", cpus[c->cpu], wheres[c->where],
+                          c->fresh ? "(fresh)" : "", c->thread == T_VCPU ? "vcpu" : "qemu",
+                          c->simulated ? " simulated" : "", repeats[c->repeat]);
+}
+
+static void
+check_combo (const Combo *c, guint *row_hits)
+{
+  g_auto(VmceDecision) d = { 0 };
+  g_autofree gchar *what = combo_describe (c);
+  VmceFacts f;
+  const Row *r = NULL;
+  gboolean consumed_by_qemu;
+  gboolean decided;
+
+  combo_facts (c, &f);
+  vmce_decide (&f, &d);
+  for (guint i = 0; i < G_N_ELEMENTS (rules) && r == NULL; i++) {
+    if (row_matches (&rules[i], c)) {
+      r = &rules[i];
+      row_hits[i]++;
+    }
+  }
+  if (r == NULL)
+    g_error ("%s: no row of the table covers it", what);
+
+  if (d.action != r->action)
+    g_error ("%s: %s, the table says %s (row %u)", what, vmce_decision_action_to_string (d.action),
+             vmce_decision_action_to_string (r->action), (guint) (r - rules));
+  if (r->told != K_ANY && d.kind != (r->told == K_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO))
+    g_error ("%s: tells the guest %s", what, vmce_mce_kind_to_string (d.kind));
+  if (r->action == VMCE_DECISION_INJECT && d.style != r->style)
+    g_error ("%s: style %s", what, vmce_mce_style_to_string (d.style));
+  if (!bool_matches (r->pause, d.pause))
+    g_error ("%s: pause %d", what, d.pause);
+  if (r->detail == NULL && d.action != VMCE_DECISION_INJECT && d.action != VMCE_DECISION_COALESCE
+      && d.detail != NULL)
+    g_error ("%s: says \"%s\", nothing expected", what, d.detail);
+  if (r->detail != NULL && (d.detail == NULL || strstr (d.detail, r->detail) == NULL))
+    g_error ("%s: says \"%s\", not \"%s\"", what, d.detail, r->detail);
+
+  /* whatever the action, once it is the guest's error */
+  consumed_by_qemu = c->kind == K_AR && c->thread == T_QEMU;
+  decided = d.action != VMCE_DECISION_PASS && d.action != VMCE_DECISION_RELOOK;
+  /* a TCG vCPU that consumed it must finish its load, or nothing reaches it */
+  if (d.free_tcg_vcpu != (decided && !c->kvm && c->kind == K_AR && c->thread == T_VCPU))
+    g_error ("%s: free_tcg_vcpu %d", what, d.free_tcg_vcpu);
+  if (d.free_tcg_vcpu && strstr (d.detail, c->simulated ? "simulated page is given back"
+                                                        : "replaced by a zeroed one") == NULL)
+    g_error ("%s: the detail does not say what happens to the page: %s", what, d.detail);
+  /* a simulated page QEMU itself read comes back, so QEMU can go on */
+  if (d.give_back_page != (decided && consumed_by_qemu && c->simulated))
+    g_error ("%s: give_back_page %d", what, d.give_back_page);
+  if (d.give_back_page && strstr (d.detail, "consumed by QEMU itself") == NULL)
+    g_error ("%s: the detail does not say QEMU consumed it: %s", what, d.detail);
+  /* only an AR on a vCPU is held, and only while its injection is sent */
+  if (d.hold != (d.action == VMCE_DECISION_INJECT && c->kind == K_AR && c->thread == T_VCPU))
+    g_error ("%s: hold %d", what, d.hold);
+  if (d.action == VMCE_DECISION_INJECT && d.cpu != (d.hold ? VCPU_INDEX : FIRST_VCPU))
+    g_error ("%s: injected on cpu %u", what, d.cpu);
+  /* a consumed page the guest was told about counts, however it ends */
+  if (d.count_refault != (decided && d.action != VMCE_DECISION_COALESCE && c->kind == K_AR
+                          && c->thread == T_VCPU
+                          && (c->repeat == R_KNOWN || c->repeat == R_KNOWN_AT_LIMIT)))
+    g_error ("%s: count_refault %d", what, d.count_refault);
+}
+
+static void
+test_decision_table (void)
+{
+  guint row_hits[G_N_ELEMENTS (rules)] = { 0 };
+  guint combos = 0;
+
+  for (gint policy = 0; policy < VMCE_POLICY_COUNT; policy++)
+    for (KindM kind = K_AO; kind <= K_AR; kind++)
+      for (gint kvm = 0; kvm <= 1; kvm++)
+        for (CpuM cpu = C_INTEL_SER_P; cpu <= C_AMD; cpu++)
+          for (WhereM where = W_RAM; where <= W_ELSEWHERE; where++)
+            for (gint fresh = 0; fresh <= 1; fresh++)
+              for (ThreadM thread = T_VCPU; thread <= T_QEMU; thread++)
+                for (gint simulated = 0; simulated <= 1; simulated++)
+                  for (RepeatM repeat = R_NONE; repeat <= R_KNOWN_AT_LIMIT; repeat++) {
+                    Combo c = { policy, kind, kvm, cpu, where, fresh, thread, simulated, repeat };
+
+                    check_combo (&c, row_hits);
+                    combos++;
+                  }
+  g_test_message ("%u combinations", combos);
+  /* a row that matches nothing is a rule nobody tests */
+  for (guint i = 0; i < G_N_ELEMENTS (rules); i++)
+    g_assert_cmpuint (row_hits[i], >, 0);
+}
+
+/* Every reason that applied is in the journal, none lost or leaked
+ * (a forced injection used to overwrite the TCG step's detail) */
+static void
+test_decision_detail_keeps_every_reason (void)
+{
+  g_auto(VmceDecision) d = { 0 };
+  VmceFacts f = {
+    .kind = VMCE_MCE_KIND_AR,
+    .policy = VMCE_POLICY_FORCE,
+    .kvm = FALSE,
+    .cpu_model = &cpu_models[C_AMD],
+    .where = VMCE_WHERE_RAM,
+    .vcpu_index = 1,
+    .first_vcpu_index = 0,
+  };
+
+  vmce_decide (&f, &d);
+  g_assert_cmpint (d.action, ==, VMCE_DECISION_INJECT);
+  g_assert_true (d.free_tcg_vcpu);
+  g_assert_true (g_str_has_prefix (d.detail, "policy force: injected Intel-style although "
+                                             "the guest has an AMD CPU without the SUCCOR bit"));
+  g_assert_nonnull (strstr (d.detail, "; TCG: the poisoned host page is replaced"));
+}
+
+/* The RAM layout is read again only once per stop, and a real miss after
+ * it is passed on whatever the policy */
+static void
+test_decision_relook_once (void)
+{
+  g_auto(VmceDecision) first = { 0 };
+  g_auto(VmceDecision) second = { 0 };
+  VmceFacts f = {
+    .kind = VMCE_MCE_KIND_AO,
+    .policy = VMCE_POLICY_STOP,
+    .cpu_model = &cpu_models[C_INTEL_SER_P],
+    .where = VMCE_WHERE_ELSEWHERE,
+    .vcpu_index = -1,
+  };
+
+  vmce_decide (&f, &first);
+  g_assert_cmpint (first.action, ==, VMCE_DECISION_RELOOK);
+  g_assert_null (first.detail);
+  f.layout_fresh = TRUE;
+  vmce_decide (&f, &second);
+  g_assert_cmpint (second.action, ==, VMCE_DECISION_PASS);
+  g_assert_false (second.pause);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/decision/table", test_decision_table);
+  g_test_add_func ("/decision/detail-keeps-every-reason", test_decision_detail_keeps_every_reason);
+  g_test_add_func ("/decision/relook-once", test_decision_relook_once);
+  return g_test_run ();
+}

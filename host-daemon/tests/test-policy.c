@@ -1,0 +1,48 @@
+/*
+ * Policy names: one table, both ways, and the list error messages give.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+
+#include "policy.h"
+
+static void
+test_policy_round_trip (void)
+{
+  for (gint i = 0; i < VMCE_POLICY_COUNT; i++) {
+    VmcePolicy back = VMCE_POLICY_COUNT;
+
+    g_assert_true (vmce_policy_from_string (vmce_policy_to_string (i), &back));
+    g_assert_cmpint (back, ==, i);
+  }
+}
+
+static void
+test_policy_bad (void)
+{
+  VmcePolicy policy = VMCE_POLICY_STOP;
+
+  g_assert_false (vmce_policy_from_string ("Forward", &policy));
+  g_assert_false (vmce_policy_from_string ("", &policy));
+  g_assert_false (vmce_policy_from_string (NULL, &policy));
+  g_assert_cmpint (policy, ==, VMCE_POLICY_STOP);
+  g_assert_cmpstr (vmce_policy_to_string (VMCE_POLICY_COUNT), ==, "unknown");
+}
+
+static void
+test_policy_choices (void)
+{
+  g_assert_cmpstr (vmce_policy_choices (), ==, "forward, ignore-ao, pass, stop or force");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/policy/round-trip", test_policy_round_trip);
+  g_test_add_func ("/policy/bad", test_policy_bad);
+  g_test_add_func ("/policy/choices", test_policy_choices);
+  return g_test_run ();
+}
