@@ -379,13 +379,9 @@ vmce_daemon_get_inject_gap_ms (VmceDaemon *self)
 static gint64
 vmce_daemon_rss_kb (void)
 {
-  g_autofree gchar *status = NULL;
-  const gchar *line;
+  gint64 kb = -1;
 
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
-    return -1;
-  line = strstr (status, "\nVmRSS:");
-  return line != NULL ? g_ascii_strtoll (line + 7, NULL, 10) : -1;
+  return vmce_proc_status_number (0, "VmRSS", &kb, NULL) ? kb : -1;
 }
 
 JsonNode *

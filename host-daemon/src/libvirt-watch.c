@@ -14,6 +14,7 @@
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 
+#include "proc-info.h"
 #include "libvirt-monitor.h"
 #include "libvirt-watch.h"
 
@@ -59,13 +60,11 @@ static pid_t
 vmce_domain_qemu_pid (virDomainPtr dom, GError **error)
 {
   g_autofree gchar *result = NULL;
-  g_autofree gchar *status_path = NULL;
-  g_autofree gchar *status = NULL;
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *ret;
   JsonArray *cpus;
   gint64 tid;
-  const gchar *tgid;
+  gint64 tgid = 0;
 
   if (virDomainQemuMonitorCommand (dom, "{\"execute\":\"query-cpus-fast\"}", &result, 0) < 0) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "query-cpus-fast through libvirt: %s",
@@ -82,17 +81,13 @@ vmce_domain_qemu_pid (virDomainPtr dom, GError **error)
   }
   tid = json_object_get_int_member_with_default (json_array_get_object_element (cpus, 0),
                                                  "thread-id", 0);
-  status_path = g_strdup_printf ("/proc/%" G_GINT64_FORMAT "/status", tid);
-  if (tid <= 0 || !g_file_get_contents (status_path, &status, NULL, error)) {
+  if (tid <= 0 || !vmce_proc_status_number ((pid_t) tid, "Tgid", &tgid, error)) {
+    if (tid <= 0)
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "query-cpus-fast gave no thread-id");
     g_prefix_error (error, "finding QEMU from its vCPU thread: ");
     return 0;
   }
-  tgid = strstr (status, "\nTgid:");
-  if (tgid == NULL) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s has no Tgid", status_path);
-    return 0;
-  }
-  return (pid_t) g_ascii_strtoll (tgid + 6, NULL, 10);
+  return (pid_t) tgid;
 }
 
 /* The host end of the guest's vmce agent port, if the domain has one */

@@ -76,3 +76,29 @@ vmce_proc_identity_start_time (const gchar *identity)
   return g_ascii_strtoll (btime + 7, NULL, 10) * G_USEC_PER_SEC +
          (gint64) (ticks * G_USEC_PER_SEC / (guint64) hz);
 }
+
+gboolean
+vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **error)
+{
+  g_autofree gchar *path = pid == 0 ? g_strdup ("/proc/self/status")
+                                    : g_strdup_printf ("/proc/%d/status", pid);
+  g_autofree gchar *status = NULL;
+  g_autofree gchar *key = g_strdup_printf ("\n%s:", field);
+  const gchar *line;
+  gchar *end = NULL;
+
+  if (pid < 0 || !g_file_get_contents (path, &status, NULL, NULL)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no process with pid %d", pid);
+    return FALSE;
+  }
+  /* "Name:" comes first and holds the command name, which may look like
+   * anything: the field is only ever matched at the start of a line */
+  line = strstr (status, key);
+  if (line != NULL)
+    *value = g_ascii_strtoll (line + strlen (key), &end, 10);
+  if (line == NULL || end == line + strlen (key)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s has no number %s", path, field);
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -17,3 +17,8 @@ gchar *vmce_proc_identity (pid_t pid, GError **error);
 pid_t vmce_proc_identity_pid (const gchar *identity);
 /* When the process of @identity started, wall clock (microseconds), or 0 */
 gint64 vmce_proc_identity_start_time (const gchar *identity);
+
+/* One number of /proc/@pid/status ("Tgid", "TracerPid", "VmRSS" in kB);
+ * @pid 0 is vmced itself. Fails with G_IO_ERROR_NOT_FOUND when there is no
+ * such process, G_IO_ERROR_INVALID_DATA when it has no such field. */
+gboolean vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **error);

@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proc-info.h"
 #include "ptrace-watch.h"
 
 /* a thread created while attached is looked at again this much later */
@@ -396,16 +397,11 @@ vmce_tracee_handle_stop (VmceTracee *t, int status, gint64 now)
 static VmcePtraceWatch *
 vmce_ptrace_find_watch_for_new_thread (pid_t tid)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%d/status", tid);
-  g_autofree gchar *status = NULL;
-  const gchar *line;
+  gint64 tgid;
 
-  if (!g_file_get_contents (path, &status, NULL, NULL))
+  if (!vmce_proc_status_number (tid, "Tgid", &tgid, NULL))
     return NULL;
-  line = strstr (status, "\nTgid:");
-  if (line == NULL)
-    return NULL;
-  return g_hash_table_lookup (vmce_watches, GINT_TO_POINTER (atoi (line + 6)));
+  return g_hash_table_lookup (vmce_watches, GINT_TO_POINTER ((pid_t) tgid));
 }
 
 static void
@@ -522,15 +518,11 @@ vmce_ptrace_watch_seize_all (VmcePtraceWatch *self, GError **error)
           return FALSE;
         }
         if (errsv == EPERM) {
-          g_autofree gchar *path = g_strdup_printf ("/proc/%d/status", tid);
-          g_autofree gchar *status = NULL;
-          const gchar *line = NULL;
-          if (g_file_get_contents (path, &status, NULL, NULL))
-            line = strstr (status, "\nTracerPid:");
-          if (line != NULL && atoi (line + 11) != 0) {
+          gint64 tracer = 0;
+          if (vmce_proc_status_number (tid, "TracerPid", &tracer, NULL) && tracer != 0) {
             g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
-                         "pid %d is already traced by pid %d (another vmced, or a debugger)",
-                         self->pid, atoi (line + 11));
+                         "pid %d is already traced by pid %" G_GINT64_FORMAT
+                         " (another vmced, or a debugger)", self->pid, tracer);
             return FALSE;
           }
         }

@@ -810,20 +810,17 @@ vmce_vm_handshake_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 vmce_vm_check_process (VmceVm *self, GError **error)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%d/status", self->pid);
-  g_autofree gchar *status = NULL;
-  const gchar *line;
+  gint64 tracer = 0;
 
-  if (self->pid <= 0 || !g_file_get_contents (path, &status, NULL, NULL)) {
+  if (self->pid <= 0 || !vmce_proc_status_number (self->pid, "TracerPid", &tracer, NULL)) {
     g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "no process with pid %d", self->pid);
     return FALSE;
   }
   /* say so before the monitor, which a second client would wait on */
-  line = strstr (status, "\nTracerPid:");
-  if (line != NULL && atoi (line + 11) != 0) {
+  if (tracer != 0) {
     g_set_error (error, VMCE_ERROR, VMCE_ERROR_BUSY,
-                 "pid %d is already traced by pid %d (another vmced, or a debugger)", self->pid,
-                 atoi (line + 11));
+                 "pid %d is already traced by pid %" G_GINT64_FORMAT
+                 " (another vmced, or a debugger)", self->pid, tracer);
     return FALSE;
   }
   return TRUE;
