@@ -26,6 +26,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "page.h"
 #include "error.h"
 #include "daemon.h"
 #include "decision.h"
@@ -34,8 +35,6 @@
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
-#define VMCE_PAGE_SIZE 4096
-#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 /* how long a vCPU that consumed poison may be held while QEMU queues the
  * machine check for it */
 #define VMCE_HOLD_MAX_US 20000

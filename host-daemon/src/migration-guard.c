@@ -29,6 +29,7 @@
 
 #include <sys/mman.h>
 
+#include "page.h"
 #include "daemon.h"
 #include "json-util.h"
 #include "migration-guard.h"
@@ -36,7 +37,6 @@
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
-#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 #define VMCE_MARK_TIMEOUT_MS 30000
 
 static const gchar *vmce_migration_policy_names[] = { "refuse", "allow-zero" };
@@ -176,7 +176,7 @@ vmce_migration_guard_again_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_
     if (!p->zeroed_for_migration)
       continue;
     p->zeroed_for_migration = FALSE;
-    if (!vmce_remote_mprotect (vm->pid, tid, p->hva, 4096, PROT_NONE, &error)) {
+    if (!vmce_remote_mprotect (vm->pid, tid, p->hva, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
       g_warning ("vm %s: cannot take the page at GPA 0x%" G_GINT64_MODIFIER "x away again: %s",
                  vm->name, p->gpa, error->message);
       continue;

@@ -16,6 +16,7 @@
 #include <gio/gio.h>
 #include <string.h>
 
+#include "page.h"
 #include "json-util.h"
 #include "poison-index.h"
 #include "poison-set.h"
@@ -79,7 +80,7 @@ vmce_poison_index_remove_page (VmceIndexEntry *e, const gchar *gpa_str)
   guint64 gpa = 0;
 
   if (gpa_str != NULL && vmce_parse_u64 (gpa_str, &gpa, NULL)) {
-    gpa &= ~G_GUINT64_CONSTANT (0xfff);
+    gpa &= VMCE_PAGE_MASK;
     g_hash_table_remove (e->pages, &gpa);
   }
 }

@@ -22,10 +22,10 @@
 #include <gio/gio.h>
 #include <unistd.h>
 
+#include "page.h"
 #include "page-replace.h"
 #include "poison-scan.h"
 
-#define VMCE_PAGE_SIZE G_GUINT64_CONSTANT (4096)
 #define VMCE_PM_PRESENT (G_GUINT64_CONSTANT (1) << 63)
 #define VMCE_PM_SWAP (G_GUINT64_CONSTANT (1) << 62)
 /* pagemap entries read at a time: 512 KiB, 128 MiB of guest RAM */

@@ -6,10 +6,10 @@
  */
 #define G_LOG_DOMAIN "vmce-vm"
 
+#include "page.h"
 #include "json-util.h"
 #include "poison-set.h"
 
-#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 
 GHashTable *
 vmce_poison_set_new (void)

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/vfs.h>
 
+#include "page.h"
 #include "proc-maps.h"
 
 #ifndef HUGETLBFS_MAGIC
@@ -58,7 +59,7 @@ vmce_vma_parse_line (const gchar *line, VmceVma *vma)
   vma->readable = perms[0] == 'r';
   vma->writable = perms[1] == 'w';
   vma->shared = perms[3] == 's';
-  vma->page_size = 4096;
+  vma->page_size = VMCE_PAGE_SIZE;
   path = line + n;
   while (*path == ' ' || *path == '\t')
     path++;
@@ -164,7 +165,7 @@ vmce_vma_table_lookup (VmceVmaTable *self, guint64 addr)
     } else if (addr >= vma->end) {
       lo = mid + 1;
     } else {
-      if (vma->path != NULL && vma->page_size == 4096)
+      if (vma->path != NULL && vma->page_size == VMCE_PAGE_SIZE)
         vmce_vma_resolve_hugetlb (self, vma);
       return vma;
     }

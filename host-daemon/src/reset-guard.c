@@ -35,13 +35,13 @@
 
 #include <string.h>
 
+#include "page.h"
 #include "daemon.h"
 #include "json-util.h"
 #include "page-replace.h"
 #include "reset-guard.h"
 #include "sim-poison.h"
 
-#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 /* a vCPU that does not stop for this long is left out of the hold */
 #define VMCE_RESET_HOLD_TIMEOUT_MS 1000
 
@@ -100,7 +100,7 @@ vmce_reset_page_json (const VmcePoisonedPage *p,
     json_builder_set_member_name (b, "how");
     json_builder_add_string_value (b, r->how);
   }
-  if (r != NULL && r->len > 4096) {
+  if (r != NULL && r->len > VMCE_PAGE_SIZE) {
     /* the kernel poisons a huge page whole: the rest of it goes too */
     vmce_json_builder_add_hex (b, "range_start", r->start);
     vmce_json_builder_add_hex (b, "range_size", r->len);
@@ -119,7 +119,7 @@ vmce_reset_page_json (const VmcePoisonedPage *p,
 static void
 vmce_reset_note_replaced (VmceVm *vm, guint64 host_page, guint64 len)
 {
-  for (guint64 off = 0; off < len; off += 4096) {
+  for (guint64 off = 0; off < len; off += VMCE_PAGE_SIZE) {
     guint64 *key = g_new (guint64, 1);
     *key = host_page + off;
     g_hash_table_add (vm->reset_recent, key);
@@ -171,7 +171,7 @@ vmce_reset_replace_page (VmceVm *vm,
   vmce_reset_note_replaced (vm, r.start, r.len);
   vmce_sim_forget_page (vm, hva, "the guest was reset and the page replaced before a thread "
                                  "touched it");
-  if (r.len > 4096)
+  if (r.len > VMCE_PAGE_SIZE)
     detail = g_strdup_printf ("%s; the whole %" G_GUINT64_FORMAT " kB huge page is replaced: the "
                               "kernel poisons a huge page whole",
                               why, r.len / 1024);

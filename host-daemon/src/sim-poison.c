@@ -28,12 +28,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "page.h"
 #include "error.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
-#define VMCE_PAGE_SIZE 4096
-#define VMCE_PAGE_MASK (~G_GUINT64_CONSTANT (0xfff))
 
 typedef struct {
   int code;
