@@ -9,7 +9,6 @@
 #include <gio/gio.h>
 
 #include "config.h"
-#include "migration-guard.h"
 
 static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy",
                                            "migration", NULL };

@@ -9,7 +9,7 @@
 
 #include <glib.h>
 
-#include "vm.h"
+#include "policy.h"
 
 typedef struct {
   gchar *path;

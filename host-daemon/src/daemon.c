@@ -10,14 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "commands.h"
 #include "control.h"
 #include "daemon.h"
+#include "error.h"
+#include "forward.h"
 #include "journal.h"
 #include "json-util.h"
+#include "migration-guard.h"
 #include "poison-index.h"
 #include "proc-info.h"
+#include "reset-guard.h"
+#include "sim-poison.h"
 
 /* records kept in memory for `vmcectl events` */
 #define VMCE_RECENT_MAX 1000
@@ -128,8 +131,13 @@ vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
   self->control = vmce_control_new (options->socket_path, error);
   if (self->control == NULL)
     return NULL;
-  vmce_commands_register (self->control, self);
   return g_steal_pointer (&self);
+}
+
+VmceControl *
+vmce_daemon_get_control (VmceDaemon *self)
+{
+  return self->control;
 }
 
 void
@@ -260,6 +268,139 @@ vmce_attach_data_free (VmceAttachData *data)
   g_free (data);
 }
 
+/* --- what a vm session reports (VmceVmHandler) ----------------------------- */
+
+/* A memory-error stop goes past the guards to the forwarder */
+static void
+vmce_daemon_vm_memory_error (VmceVm *vm, const VmceStop *stop, gboolean again, gpointer user_data)
+{
+  /* a page known to be poisoned, touched as the guest resets */
+  if (vmce_reset_guard_signal (vm, stop, again))
+    return;
+  /* the migration thread reading a poisoned page */
+  if (vmce_migration_guard_signal (vm, stop))
+    return;
+  vmce_forward_signal (vm, stop);
+}
+
+static gboolean
+vmce_daemon_vm_signal_stop (VmceVm *vm,
+                            pid_t tid,
+                            siginfo_t *info,
+                            gint64 stop_time_us,
+                            gpointer user_data)
+{
+  guint64 request_id = 0;
+  gboolean simulated;
+  VmceStop stop;
+
+  if (vmce_reset_guard_stale_fault (vm, tid, info))
+    return TRUE;
+  simulated = vmce_sim_rewrite (vm, tid, info, &request_id);
+  if (info->si_signo != SIGBUS ||
+      (info->si_code != BUS_MCEERR_AO && info->si_code != BUS_MCEERR_AR))
+    return FALSE;
+  stop = (VmceStop) { .tid = tid, .info = *info, .time_us = stop_time_us,
+                      .source = simulated ? "simulated" : "kernel", .request_id = request_id };
+  vmce_daemon_vm_memory_error (vm, &stop, FALSE, user_data);
+  return TRUE;
+}
+
+static void
+vmce_daemon_vm_qemu_event (VmceVm *vm,
+                           const gchar *name,
+                           JsonObject *data,
+                           gint64 time_us,
+                           gpointer user_data)
+{
+  if (g_strcmp0 (name, "MEMORY_FAILURE") == 0 && data != NULL)
+    vmce_forward_qemu_event (vm, data);
+  else if (g_strcmp0 (name, "MIGRATION") == 0 && data != NULL)
+    vmce_migration_guard_on_event (vm, data);
+  else if (g_strcmp0 (name, "RESUME") == 0)
+    vmce_migration_guard_on_resume (vm);
+  else if (g_strcmp0 (name, "RESET") == 0)
+    vmce_reset_guard_on_reset (vm, data, time_us);
+}
+
+static JsonNode *
+vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_data)
+{
+  return vmce_daemon_emit_event (user_data, ev);
+}
+
+static void
+vmce_daemon_vm_record (VmceVm *vm, const gchar *event, JsonNode *record, gpointer user_data)
+{
+  vmce_daemon_emit_record (user_data, event, record);
+}
+
+static void
+vmce_daemon_vm_letting_go (VmceVm *vm, const gchar *why, gboolean release_pages, gpointer user_data)
+{
+  vmce_reset_guard_cancel_all (vm);
+  vmce_forward_cancel_all (vm, why);
+  vmce_sim_cancel_all (vm, why);
+  if (release_pages)
+    vmce_sim_release_all (vm);
+}
+
+static void
+vmce_daemon_vm_gone (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer user_data)
+{
+  if (was_ready)
+    vmce_daemon_keep_poisoned (user_data, vm, exited);
+  vmce_daemon_remove_vm (user_data, vm);
+}
+
+static gboolean
+vmce_daemon_vm_found_taken_away (VmceVm *vm, guint64 hva, guint64 gpa, gpointer user_data)
+{
+  if (vmce_sim_is_protected (vm, hva))
+    return FALSE;
+  vmce_sim_adopt_page (vm, hva, gpa);
+  return TRUE;
+}
+
+static void
+vmce_daemon_vm_to_json (VmceVm *vm, JsonBuilder *b, gpointer user_data)
+{
+  vmce_migration_guard_to_json (vm, b);
+}
+
+static GPtrArray *
+vmce_daemon_vm_peers (VmceVm *vm, gpointer user_data)
+{
+  return vmce_daemon_get_vms (user_data);
+}
+
+static const VmceVmHandler vmce_daemon_vm_handler = {
+  .signal_stop = vmce_daemon_vm_signal_stop,
+  .memory_error = vmce_daemon_vm_memory_error,
+  .qemu_event = vmce_daemon_vm_qemu_event,
+  .memory_error_event = vmce_daemon_vm_memory_error_event,
+  .record = vmce_daemon_vm_record,
+  .letting_go = vmce_daemon_vm_letting_go,
+  .gone = vmce_daemon_vm_gone,
+  .found_taken_away = vmce_daemon_vm_found_taken_away,
+  .to_json = vmce_daemon_vm_to_json,
+  .peers = vmce_daemon_vm_peers,
+};
+
+static VmceVm *
+vmce_daemon_new_vm (VmceDaemon *self,
+                    pid_t pid,
+                    const gchar *qmp_path,
+                    const gchar *name,
+                    const gchar *agent_path,
+                    VmcePolicy policy)
+{
+  VmceVm *vm = vmce_vm_new (&vmce_daemon_vm_handler, self, pid, qmp_path, name, agent_path, policy);
+
+  vm->inject_gap_ms = self->inject_gap_ms;
+  return vm;
+}
+
 /* Takes @vm; refuses a second watcher of one QEMU or one name */
 static void
 vmce_daemon_attach_vm (VmceDaemon *self, VmceVm *vm, GAsyncReadyCallback callback, gpointer user_data)
@@ -296,7 +437,7 @@ vmce_daemon_attach_async (VmceDaemon *self,
                           GAsyncReadyCallback callback,
                           gpointer user_data)
 {
-  vmce_daemon_attach_vm (self, vmce_vm_new (self, pid, qmp_path, name, agent_path, policy),
+  vmce_daemon_attach_vm (self, vmce_daemon_new_vm (self, pid, qmp_path, name, agent_path, policy),
                          callback, user_data);
 }
 
@@ -310,7 +451,8 @@ vmce_daemon_attach_domain_async (VmceDaemon *self,
                                  GAsyncReadyCallback callback,
                                  gpointer user_data)
 {
-  VmceVm *vm = vmce_vm_new (self, domain->pid, NULL, domain->name, domain->agent_path, policy);
+  VmceVm *vm = vmce_daemon_new_vm (self, domain->pid, NULL, domain->name, domain->agent_path,
+                                   policy);
 
   vmce_vm_set_monitor (vm, qmp_socket, monitor, monitor_free);
   vmce_vm_set_uuid (vm, domain->uuid);
@@ -368,12 +510,6 @@ VmceMigrationPolicy
 vmce_daemon_get_migration (VmceDaemon *self)
 {
   return self->migration;
-}
-
-guint
-vmce_daemon_get_inject_gap_ms (VmceDaemon *self)
-{
-  return self->inject_gap_ms;
 }
 
 static gint64

@@ -10,8 +10,11 @@
 #include <json-glib/json-glib.h>
 
 #include "config.h"
+#include "control.h"
 #include "mce-event.h"
 #include "vm.h"
+
+typedef struct _VmceDaemon VmceDaemon;
 
 typedef struct {
   const gchar *socket_path;
@@ -21,6 +24,8 @@ typedef struct {
 } VmceDaemonOptions;
 
 VmceDaemon *vmce_daemon_new (const VmceDaemonOptions *options, GError **error);
+/* Its control socket, for the commands (commands.c) to be registered on */
+VmceControl *vmce_daemon_get_control (VmceDaemon *self);
 /* Lets every QEMU go and writes the journal out */
 void vmce_daemon_shutdown (VmceDaemon *self);
 void vmce_daemon_free (VmceDaemon *self);
@@ -68,7 +73,6 @@ void vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *re
 /* Newest last; @vm NULL for all; @limit 0 for all kept */
 JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit);
 
-guint vmce_daemon_get_inject_gap_ms (VmceDaemon *self);
 /* vmced.conf, for per-domain settings of VMs attached from now on (not
  * owned; NULL for none) */
 void vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config);

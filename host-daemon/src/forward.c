@@ -26,12 +26,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "page.h"
-#include "error.h"
-#include "daemon.h"
 #include "decision.h"
+#include "error.h"
 #include "forward.h"
 #include "json-util.h"
+#include "page.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
@@ -111,7 +110,7 @@ vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
   g_autoptr(JsonNode) json = NULL;
 
   vm->n_events++;
-  json = vmce_daemon_emit_event (vm->daemon, ev);
+  json = vmce_vm_emit_event (vm, ev);
   /* after the journal gave it its seq; a host page is bad whatever became
    * of the machine check (poison-set.c decides) */
   vmce_vm_record_poisoned (vm, ev);
@@ -293,7 +292,7 @@ vmce_forward_send_next (VmceVm *vm)
 {
   VmceInjection *inj;
   g_autofree gchar *hmp = NULL;
-  gint64 gap_us = (gint64) vmce_daemon_get_inject_gap_ms (vm->daemon) * 1000;
+  gint64 gap_us = (gint64) vm->inject_gap_ms * 1000;
   gint64 wait_us;
 
   if (vm->inflight != NULL || vm->gap_source != 0 || g_queue_is_empty (&vm->injections))
@@ -409,7 +408,7 @@ vmce_forward_layout_fresh_cb (VmceVm *vm, gpointer data)
   guint64 page = (guint64) (guintptr) stop->info.si_addr & VMCE_PAGE_MASK;
 
   if (vm->state == VMCE_VM_READY) {
-    vmce_vm_dispatch_memory_error (vm, stop, FALSE);
+    vmce_vm_redeliver (vm, stop, FALSE);
     return;
   }
   /* vmced lets go of the VM: the signal as it came, what QEMU would have
@@ -647,7 +646,7 @@ vmce_forward_journal_qemu_event (VmceVm *vm, JsonObject *data)
     json_builder_add_null_value (b);
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (vm->daemon, "QEMU_EVENT", record);
+  vmce_vm_emit_record (vm, "QEMU_EVENT", record);
 }
 
 void

@@ -14,9 +14,9 @@
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 
-#include "proc-info.h"
 #include "libvirt-monitor.h"
 #include "libvirt-watch.h"
+#include "proc-info.h"
 
 #define VMCE_AGENT_PORT "org.vmce.agent.1"
 #define VMCE_RECONNECT_SECONDS 1

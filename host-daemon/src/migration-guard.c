@@ -29,36 +29,14 @@
 
 #include <sys/mman.h>
 
-#include "page.h"
-#include "daemon.h"
 #include "json-util.h"
 #include "migration-guard.h"
 #include "page-replace.h"
+#include "page.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
 
 #define VMCE_MARK_TIMEOUT_MS 30000
-
-static const gchar *vmce_migration_policy_names[] = { "refuse", "allow-zero" };
-
-const gchar *
-vmce_migration_policy_to_string (VmceMigrationPolicy policy)
-{
-  return policy < G_N_ELEMENTS (vmce_migration_policy_names) ? vmce_migration_policy_names[policy]
-                                                             : "unknown";
-}
-
-gboolean
-vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (vmce_migration_policy_names); i++) {
-    if (g_strcmp0 (str, vmce_migration_policy_names[i]) == 0) {
-      *policy = (VmceMigrationPolicy) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
-}
 
 static gboolean
 vmce_migration_is_running (const gchar *status)
@@ -113,7 +91,7 @@ vmce_migration_journal (VmceVm *vm,
   json_builder_add_string_value (b, detail);
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (vm->daemon, "MIGRATION", record);
+  vmce_vm_emit_record (vm, "MIGRATION", record);
 }
 
 /* --- the source ------------------------------------------------------------------ */
@@ -233,7 +211,7 @@ vmce_migration_mark_pending (VmceVm *vm)
 static VmceVm *
 vmce_migration_find_destination (VmceVm *source)
 {
-  GPtrArray *vms = vmce_daemon_get_vms (source->daemon);
+  GPtrArray *vms = vmce_vm_get_peers (source);
   VmceVm *found = NULL;
 
   for (guint i = 0; i < vms->len; i++) {
@@ -405,7 +383,7 @@ vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
   json_builder_add_string_value (b, r.how);
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (vm->daemon, "PAGE_REPLACED", record);
+  vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
   vmce_page_replace_clear (&r);
   vmce_ptrace_watch_resume (vm->watch, tid, 0);
   return TRUE;

@@ -11,8 +11,6 @@
 
 #include "vm.h"
 
-const gchar *vmce_migration_policy_to_string (VmceMigrationPolicy policy);
-gboolean vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy);
 
 typedef enum {
   VMCE_MIGRATION_ACT_NONE,

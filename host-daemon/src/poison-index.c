@@ -16,8 +16,8 @@
 #include <gio/gio.h>
 #include <string.h>
 
-#include "page.h"
 #include "json-util.h"
+#include "page.h"
 #include "poison-index.h"
 #include "poison-set.h"
 #include "proc-info.h"

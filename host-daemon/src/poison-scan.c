@@ -22,8 +22,8 @@
 #include <gio/gio.h>
 #include <unistd.h>
 
-#include "page.h"
 #include "page-replace.h"
+#include "page.h"
 #include "poison-scan.h"
 
 #define VMCE_PM_PRESENT (G_GUINT64_CONSTANT (1) << 63)

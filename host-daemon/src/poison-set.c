@@ -6,8 +6,8 @@
  */
 #define G_LOG_DOMAIN "vmce-vm"
 
-#include "page.h"
 #include "json-util.h"
+#include "page.h"
 #include "poison-set.h"
 
 

@@ -51,3 +51,27 @@ vmce_policy_choices (void)
   }
   return (const gchar *) choices;
 }
+
+static const gchar *const vmce_migration_policy_names[] = {
+  [VMCE_MIGRATION_REFUSE] = "refuse",
+  [VMCE_MIGRATION_ALLOW_ZERO] = "allow-zero",
+};
+
+const gchar *
+vmce_migration_policy_to_string (VmceMigrationPolicy policy)
+{
+  return (guint) policy < G_N_ELEMENTS (vmce_migration_policy_names) ? vmce_migration_policy_names[policy]
+                                                             : "unknown";
+}
+
+gboolean
+vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (vmce_migration_policy_names); i++) {
+    if (g_strcmp0 (str, vmce_migration_policy_names[i]) == 0) {
+      *policy = (VmceMigrationPolicy) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}

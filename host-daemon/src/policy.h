@@ -1,6 +1,7 @@
 /*
- * What vmced does with a memory error in a VM: the policy, and its names
- * (one table, for the config file, the control protocol and the journal).
+ * What vmced does with a memory error in a VM, and with a migration of a VM
+ * with poisoned memory: the policies, and their names (one table each, for
+ * the config file, the control protocol and the journal).
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -23,3 +24,12 @@ const gchar *vmce_policy_to_string (VmcePolicy policy);
 gboolean vmce_policy_from_string (const gchar *str, VmcePolicy *policy);
 /* "forward, ignore-ao, pass, stop or force", for error messages */
 const gchar *vmce_policy_choices (void);
+
+/* What vmced does when a VM with poisoned memory is migrated */
+typedef enum {
+  VMCE_MIGRATION_REFUSE,     /* cancel it, say why */
+  VMCE_MIGRATION_ALLOW_ZERO, /* let it go: zeroed pages, marked poisoned on arrival */
+} VmceMigrationPolicy;
+
+const gchar *vmce_migration_policy_to_string (VmceMigrationPolicy policy);
+gboolean vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy);

@@ -35,10 +35,9 @@
 
 #include <string.h>
 
-#include "page.h"
-#include "daemon.h"
 #include "json-util.h"
 #include "page-replace.h"
+#include "page.h"
 #include "reset-guard.h"
 #include "sim-poison.h"
 
@@ -213,7 +212,7 @@ vmce_reset_guard_rom_write (VmceVm *vm, VmcePoisonedPage *p, pid_t tid, const gc
   json_builder_add_value (b, json_node_ref (entry));
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (vm->daemon, "PAGE_REPLACED", record);
+  vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
   g_message ("vm %s: poisoned page at GPA 0x%" G_GINT64_MODIFIER "x replaced: %s", vm->name,
              p->gpa, why);
   g_ptr_array_add (vm->reset_early, entry);
@@ -245,7 +244,7 @@ vmce_deferred_stop_decide (VmceDeferredStop *d)
              vm->name, d->stop.tid, hva);
     vmce_ptrace_watch_resume (vm->watch, d->stop.tid, 0);
   } else {
-    vmce_vm_dispatch_memory_error (vm, &d->stop, TRUE);
+    vmce_vm_redeliver (vm, &d->stop, TRUE);
   }
   vmce_deferred_stop_free (d);
 }
@@ -581,7 +580,7 @@ vmce_reset_pass_run (VmceResetPass *pass)
     json_builder_add_null_value (b);
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (vm->daemon, "RESET", record);
+  vmce_vm_emit_record (vm, "RESET", record);
   g_message ("vm %s: reset (%s): %u poisoned page(s) replaced, %u usable already, %u failed; "
              "vCPUs held %" G_GINT64_FORMAT " us",
              vm->name, pass->reason, n_replaced, n_usable, n_failed, held_us);

@@ -28,8 +28,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "page.h"
 #include "error.h"
+#include "page.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
 

@@ -17,15 +17,10 @@
 #include <sys/wait.h>
 
 #include "error.h"
-#include "daemon.h"
-#include "forward.h"
 #include "json-util.h"
-#include "migration-guard.h"
-#include "proc-info.h"
 #include "poison-scan.h"
+#include "proc-info.h"
 #include "proc-maps.h"
-#include "reset-guard.h"
-#include "sim-poison.h"
 #include "vm.h"
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
@@ -354,24 +349,12 @@ vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
 {
   VmceVm *self = user_data;
 
-  if (g_strcmp0 (name, "MEMORY_FAILURE") == 0 && data != NULL) {
-    vmce_forward_qemu_event (self, data);
-    return;
-  }
-  if (g_strcmp0 (name, "MIGRATION") == 0 && data != NULL) {
-    vmce_migration_guard_on_event (self, data);
-    return;
-  }
-  if (g_strcmp0 (name, "RESUME") == 0) {
-    vmce_migration_guard_on_resume (self);
-    return;
-  }
+  self->handler->qemu_event (self, name, data, time_us, self->handler_data);
   if (g_strcmp0 (name, "STOP") == 0) {
     self->running = FALSE;
     return;
   }
   if (g_strcmp0 (name, "RESET") == 0) {
-    vmce_reset_guard_on_reset (self, data, time_us);
     vmce_vm_refresh_layout (self);
     return;
   }
@@ -415,35 +398,34 @@ vmce_vm_signal_stop_cb (VmcePtraceWatch *watch,
                         gpointer user_data)
 {
   VmceVm *self = user_data;
-  guint64 request_id = 0;
-  gboolean simulated;
 
   if (self->state != VMCE_VM_READY)
     return FALSE;
-  if (vmce_reset_guard_stale_fault (self, tid, info))
-    return TRUE;
-  simulated = vmce_sim_rewrite (self, tid, info, &request_id);
-  if (info->si_signo != SIGBUS ||
-      (info->si_code != BUS_MCEERR_AO && info->si_code != BUS_MCEERR_AR))
-    return FALSE;
-  {
-    VmceStop stop = { .tid = tid, .info = *info, .time_us = stop_time_us,
-                      .source = simulated ? "simulated" : "kernel", .request_id = request_id };
-    vmce_vm_dispatch_memory_error (self, &stop, FALSE);
-  }
-  return TRUE;
+  return self->handler->signal_stop (self, tid, info, stop_time_us, self->handler_data);
 }
 
 void
-vmce_vm_dispatch_memory_error (VmceVm *self, const VmceStop *stop, gboolean again)
+vmce_vm_redeliver (VmceVm *self, const VmceStop *stop, gboolean again)
 {
-  /* a page known to be poisoned, touched as the guest resets */
-  if (vmce_reset_guard_signal (self, stop, again))
-    return;
-  /* the migration thread reading a poisoned page */
-  if (vmce_migration_guard_signal (self, stop))
-    return;
-  vmce_forward_signal (self, stop);
+  self->handler->memory_error (self, stop, again, self->handler_data);
+}
+
+JsonNode *
+vmce_vm_emit_event (VmceVm *self, VmceMceEvent *ev)
+{
+  return self->handler->memory_error_event (self, ev, self->handler_data);
+}
+
+void
+vmce_vm_emit_record (VmceVm *self, const gchar *event, JsonNode *record)
+{
+  self->handler->record (self, event, record, self->handler_data);
+}
+
+GPtrArray *
+vmce_vm_get_peers (VmceVm *self)
+{
+  return self->handler->peers (self, self->handler_data);
 }
 
 static void
@@ -468,7 +450,7 @@ vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
   json_builder_add_value (b, vmce_vm_to_json (self, FALSE));
   json_builder_end_object (b);
   record = json_builder_get_root (b);
-  vmce_daemon_emit_record (self->daemon, "VM_ATTACHED", record);
+  vmce_vm_emit_record (self, "VM_ATTACHED", record);
   g_message ("vm %s: attached to pid %d (%s, %u vCPU(s), %u threads)", self->name, self->pid,
              self->kvm ? "kvm" : "tcg", self->vcpus->len,
              vmce_ptrace_watch_get_n_threads (self->watch));
@@ -870,10 +852,8 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
   if (self->state == VMCE_VM_GONE)
     return;
   self->state = VMCE_VM_GONE;
-  vmce_reset_guard_cancel_all (self);
   vmce_vm_layout_cancel_waiters (self);
-  vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
-  vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
+  self->handler->letting_go (self, reason != NULL ? reason : "detached", FALSE, self->handler_data);
   if (self->qmp != NULL) {
     g_signal_handlers_disconnect_by_data (self->qmp, self);
     vmce_qmp_client_close (self->qmp, NULL);
@@ -890,11 +870,9 @@ vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason)
     json_builder_add_int_value (b, (gint64) self->n_events);
     json_builder_end_object (b);
     record = json_builder_get_root (b);
-    vmce_daemon_emit_record (self->daemon, "VM_DETACHED", record);
+    vmce_vm_emit_record (self, "VM_DETACHED", record);
   }
-  if (was_ready)
-    vmce_daemon_keep_poisoned (self->daemon, self, g_strcmp0 (type, "vm-exit") == 0);
-  vmce_daemon_remove_vm (self->daemon, self);
+  self->handler->gone (self, was_ready, g_strcmp0 (type, "vm-exit") == 0, self->handler_data);
 }
 
 void
@@ -906,11 +884,8 @@ vmce_vm_detach (VmceVm *self, const gchar *reason)
     return;
   self->state = VMCE_VM_DETACHING;
   self->detach_reason = g_strdup (reason);
-  vmce_reset_guard_cancel_all (self);
   vmce_vm_layout_cancel_waiters (self);
-  vmce_forward_cancel_all (self, reason != NULL ? reason : "detached");
-  vmce_sim_cancel_all (self, reason != NULL ? reason : "detached");
-  vmce_sim_release_all (self);
+  self->handler->letting_go (self, reason != NULL ? reason : "detached", TRUE, self->handler_data);
   if (self->watch == NULL) {
     vmce_vm_set_gone (self, "detach", reason);
     return;
@@ -930,11 +905,8 @@ vmce_vm_shutdown_sync (VmceVm *self)
     return;
   if (self->state == VMCE_VM_READY)
     self->state = VMCE_VM_DETACHING;
-  vmce_reset_guard_cancel_all (self);
   vmce_vm_layout_cancel_waiters (self);
-  vmce_forward_cancel_all (self, "vmced is stopping");
-  vmce_sim_cancel_all (self, "vmced is stopping");
-  vmce_sim_release_all (self);
+  self->handler->letting_go (self, "vmced is stopping", TRUE, self->handler_data);
   if (self->watch != NULL)
     vmce_ptrace_watch_detach_sync (self->watch);
   vmce_vm_set_gone (self, "detach", "vmced is stopping");
@@ -1092,10 +1064,8 @@ vmce_vm_scan_poisoned (VmceVm *self)
 
       if (p == NULL && vmce_poison_set_add_found (self->poisoned, gpa, f->hva, f->taken_away))
         n_new++;
-      if (f->taken_away && !vmce_sim_is_protected (self, f->hva)) {
-        vmce_sim_adopt_page (self, f->hva, gpa);
+      if (f->taken_away && self->handler->found_taken_away (self, f->hva, gpa, self->handler_data))
         n_away++;
-      }
     }
   }
   if (error != NULL) {
@@ -1219,7 +1189,7 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   json_builder_add_string_value (b, self->poisoned_from);
   json_builder_set_member_name (b, "rom_blobs");
   json_builder_add_int_value (b, self->roms != NULL ? vmce_rom_blobs_get_n (self->roms) : 0);
-  vmce_migration_guard_to_json (self, b);
+  self->handler->to_json (self, b, self->handler_data);
 
   if (with_layout && self->layout != NULL) {
     json_builder_set_member_name (b, "layout");
@@ -1248,7 +1218,8 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
 /* --- life cycle ------------------------------------------------------------ */
 
 VmceVm *
-vmce_vm_new (VmceDaemon *daemon,
+vmce_vm_new (const VmceVmHandler *handler,
+             gpointer handler_data,
              pid_t pid,
              const gchar *qmp_path,
              const gchar *name,
@@ -1259,7 +1230,8 @@ vmce_vm_new (VmceDaemon *daemon,
 
   self->policy = policy;
   self->ref_count = 1;
-  self->daemon = daemon;
+  self->handler = handler;
+  self->handler_data = handler_data;
   self->pid = pid;
   self->qmp_path = g_strdup (qmp_path);
   self->name = g_strdup (name);

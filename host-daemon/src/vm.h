@@ -20,7 +20,6 @@
 #include "ram-layout.h"
 #include "rom-blobs.h"
 
-typedef struct _VmceDaemon VmceDaemon;
 typedef struct _VmceInjection VmceInjection;
 typedef struct _VmceResetPass VmceResetPass;
 
@@ -42,11 +41,6 @@ typedef struct {
   gchar *qom_path;
 } VmceVcpu;
 
-/* What vmced does when a VM with poisoned memory is migrated */
-typedef enum {
-  VMCE_MIGRATION_REFUSE,     /* cancel it, say why */
-  VMCE_MIGRATION_ALLOW_ZERO, /* let it go: zeroed pages, marked poisoned on arrival */
-} VmceMigrationPolicy;
 
 typedef enum {
   VMCE_VM_ATTACHING,
@@ -58,7 +52,9 @@ typedef enum {
 typedef struct _VmceVm VmceVm;
 struct _VmceVm {
   gint ref_count;
-  VmceDaemon *daemon;
+  const struct _VmceVmHandler *handler;
+  gpointer handler_data;
+  guint inject_gap_ms; /* between two injections into this VM */
   gchar *name;
   pid_t pid;
   gchar *qemu_id; /* the process for good: vmce_proc_identity() */
@@ -124,7 +120,39 @@ struct _VmceVm {
   GPtrArray *sim_waiters;    /* of VmceSimWaiter */
 };
 
-VmceVm *vmce_vm_new (VmceDaemon *daemon,
+/* What the session reports to the layers above it, as ptrace-watch reports
+ * to the session: vm.c knows no daemon, forwarder, simulator or guard
+ * (daemon.c implements these). Each gets the handler's user data last. */
+typedef struct _VmceVmHandler {
+  /* A traced thread is in signal-delivery-stop; TRUE: taken, the handler
+   * lets it go (FALSE: it gets its signal as it came) */
+  gboolean (*signal_stop) (VmceVm *vm, pid_t tid, siginfo_t *info, gint64 stop_time_us,
+                           gpointer user_data);
+  /* A memory-error stop to decide about again (vmce_vm_redeliver()) */
+  void (*memory_error) (VmceVm *vm, const VmceStop *stop, gboolean again, gpointer user_data);
+  /* Every QMP event, before the session's own use of it */
+  void (*qemu_event) (VmceVm *vm, const gchar *name, JsonObject *data, gint64 time_us,
+                      gpointer user_data);
+  /* Numbers, journals and publishes a memory error; its JSON */
+  JsonNode *(*memory_error_event) (VmceVm *vm, VmceMceEvent *ev, gpointer user_data);
+  /* Journals and publishes any other record */
+  void (*record) (VmceVm *vm, const gchar *event, JsonNode *record, gpointer user_data);
+  /* The session lets go of QEMU: whatever holds a thread or waits lets go
+   * too; @release_pages: pages taken away come back */
+  void (*letting_go) (VmceVm *vm, const gchar *why, gboolean release_pages, gpointer user_data);
+  /* Gone for good (@exited: QEMU ended), after the last record */
+  void (*gone) (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer user_data);
+  /* A page of guest RAM found taken away from QEMU at attach; TRUE: it is
+   * vmced's now (to give back when it lets go), FALSE: it was already */
+  gboolean (*found_taken_away) (VmceVm *vm, guint64 hva, guint64 gpa, gpointer user_data);
+  /* What the layers above add to the vm's JSON */
+  void (*to_json) (VmceVm *vm, JsonBuilder *b, gpointer user_data);
+  /* The other sessions of this vmced (a migration's other end) */
+  GPtrArray *(*peers) (VmceVm *vm, gpointer user_data);
+} VmceVmHandler;
+
+VmceVm *vmce_vm_new (const VmceVmHandler *handler,
+                     gpointer handler_data,
                      pid_t pid,
                      const gchar *qmp_path,
                      const gchar *name,
@@ -161,9 +189,13 @@ void vmce_vm_record_poisoned (VmceVm *self, const VmceMceEvent *ev);
 /* Before attaching: the pages kept for this QEMU (taken), from @from */
 void vmce_vm_restore_poisoned (VmceVm *self, GHashTable *pages, const gchar *from);
 void vmce_vm_set_poisoned_from (VmceVm *self, const gchar *from);
-/* A memory-error stop (SIGBUS BUS_MCEERR_AO/AR, rewritten if simulated):
- * takes it. @again: it waited once already. */
-void vmce_vm_dispatch_memory_error (VmceVm *self, const VmceStop *stop, gboolean again);
+/* A memory-error stop held by a layer above, to be decided about again
+ * (through the handler). @again: it waited once already. */
+void vmce_vm_redeliver (VmceVm *self, const VmceStop *stop, gboolean again);
+/* Through the handler: see VmceVmHandler */
+JsonNode *vmce_vm_emit_event (VmceVm *self, VmceMceEvent *ev);
+void vmce_vm_emit_record (VmceVm *self, const gchar *event, JsonNode *record);
+GPtrArray *vmce_vm_get_peers (VmceVm *self);
 /* The page vmced knows is poisoned on the host behind @hva, or NULL */
 VmcePoisonedPage *vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64 *gpa);
 VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);

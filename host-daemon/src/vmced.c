@@ -16,10 +16,11 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "commands.h"
 #include "config.h"
 #include "daemon.h"
-#include "migration-guard.h"
 #include "libvirt-watch.h"
+#include "migration-guard.h"
 #include "ptrace-watch.h"
 
 #define VMCE_DEFAULT_SOCKET "/run/vmce/vmced.sock"
@@ -290,6 +291,7 @@ main (int argc, char **argv)
     g_printerr ("vmced: error: %s\n", error->message);
     return EXIT_FAILURE;
   }
+  vmce_commands_register (vmce_daemon_get_control (daemon), daemon);
 
   sfd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) {

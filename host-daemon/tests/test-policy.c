@@ -37,6 +37,19 @@ test_policy_choices (void)
   g_assert_cmpstr (vmce_policy_choices (), ==, "forward, ignore-ao, pass, stop or force");
 }
 
+static void
+test_migration_policy (void)
+{
+  VmceMigrationPolicy m = VMCE_MIGRATION_REFUSE;
+
+  g_assert_true (vmce_migration_policy_from_string ("allow-zero", &m));
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_ALLOW_ZERO);
+  g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_REFUSE), ==, "refuse");
+  g_assert_false (vmce_migration_policy_from_string ("allow", &m));
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_ALLOW_ZERO);
+  g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_ALLOW_ZERO + 1), ==, "unknown");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -44,5 +57,6 @@ main (int argc, char **argv)
   g_test_add_func ("/policy/round-trip", test_policy_round_trip);
   g_test_add_func ("/policy/bad", test_policy_bad);
   g_test_add_func ("/policy/choices", test_policy_choices);
+  g_test_add_func ("/policy/migration", test_migration_policy);
   return g_test_run ();
 }
