@@ -25,6 +25,30 @@ vmce_json_builder_add_hex (JsonBuilder *builder, const gchar *member, guint64 va
   json_builder_add_string_value (builder, str);
 }
 
+void
+vmce_json_builder_add_string (JsonBuilder *builder, const gchar *member, const gchar *value)
+{
+  json_builder_set_member_name (builder, member);
+  if (value != NULL)
+    json_builder_add_string_value (builder, value);
+  else
+    json_builder_add_null_value (builder);
+}
+
+void
+vmce_json_builder_add_int (JsonBuilder *builder, const gchar *member, gint64 value)
+{
+  json_builder_set_member_name (builder, member);
+  json_builder_add_int_value (builder, value);
+}
+
+void
+vmce_json_builder_add_bool (JsonBuilder *builder, const gchar *member, gboolean value)
+{
+  json_builder_set_member_name (builder, member);
+  json_builder_add_boolean_value (builder, value);
+}
+
 gboolean
 vmce_parse_u64 (const gchar *str, guint64 *value, GError **error)
 {

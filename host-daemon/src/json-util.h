@@ -11,6 +11,10 @@
 #include <json-glib/json-glib.h>
 
 void vmce_json_builder_add_hex (JsonBuilder *builder, const gchar *member, guint64 value);
+/* A member and its value in one call; a NULL string is null */
+void vmce_json_builder_add_string (JsonBuilder *builder, const gchar *member, const gchar *value);
+void vmce_json_builder_add_int (JsonBuilder *builder, const gchar *member, gint64 value);
+void vmce_json_builder_add_bool (JsonBuilder *builder, const gchar *member, gboolean value);
 gchar *vmce_hex (guint64 value);
 
 /* Accepts "0x..." / decimal strings and non-negative integers. */

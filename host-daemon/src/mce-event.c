@@ -92,23 +92,6 @@ vmce_format_time (gint64 time_us)
   return g_strdup_printf ("%s.%06" G_GINT64_FORMAT "Z", secs, time_us % G_USEC_PER_SEC);
 }
 
-static void
-vmce_add_string (JsonBuilder *b, const gchar *member, const gchar *value)
-{
-  json_builder_set_member_name (b, member);
-  if (value != NULL)
-    json_builder_add_string_value (b, value);
-  else
-    json_builder_add_null_value (b);
-}
-
-static void
-vmce_add_int (JsonBuilder *b, const gchar *member, gint64 value)
-{
-  json_builder_set_member_name (b, member);
-  json_builder_add_int_value (b, value);
-}
-
 JsonNode *
 vmce_mce_event_to_json (const VmceMceEvent *ev)
 {
@@ -116,41 +99,41 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   g_autofree gchar *time = vmce_format_time (ev->time_us);
 
   json_builder_begin_object (b);
-  vmce_add_string (b, "type", "memory-error");
-  vmce_add_int (b, "seq", (gint64) ev->seq);
-  vmce_add_string (b, "time", time);
-  vmce_add_string (b, "vm", ev->vm);
+  vmce_json_builder_add_string (b, "type", "memory-error");
+  vmce_json_builder_add_int (b, "seq", (gint64) ev->seq);
+  vmce_json_builder_add_string (b, "time", time);
+  vmce_json_builder_add_string (b, "vm", ev->vm);
   if (ev->uuid != NULL)
-    vmce_add_string (b, "uuid", ev->uuid);
-  vmce_add_int (b, "pid", ev->pid);
+    vmce_json_builder_add_string (b, "uuid", ev->uuid);
+  vmce_json_builder_add_int (b, "pid", ev->pid);
   if (ev->qemu_id != NULL)
-    vmce_add_string (b, "qemu_id", ev->qemu_id);
+    vmce_json_builder_add_string (b, "qemu_id", ev->qemu_id);
   json_builder_set_member_name (b, "tid");
   if (ev->tid > 0)
     json_builder_add_int_value (b, ev->tid);
   else
     json_builder_add_null_value (b);
-  vmce_add_string (b, "thread", ev->thread);
-  vmce_add_string (b, "source", ev->source);
+  vmce_json_builder_add_string (b, "thread", ev->thread);
+  vmce_json_builder_add_string (b, "source", ev->source);
   if (ev->si_code != 0) {
-    vmce_add_string (b, "si_code", vmce_si_code_to_string (ev->si_code));
+    vmce_json_builder_add_string (b, "si_code", vmce_si_code_to_string (ev->si_code));
     vmce_json_builder_add_hex (b, "hva", ev->hva);
-    vmce_add_int (b, "lsb", ev->lsb);
+    vmce_json_builder_add_int (b, "lsb", ev->lsb);
   } else {
-    vmce_add_string (b, "si_code", NULL);
+    vmce_json_builder_add_string (b, "si_code", NULL);
     if (ev->hva != 0)
       vmce_json_builder_add_hex (b, "hva", ev->hva);
     else
-      vmce_add_string (b, "hva", NULL);
-    vmce_add_string (b, "lsb", NULL);
+      vmce_json_builder_add_string (b, "hva", NULL);
+    vmce_json_builder_add_string (b, "lsb", NULL);
   }
   if (ev->have_gpa) {
     vmce_json_builder_add_hex (b, "gpa", ev->gpa);
-    vmce_add_string (b, "block", ev->block);
+    vmce_json_builder_add_string (b, "block", ev->block);
     vmce_json_builder_add_hex (b, "block_offset", ev->block_offset);
   } else {
-    vmce_add_string (b, "gpa", NULL);
-    vmce_add_string (b, "block", ev->block);
+    vmce_json_builder_add_string (b, "gpa", NULL);
+    vmce_json_builder_add_string (b, "block", ev->block);
   }
   json_builder_set_member_name (b, "vcpu");
   if (ev->have_mce)
@@ -160,9 +143,9 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   json_builder_set_member_name (b, "mce");
   if (ev->have_mce) {
     json_builder_begin_object (b);
-    vmce_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind, ev->style));
-    vmce_add_string (b, "style", vmce_mce_style_to_string (ev->style));
-    vmce_add_int (b, "bank", ev->mce.bank);
+    vmce_json_builder_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind, ev->style));
+    vmce_json_builder_add_string (b, "style", vmce_mce_style_to_string (ev->style));
+    vmce_json_builder_add_int (b, "bank", ev->mce.bank);
     vmce_json_builder_add_hex (b, "status", ev->mce.status);
     vmce_json_builder_add_hex (b, "mcg_status", ev->mce.mcg_status);
     vmce_json_builder_add_hex (b, "addr", ev->mce.addr);
@@ -173,11 +156,11 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   } else {
     json_builder_add_null_value (b);
   }
-  vmce_add_string (b, "policy", ev->policy);
-  vmce_add_string (b, "via", ev->via);
-  vmce_add_string (b, "handled_by", ev->handled_by);
-  vmce_add_string (b, "result", vmce_result_to_string (ev->result));
-  vmce_add_string (b, "detail", ev->detail);
+  vmce_json_builder_add_string (b, "policy", ev->policy);
+  vmce_json_builder_add_string (b, "via", ev->via);
+  vmce_json_builder_add_string (b, "handled_by", ev->handled_by);
+  vmce_json_builder_add_string (b, "result", vmce_result_to_string (ev->result));
+  vmce_json_builder_add_string (b, "detail", ev->detail);
   json_builder_set_member_name (b, "latency_us");
   if (ev->latency_us >= 0)
     json_builder_add_int_value (b, ev->latency_us);
@@ -188,7 +171,7 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
     json_builder_add_int_value (b, ev->held_us);
   else
     json_builder_add_null_value (b);
-  vmce_add_int (b, "repeats", ev->repeats);
+  vmce_json_builder_add_int (b, "repeats", ev->repeats);
   if (ev->qemu_event != NULL) {
     json_builder_set_member_name (b, "qemu_event");
     json_builder_add_value (b, json_node_copy (ev->qemu_event));

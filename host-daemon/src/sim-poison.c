@@ -359,6 +359,12 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
   return TRUE;
 }
 
+guint
+vmce_sim_count_protected (VmceVm *vm)
+{
+  return vm->sim_protected != NULL ? g_hash_table_size (vm->sim_protected) : 0;
+}
+
 gboolean
 vmce_sim_is_protected (VmceVm *vm, guint64 host_page)
 {

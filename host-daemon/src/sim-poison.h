@@ -38,6 +38,8 @@ JsonNode *vmce_sim_poison_finish (VmceVm *vm, GAsyncResult *res, GError **error)
 gboolean vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id);
 
 gboolean vmce_sim_is_protected (VmceVm *vm, guint64 host_page);
+/* How many host pages the simulator has taken away now */
+guint vmce_sim_count_protected (VmceVm *vm);
 /* Gives access to a simulated-poisoned page back; @tid must be stopped */
 gboolean vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error);
 

@@ -144,63 +144,233 @@ vmced_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
 }
 
-int
-main (int argc, char **argv)
+/* What the command line (and, where it says nothing, the config file) asks */
+typedef struct {
+  gchar *config_path;
+  gchar *socket_path;
+  gchar *journal_path;
+  gint pid;
+  gchar *qmp_path;
+  gchar *name;
+  gchar *agent_path;
+  gchar *connect_uri;
+  GStrv domains;
+  gboolean all_domains;
+  gchar *policy_str;
+  gchar *migration_str;
+  gint inject_gap_ms; /* G_MININT: not given */
+  gboolean version;
+  VmceConfig *config;
+  VmcePolicy policy;
+  VmceMigrationPolicy migration;
+} VmcedArgs;
+
+static void
+vmced_args_clear (VmcedArgs *a)
+{
+  g_free (a->config_path);
+  g_free (a->socket_path);
+  g_free (a->journal_path);
+  g_free (a->qmp_path);
+  g_free (a->name);
+  g_free (a->agent_path);
+  g_free (a->connect_uri);
+  g_strfreev (a->domains);
+  g_free (a->policy_str);
+  g_free (a->migration_str);
+  g_clear_pointer (&a->config, vmce_config_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmcedArgs, vmced_args_clear)
+
+static gboolean
+vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
 {
   g_autoptr(GOptionContext) context = NULL;
+  const GOptionEntry entries[] = {
+    { "config", 'C', 0, G_OPTION_ARG_FILENAME, &a->config_path,
+      "Settings, libvirt domains and per-domain policies (vmced(8)); SIGHUP rereads it", "FILE" },
+    { "socket", 's', 0, G_OPTION_ARG_FILENAME, &a->socket_path,
+      "Control socket (default " VMCE_DEFAULT_SOCKET ")", "PATH" },
+    { "journal", 'j', 0, G_OPTION_ARG_FILENAME, &a->journal_path,
+      "Event journal, JSON lines (default " VMCE_DEFAULT_JOURNAL ")", "PATH" },
+    { "pid", 'p', 0, G_OPTION_ARG_INT, &a->pid, "Attach to this QEMU process at start", "PID" },
+    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &a->qmp_path, "Its QMP socket (with --pid)", "PATH" },
+    { "name", 'n', 0, G_OPTION_ARG_STRING, &a->name, "Its name (default: QEMU's -name)", "NAME" },
+    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &a->agent_path,
+      "Its vmce guest agent socket, for vmcectl", "PATH" },
+    { "connect", 'c', 0, G_OPTION_ARG_STRING, &a->connect_uri,
+      "Watch the domains of this libvirt URI (with --domain or --all-domains)", "URI" },
+    { "domain", 'd', 0, G_OPTION_ARG_STRING_ARRAY, &a->domains,
+      "A libvirt domain to watch while it runs (repeatable)", "NAME" },
+    { "all-domains", 0, 0, G_OPTION_ARG_NONE, &a->all_domains,
+      "Watch every domain of --connect as it runs", NULL },
+    { "policy", 0, 0, G_OPTION_ARG_STRING, &a->policy_str,
+      "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
+    { "migration", 0, 0, G_OPTION_ARG_STRING, &a->migration_str,
+      "A migration of a VM with poisoned memory: refuse (default) or allow-zero", "POLICY" },
+    { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &a->inject_gap_ms,
+      "Least time between two machine checks into one VM (default 20)", "MS" },
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &a->version, "Print the version and exit", NULL },
+    { NULL },
+  };
+
+  context = g_option_context_new ("- forward host memory errors into QEMU guests");
+  g_option_context_set_summary (context,
+                                "vmced watches QEMU processes with ptrace. When the host kernel "
+                                "reports a memory error\nin guest RAM (SIGBUS BUS_MCEERR_AO/AR), "
+                                "it injects the machine check the guest\nwould have seen on real "
+                                "hardware, at the guest physical address.");
+  g_option_context_set_description (context, "Control it with vmcectl(1).");
+  g_option_context_add_main_entries (context, entries, NULL);
+  return g_option_context_parse (context, argc, argv, error);
+}
+
+/* The command line wins over the file */
+static gboolean
+vmced_apply_config_file (VmcedArgs *a, GError **error)
+{
+  VmceConfig *config;
+
+  if (a->config_path == NULL)
+    return TRUE;
+  config = a->config = vmce_config_load (a->config_path, error);
+  if (config == NULL)
+    return FALSE;
+  if (a->socket_path == NULL)
+    a->socket_path = g_strdup (config->socket_path);
+  if (a->journal_path == NULL)
+    a->journal_path = g_strdup (config->journal_path);
+  if (a->inject_gap_ms == G_MININT && config->inject_gap_ms >= 0)
+    a->inject_gap_ms = config->inject_gap_ms;
+  if (a->policy_str == NULL && config->has_policy)
+    a->policy_str = g_strdup (vmce_policy_to_string (config->policy));
+  if (a->migration_str == NULL && config->has_migration)
+    a->migration_str = g_strdup (vmce_migration_policy_to_string (config->migration));
+  if (a->connect_uri == NULL && config->uri != NULL) {
+    a->connect_uri = g_strdup (config->uri);
+    if (a->domains == NULL && !a->all_domains) {
+      a->domains = g_strdupv (config->domains);
+      a->all_domains = config->all_domains;
+    }
+  }
+  return TRUE;
+}
+
+/* One line for what does not go together */
+static gboolean
+vmced_check_args (VmcedArgs *a, GError **error)
+{
+  const gchar *why = NULL;
+
+  if ((a->pid != 0) != (a->qmp_path != NULL))
+    why = "--pid and --qmp go together";
+  else if (a->connect_uri != NULL && (a->domains == NULL) == !a->all_domains)
+    why = "--connect needs --domain NAME or --all-domains (one of them)";
+  else if (a->connect_uri == NULL && (a->domains != NULL || a->all_domains))
+    why = "--domain and --all-domains need --connect URI";
+  else if (a->migration_str != NULL &&
+           !vmce_migration_policy_from_string (a->migration_str, &a->migration))
+    why = "--migration must be refuse or allow-zero";
+  if (why != NULL) {
+    g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, why);
+    return FALSE;
+  }
+  if (a->policy_str != NULL && !vmce_policy_from_string (a->policy_str, &a->policy)) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--policy must be %s",
+                 vmce_policy_choices ());
+    return FALSE;
+  }
+  if (a->inject_gap_ms == G_MININT)
+    a->inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
+  if (a->inject_gap_ms < 0) {
+    g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "--inject-gap-ms must not be negative");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The daemon, until SIGTERM or a required attach fails */
+static int
+vmced_run (VmcedArgs *a, const sigset_t *mask)
+{
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceDaemon) daemon = NULL;
   g_autoptr(GMainLoop) loop = NULL;
-  g_autofree gchar *socket_path = NULL;
-  g_autofree gchar *journal_path = NULL;
-  g_autofree gchar *qmp_path = NULL;
-  g_autofree gchar *name = NULL;
-  g_autofree gchar *agent_path = NULL;
-  g_autofree gchar *connect_uri = NULL;
-  g_auto(GStrv) domains = NULL;
-  gboolean all_domains = FALSE;
   g_autoptr(VmceLibvirtWatch) libvirt_watch = NULL;
-  g_autofree gchar *config_path = NULL;
-  g_autoptr(VmceConfig) config = NULL;
-  gint pid = 0;
-  gint inject_gap_ms = G_MININT; /* not given */
-  g_autofree gchar *policy_str = NULL;
-  VmcePolicy policy = VMCE_POLICY_FORWARD;
-  g_autofree gchar *migration_str = NULL;
-  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
-  gboolean version = FALSE;
-  VmceDaemonOptions options = { 0 };
-  VmcedContext ctx = { 0 };
-  sigset_t mask;
-  int sfd;
-  const GOptionEntry entries[] = {
-    { "config", 'C', 0, G_OPTION_ARG_FILENAME, &config_path,
-      "Settings, libvirt domains and per-domain policies (vmced(8)); SIGHUP rereads it", "FILE" },
-    { "socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
-      "Control socket (default " VMCE_DEFAULT_SOCKET ")", "PATH" },
-    { "journal", 'j', 0, G_OPTION_ARG_FILENAME, &journal_path,
-      "Event journal, JSON lines (default " VMCE_DEFAULT_JOURNAL ")", "PATH" },
-    { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "Attach to this QEMU process at start", "PID" },
-    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp_path, "Its QMP socket (with --pid)", "PATH" },
-    { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Its name (default: QEMU's -name)", "NAME" },
-    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent_path,
-      "Its vmce guest agent socket, for vmcectl", "PATH" },
-    { "connect", 'c', 0, G_OPTION_ARG_STRING, &connect_uri,
-      "Watch the domains of this libvirt URI (with --domain or --all-domains)", "URI" },
-    { "domain", 'd', 0, G_OPTION_ARG_STRING_ARRAY, &domains,
-      "A libvirt domain to watch while it runs (repeatable)", "NAME" },
-    { "all-domains", 0, 0, G_OPTION_ARG_NONE, &all_domains,
-      "Watch every domain of --connect as it runs", NULL },
-    { "policy", 0, 0, G_OPTION_ARG_STRING, &policy_str,
-      "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
-    { "migration", 0, 0, G_OPTION_ARG_STRING, &migration_str,
-      "A migration of a VM with poisoned memory: refuse (default) or allow-zero", "POLICY" },
-    { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &inject_gap_ms,
-      "Least time between two machine checks into one VM (default 20)", "MS" },
-    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
-    { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
-    { NULL },
+  VmceDaemonOptions options = {
+    .socket_path = a->socket_path != NULL ? a->socket_path : VMCE_DEFAULT_SOCKET,
+    .journal_path = a->journal_path != NULL ? a->journal_path : VMCE_DEFAULT_JOURNAL,
+    .inject_gap_ms = (guint) a->inject_gap_ms,
+    .migration = a->migration,
   };
+  VmcedContext ctx = { 0 };
+  int sfd;
+
+  daemon = vmce_daemon_new (&options, &error);
+  if (daemon == NULL) {
+    g_printerr ("vmced: error: %s\n", error->message);
+    return EXIT_FAILURE;
+  }
+  vmce_commands_register (vmce_daemon_get_control (daemon), daemon);
+
+  sfd = signalfd (-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) {
+    g_printerr ("vmced: error: signalfd: %s\n", g_strerror (errno));
+    return EXIT_FAILURE;
+  }
+  loop = g_main_loop_new (NULL, FALSE);
+  ctx.loop = loop;
+  ctx.daemon = daemon;
+  ctx.exit_status = EXIT_SUCCESS;
+  ctx.config_path = a->config_path;
+  ctx.config = g_steal_pointer (&a->config);
+  ctx.cli_policy = a->policy;
+  ctx.cli_migration = a->migration;
+  vmce_daemon_set_config (daemon, ctx.config);
+  /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
+   * SIG_IPI, say) waits for us, monitor answers and clients do not */
+  g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
+
+  g_message ("vmced %s listening on %s, journal %s", PACKAGE_VERSION, options.socket_path,
+             options.journal_path);
+  if (a->pid != 0) {
+    ctx.attach_required = TRUE;
+    vmce_daemon_attach_async (daemon, a->pid, a->qmp_path, a->name, a->agent_path, a->policy,
+                              vmced_attach_cb, &ctx);
+  }
+  if (a->connect_uri != NULL) {
+    libvirt_watch = vmce_libvirt_watch_new (daemon, a->connect_uri,
+                                            (const gchar *const *) a->domains, a->policy, &error);
+    if (libvirt_watch == NULL) {
+      g_printerr ("vmced: error: %s\n", error->message);
+      vmce_daemon_shutdown (daemon);
+      g_clear_pointer (&ctx.config, vmce_config_free);
+      close (sfd);
+      return EXIT_FAILURE;
+    }
+    vmce_libvirt_watch_set_config (libvirt_watch, ctx.config);
+    ctx.libvirt_watch = libvirt_watch;
+  }
+  g_main_loop_run (loop);
+  ctx.libvirt_watch = NULL;
+  g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
+  g_clear_pointer (&ctx.config, vmce_config_free);
+
+  vmce_daemon_shutdown (daemon);
+  close (sfd);
+  return ctx.exit_status;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .policy = VMCE_POLICY_FORWARD,
+                             .migration = VMCE_MIGRATION_REFUSE };
+  g_autoptr(GError) error = NULL;
+  sigset_t mask;
 
   setlocale (LC_ALL, "");
   /* before any thread exists, so that every thread inherits the mask and
@@ -214,129 +384,17 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_IGN);
   g_log_set_writer_func (vmced_log_writer, NULL, NULL);
 
-  context = g_option_context_new ("- forward host memory errors into QEMU guests");
-  g_option_context_set_summary (context,
-                                "vmced watches QEMU processes with ptrace. When the host kernel "
-                                "reports a memory error\nin guest RAM (SIGBUS BUS_MCEERR_AO/AR), "
-                                "it injects the machine check the guest\nwould have seen on real "
-                                "hardware, at the guest physical address.");
-  g_option_context_set_description (context, "Control it with vmcectl(1).");
-  g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error)) {
+  if (!vmced_parse_command_line (&args, &argc, &argv, &error)) {
     g_printerr ("vmced: error: %s (try --help)\n", error->message);
     return EXIT_FAILURE;
   }
-  if (version) {
+  if (args.version) {
     g_print ("vmced %s\n", PACKAGE_VERSION);
     return EXIT_SUCCESS;
   }
-  if ((pid != 0) != (qmp_path != NULL)) {
-    g_printerr ("vmced: error: --pid and --qmp go together\n");
-    return EXIT_FAILURE;
-  }
-  /* the command line wins over the file */
-  if (config_path != NULL) {
-    config = vmce_config_load (config_path, &error);
-    if (config == NULL) {
-      g_printerr ("vmced: error: %s\n", error->message);
-      return EXIT_FAILURE;
-    }
-    if (socket_path == NULL)
-      socket_path = g_strdup (config->socket_path);
-    if (journal_path == NULL)
-      journal_path = g_strdup (config->journal_path);
-    if (inject_gap_ms == G_MININT && config->inject_gap_ms >= 0)
-      inject_gap_ms = config->inject_gap_ms;
-    if (policy_str == NULL && config->has_policy)
-      policy_str = g_strdup (vmce_policy_to_string (config->policy));
-    if (migration_str == NULL && config->has_migration)
-      migration_str = g_strdup (vmce_migration_policy_to_string (config->migration));
-    if (connect_uri == NULL && config->uri != NULL) {
-      connect_uri = g_strdup (config->uri);
-      if (domains == NULL && !all_domains) {
-        domains = g_strdupv (config->domains);
-        all_domains = config->all_domains;
-      }
-    }
-  }
-  if (connect_uri != NULL && (domains == NULL) == !all_domains) {
-    g_printerr ("vmced: error: --connect needs --domain NAME or --all-domains (one of them)\n");
-    return EXIT_FAILURE;
-  }
-  if (connect_uri == NULL && (domains != NULL || all_domains)) {
-    g_printerr ("vmced: error: --domain and --all-domains need --connect URI\n");
-    return EXIT_FAILURE;
-  }
-  if (policy_str != NULL && !vmce_policy_from_string (policy_str, &policy)) {
-    g_printerr ("vmced: error: --policy must be %s\n", vmce_policy_choices ());
-    return EXIT_FAILURE;
-  }
-  if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
-    g_printerr ("vmced: error: --migration must be refuse or allow-zero\n");
-    return EXIT_FAILURE;
-  }
-  if (inject_gap_ms == G_MININT)
-    inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
-  if (inject_gap_ms < 0) {
-    g_printerr ("vmced: error: --inject-gap-ms must not be negative\n");
-    return EXIT_FAILURE;
-  }
-
-  options.socket_path = socket_path != NULL ? socket_path : VMCE_DEFAULT_SOCKET;
-  options.journal_path = journal_path != NULL ? journal_path : VMCE_DEFAULT_JOURNAL;
-  options.inject_gap_ms = (guint) inject_gap_ms;
-  options.migration = migration;
-  daemon = vmce_daemon_new (&options, &error);
-  if (daemon == NULL) {
+  if (!vmced_apply_config_file (&args, &error) || !vmced_check_args (&args, &error)) {
     g_printerr ("vmced: error: %s\n", error->message);
     return EXIT_FAILURE;
   }
-  vmce_commands_register (vmce_daemon_get_control (daemon), daemon);
-
-  sfd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (sfd < 0) {
-    g_printerr ("vmced: error: signalfd: %s\n", g_strerror (errno));
-    return EXIT_FAILURE;
-  }
-  loop = g_main_loop_new (NULL, FALSE);
-  ctx.loop = loop;
-  ctx.daemon = daemon;
-  ctx.exit_status = EXIT_SUCCESS;
-  ctx.config_path = config_path;
-  ctx.config = g_steal_pointer (&config);
-  ctx.cli_policy = policy;
-  ctx.cli_migration = migration;
-  vmce_daemon_set_config (daemon, ctx.config);
-  /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
-   * SIG_IPI, say) waits for us, monitor answers and clients do not */
-  g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
-
-  g_message ("vmced %s listening on %s, journal %s", PACKAGE_VERSION, options.socket_path,
-             options.journal_path);
-  if (pid != 0) {
-    ctx.attach_required = TRUE;
-    vmce_daemon_attach_async (daemon, pid, qmp_path, name, agent_path, policy, vmced_attach_cb,
-                              &ctx);
-  }
-  if (connect_uri != NULL) {
-    libvirt_watch = vmce_libvirt_watch_new (daemon, connect_uri, (const gchar *const *) domains,
-                                            policy, &error);
-    if (libvirt_watch != NULL)
-      vmce_libvirt_watch_set_config (libvirt_watch, ctx.config);
-    ctx.libvirt_watch = libvirt_watch;
-    if (libvirt_watch == NULL) {
-      g_printerr ("vmced: error: %s\n", error->message);
-      vmce_daemon_shutdown (daemon);
-      close (sfd);
-      return EXIT_FAILURE;
-    }
-  }
-  g_main_loop_run (loop);
-  ctx.libvirt_watch = NULL;
-  g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
-  g_clear_pointer (&ctx.config, vmce_config_free);
-
-  vmce_daemon_shutdown (daemon);
-  close (sfd);
-  return ctx.exit_status;
+  return vmced_run (&args, &mask);
 }

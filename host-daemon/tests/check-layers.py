@@ -14,7 +14,7 @@ LAYERS = [
              "proc-maps line-socket config"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
                  "poison-scan poison-index page-replace rom-blobs control"),
-    ("vm session", "vm"),
+    ("vm session", "vm vm-json"),
     ("simulator", "sim-poison"),
     ("forwarder and guards", "forward reset-guard migration-guard"),
     ("daemon", "daemon"),

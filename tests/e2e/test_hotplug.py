@@ -34,6 +34,7 @@ work = workdir("hotplug")
 # room for two DIMMs of 256 MiB beside the boot memory
 # (the guest puts new memory to use as it comes, which Debian's 6.1 does
 # not by itself; movable, so a process's pages can land in it)
+victims = []  # guest pids, to stop before a DIMM is unplugged
 vm = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "vm"),
               kernel=kernel.image, initrd=kernel.initrd,
               append="memhp_default_state=online_movable",
@@ -63,12 +64,23 @@ def victim_at(agent, low, size):
     for _ in range(3):
         try:
             victim = start_victim(agent, mode="idle", min_gpa=hex(low))
+            victims.append(victim["pid"])
             if victim["gpa_int"] < low + size:
                 return victim
         except AgentError:  # not online yet
             pass
         time.sleep(1)
     return None
+
+
+def stop_victims(agent):
+    """A victim keeps every page it took on its way up to its GPA: memory a
+    DIMM's offlining would have to find room for elsewhere"""
+    while victims:
+        try:
+            agent.call("victim-stop", pid=victims.pop())
+        except AgentError:  # it is gone already
+            pass
 
 
 def error_reaches(victim, block, what):
@@ -117,6 +129,7 @@ try:
     # has read the layout again. With qemu-patches/, QEMU says
     # RAM_LAYOUT_CHANGED as the DIMM is mapped: vmced has it even from a
     # paused guest, which sends no ACPI _OST
+    total_kb = agent.call("meminfo")["mem_total_kb"]
     with vm.qmp() as q:
         if PATCHED:
             q.execute("stop")
@@ -127,6 +140,13 @@ try:
             tap.ok(known, "QEMU with qemu-patches/: vmced knows the DIMM from RAM_LAYOUT_CHANGED, "
                           "with the guest paused and before any address in it was asked for")
             q.execute("cont")
+            # the guest onlines the DIMM only now: a page it does not
+            # manage yet cannot be isolated ("memory outside kernel
+            # control"), and its first use in the kernel (clear_page())
+            # would consume the error and panic the guest
+            online = wait_for(lambda: agent.call("meminfo")["mem_total_kb"] >= total_kb + (200 << 10),
+                              30)
+            tap.ok(online, "the guest put the DIMM online once it ran again")
     hva = gpa2hva(vm, base1 + 0x5000)
     _, seq = agent.kmsg()
     ev = daemon.poison(NAME, "--hva", hex(hva), "--kind", "ao")
@@ -159,6 +179,7 @@ try:
 
     # unplugged: the guest offlines and ejects the DIMM, QEMU says
     # DEVICE_DELETED, and its range leaves vmced's layout
+    stop_victims(agent)
     with vm.qmp() as q:
         q.execute("device_del", id="hp-dimm1")
         deleted = wait_for(lambda: [e for e in q.poll_events(0.5) if e["event"] == "DEVICE_DELETED"

@@ -12,12 +12,14 @@ QEMU serves one client per socket, hence two of each.
   qemu.log      QEMU's stderr (its own MCE messages land here)
   qemu.pid, vm.json
 """
+import hashlib
 import json
 import os
 import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 
 from . import agent as agentmod
@@ -28,6 +30,23 @@ AGENT_PORTS = ("org.vmce.agent.0", "org.vmce.agent.1")
 # The data disk's halves (images/mkdisk): (what, offset MiB, size MiB); each
 # becomes a virtio-blk drive, the first /dev/vda, the next /dev/vdb.
 DISK_LAYOUT = (("ext4", 0, 64), ("swap", 64, 64))
+
+
+SOCKETS = ("qmp.sock", "vmced.qmp", "agent.sock", "vmced-agent.sock")
+# sockaddr_un.sun_path holds 108 bytes with its NUL
+SUN_PATH_MAX = 107
+
+
+def socket_dir(state_dir):
+    """Where a VM's sockets go: its state directory, or, where that is too
+    deep for a socket's path (a campaign's work directory under a long
+    checkout path, a kernel named by its path), a short directory of its
+    own, named for the state directory and linked from it as sockets/"""
+    d = os.path.normpath(os.path.abspath(state_dir))
+    if len(os.path.join(d, max(SOCKETS, key=len))) <= SUN_PATH_MAX:
+        return d
+    digest = hashlib.sha1(d.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"vmce-sockets-{digest}")
 
 
 def parse_size(text):
@@ -44,6 +63,7 @@ class Vm:
     def __init__(self, name, state_dir):
         self.name = name
         self.dir = state_dir
+        self.sock_dir = socket_dir(state_dir)
         self.agent = None
         self.ready_seconds = None
         self.mem_file = None  # the RAM file when started with mem_file=
@@ -52,21 +72,24 @@ class Vm:
     def path(self, leaf):
         return os.path.join(self.dir, leaf)
 
+    def sock_path(self, leaf):
+        return os.path.join(self.sock_dir, leaf)
+
     @property
     def qmp_path(self):
-        return self.path("qmp.sock")
+        return self.sock_path("qmp.sock")
 
     @property
     def vmced_qmp_path(self):
-        return self.path("vmced.qmp")
+        return self.sock_path("vmced.qmp")
 
     @property
     def agent_path(self):
-        return self.path("agent.sock")
+        return self.sock_path("agent.sock")
 
     @property
     def vmced_agent_path(self):
-        return self.path("vmced-agent.sock")
+        return self.sock_path("vmced-agent.sock")
 
     @property
     def console_path(self):
@@ -142,10 +165,15 @@ class Vm:
         vm = cls(name, state_dir)
         if vm.alive():
             raise RuntimeError(f"vm {name} is already running (pid {vm.pid}, {state_dir})")
-        for leaf in ("qmp.sock", "vmced.qmp", "agent.sock", "vmced-agent.sock", "console.log",
-                     "qemu.log", "qemu.pid"):
+        if vm.sock_dir != os.path.normpath(os.path.abspath(state_dir)):
+            os.makedirs(vm.sock_dir, mode=0o700, exist_ok=True)
+            link = vm.path("sockets")
+            if not os.path.islink(link):
+                os.symlink(vm.sock_dir, link)
+        for path in [vm.sock_path(leaf) for leaf in SOCKETS] + \
+                [vm.path(leaf) for leaf in ("console.log", "qemu.log", "qemu.pid")]:
             try:
-                os.unlink(vm.path(leaf))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
 
@@ -349,6 +377,17 @@ class Vm:
         self._reap()
 
     def _reap(self):
+        # a socket directory of its own goes with the VM
+        if self.sock_dir != os.path.normpath(os.path.abspath(self.dir)):
+            for leaf in SOCKETS:
+                try:
+                    os.unlink(self.sock_path(leaf))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(self.sock_dir)
+            except OSError:
+                pass
         proc = getattr(self, "_proc", None)
         if proc is not None:
             try:

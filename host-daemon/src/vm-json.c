@@ -1,0 +1,133 @@
+/*
+ * A vm session as JSON: `vmcectl vm`, `vmcectl status` and the attach
+ * record.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-vm"
+
+#include "json-util.h"
+#include "vm.h"
+
+static const gchar *
+vmce_vm_state_to_string (VmceVmState state)
+{
+  switch (state) {
+  case VMCE_VM_ATTACHING:
+    return "attaching";
+  case VMCE_VM_READY:
+    return "attached";
+  case VMCE_VM_DETACHING:
+    return "detaching";
+  case VMCE_VM_GONE:
+    return "gone";
+  }
+  return "unknown";
+}
+
+/* What the guest sees, and so whether and how it can recover */
+static void
+vmce_vm_cpu_to_json (const VmceCpuModel *cpu, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "cpu");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "vendor", cpu->vendor);
+  vmce_json_builder_add_int (b, "family", cpu->family);
+  vmce_json_builder_add_int (b, "model", cpu->model);
+  vmce_json_builder_add_bool (b, "mca_broadcast", vmce_cpu_model_supports_mca_broadcast (cpu));
+  vmce_json_builder_add_bool (b, "ser_p", cpu->ser_p);
+  vmce_json_builder_add_bool (b, "succor", cpu->succor);
+  vmce_json_builder_add_string (b, "recovery",
+                                vmce_mce_style_to_string (vmce_mce_style_for (cpu, NULL)));
+  json_builder_end_object (b);
+}
+
+static void
+vmce_vm_vcpus_to_json (VmceVm *self, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "vcpus");
+  json_builder_begin_array (b);
+  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
+    const VmceVcpu *vcpu = &g_array_index (self->vcpus, VmceVcpu, i);
+
+    json_builder_begin_object (b);
+    vmce_json_builder_add_int (b, "index", vcpu->index);
+    vmce_json_builder_add_int (b, "thread_id", vcpu->tid);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+}
+
+static void
+vmce_vm_poisoned_to_json (VmceVm *self, JsonBuilder *b)
+{
+  g_autoptr(GPtrArray) pages = vmce_poison_set_sorted (self->poisoned);
+
+  json_builder_set_member_name (b, "poisoned");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < pages->len; i++)
+    vmce_poisoned_page_to_json (g_ptr_array_index (pages, i), b);
+  json_builder_end_array (b);
+  vmce_json_builder_add_string (b, "poisoned_from", self->poisoned_from);
+}
+
+static void
+vmce_vm_layout_to_json (VmceRamLayout *layout, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "layout");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < vmce_ram_layout_get_n_ranges (layout); i++) {
+    const VmceRamRange *r = vmce_ram_layout_get_range (layout, i);
+    guint64 hva = 0;
+
+    json_builder_begin_object (b);
+    vmce_json_builder_add_hex (b, "gpa", r->gpa);
+    vmce_json_builder_add_hex (b, "size", r->size);
+    vmce_json_builder_add_string (b, "block", r->block);
+    vmce_json_builder_add_hex (b, "offset", r->offset);
+    if (vmce_ram_layout_gpa_to_hva (layout, r->gpa, &hva, NULL))
+      vmce_json_builder_add_hex (b, "hva", hva);
+    vmce_json_builder_add_bool (b, "rom", r->rom);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+}
+
+JsonNode *
+vmce_vm_to_json (VmceVm *self, gboolean with_layout)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "name", self->name);
+  vmce_json_builder_add_int (b, "pid", self->pid);
+  vmce_json_builder_add_string (b, "qemu_id", self->qemu_id);
+  vmce_json_builder_add_string (b, "qmp", self->qmp_path != NULL ? self->qmp_path : "libvirt");
+  if (self->uuid != NULL)
+    vmce_json_builder_add_string (b, "uuid", self->uuid);
+  vmce_json_builder_add_string (b, "agent", self->agent_path);
+  vmce_json_builder_add_string (b, "state", vmce_vm_state_to_string (self->state));
+  vmce_json_builder_add_string (b, "accel", self->kvm ? "kvm" : "tcg");
+  vmce_json_builder_add_string (b, "inject", self->qmp_inject_mce ? "qmp inject-mce" : "hmp mce");
+  vmce_json_builder_add_string (b, "layout_via", self->qmp_ram_layout
+                                                     ? "qmp query-ram-layout"
+                                                     : "hmp info mtree -f, gpa2hva");
+  vmce_vm_cpu_to_json (&self->cpu_model, b);
+  vmce_json_builder_add_string (b, "host_vendor", self->host_vendor);
+  vmce_json_builder_add_string (b, "policy", vmce_policy_to_string (self->policy));
+  vmce_vm_vcpus_to_json (self, b);
+  vmce_json_builder_add_int (b, "threads", self->watch != NULL
+                                               ? vmce_ptrace_watch_get_n_threads (self->watch)
+                                               : 0);
+  vmce_json_builder_add_int (b, "events", (gint64) self->n_events);
+  vmce_vm_poisoned_to_json (self, b);
+  vmce_json_builder_add_int (b, "rom_blobs",
+                             self->roms != NULL ? vmce_rom_blobs_get_n (self->roms) : 0);
+  /* the simulator's and the guards' own */
+  self->handler->to_json (self, b, self->handler_data);
+  if (with_layout && self->layout != NULL)
+    vmce_vm_layout_to_json (self->layout, b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
