@@ -507,12 +507,6 @@ vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config)
   self->config = config;
 }
 
-VmceMigrationPolicy
-vmce_daemon_get_migration (VmceDaemon *self)
-{
-  return self->migration;
-}
-
 static gint64
 vmce_daemon_rss_kb (void)
 {

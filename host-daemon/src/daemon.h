@@ -76,5 +76,4 @@ JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit
 /* vmced.conf, for per-domain settings of VMs attached from now on (not
  * owned; NULL for none) */
 void vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config);
-VmceMigrationPolicy vmce_daemon_get_migration (VmceDaemon *self);
 JsonNode *vmce_daemon_status_to_json (VmceDaemon *self);

@@ -713,22 +713,10 @@ vmce_ptrace_watch_call_stopped (VmcePtraceWatch *self,
   vmce_tracee_interrupt (t);
 }
 
-pid_t
-vmce_ptrace_watch_get_pid (VmcePtraceWatch *self)
-{
-  return self->pid;
-}
-
 guint
 vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self)
 {
   return g_hash_table_size (self->threads);
-}
-
-gboolean
-vmce_ptrace_watch_is_attached (VmcePtraceWatch *self)
-{
-  return self->state == VMCE_WATCH_ATTACHED;
 }
 
 VmcePtraceWatch *

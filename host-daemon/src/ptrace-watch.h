@@ -50,9 +50,7 @@ void vmce_ptrace_watch_detach (VmcePtraceWatch *self);
 /* Detaches without the main loop, for shutdown */
 void vmce_ptrace_watch_detach_sync (VmcePtraceWatch *self);
 
-pid_t vmce_ptrace_watch_get_pid (VmcePtraceWatch *self);
 guint vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self);
-gboolean vmce_ptrace_watch_is_attached (VmcePtraceWatch *self);
 
 /* A held thread (signal_stop returned TRUE, or a VmceStoppedFunc held it) */
 gboolean vmce_ptrace_watch_is_held (VmcePtraceWatch *self, pid_t tid);

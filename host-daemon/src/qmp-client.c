@@ -453,12 +453,6 @@ vmce_qmp_client_set_timeout (VmceQmpClient *self, guint timeout_ms)
   self->timeout_ms = timeout_ms;
 }
 
-const gchar *
-vmce_qmp_client_get_name (VmceQmpClient *self)
-{
-  return self->name;
-}
-
 gboolean
 vmce_qmp_client_has_input (VmceQmpClient *self)
 {

@@ -26,7 +26,6 @@ VmceQmpClient *vmce_qmp_client_new (GSocket *socket, const gchar *name);
 VmceQmpClient *vmce_qmp_client_connect (const gchar *path, GError **error);
 
 void vmce_qmp_client_set_timeout (VmceQmpClient *self, guint timeout_ms);
-const gchar *vmce_qmp_client_get_name (VmceQmpClient *self);
 gboolean vmce_qmp_client_is_open (VmceQmpClient *self);
 /* Whether QEMU has sent something not read yet (an event, say): what it
  * sent before a thread of it stopped is there by the time vmced sees the
