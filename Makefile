@@ -12,14 +12,16 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-libvirt bench-hostlab campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-libvirt bench-hostlab campaign install clean help
 
 all: build image
 
 help:
 	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery;"
 	@echo "              then the quick campaign and its report"
-	@echo "make check    every test (unit, fuzz corpus replay, end to end)"
+	@echo "make check    every test (unit, fuzz corpus replay, end to end; unit and forwarding"
+	@echo "              again under ASan and UBSan)"
+	@echo "make fuzz     each libFuzzer target for 10^6 runs (clang; not in make check)"
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
@@ -76,6 +78,11 @@ demo: image
 
 check: kernels qemu
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
+
+# FUZZ_RUNS=N for more or fewer
+fuzz:
+	@run/install-deps fuzz
+	@host-daemon/fuzz/run $(BUILD) $(or $(FUZZ_RUNS),1000000)
 
 unit: build
 	meson test -C $(MESON_DIR) --print-errorlogs --suite unit --suite fuzz
