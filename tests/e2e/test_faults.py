@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""vmced under load and when things break, with nothing lost.
+
+One 512 MiB TCG guest (Debian's 6.1, which leaves hot-plugged memory
+offline) with a 256 MiB DIMM plugged: memory that is guest RAM to QEMU and
+vmced, which the guest never touches, so that a thousand simulated host
+errors in it can reach the guest (it isolates nothing there, and says so:
+"memory outside kernel control") without any of its own pages going bad.
+
+- a burst of 1000 errors on distinct pages, sent at once on one control
+  connection: 1000 answers, 1000 journal records, each page exactly once,
+  every machine check injected; the guest and QEMU live on;
+- vmced SIGKILLed in the middle of a second storm: QEMU and its guest live
+  on, no QEMU thread is left stopped, every journal line but a cut-short
+  last one is whole, and a new vmced attaches, reads the journal and finds
+  the pages the first one had taken away (they stay poisoned, not lost).
+"""
+import json
+import os
+import signal
+import socket
+import time
+
+from common import Tap, Vm, Vmced, paths, prerequisites, thread_states, wait_for, workdir
+
+NAME = "e2e-faults"
+BURST = 1000
+PAGE = 4096
+
+tap = Tap()
+prerequisites(tap)
+work = workdir("faults")
+vm = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "vm"),
+              extra=["-m", "512M,slots=1,maxmem=1G"])
+daemon = None
+
+
+class Control:
+    """vmced's control protocol, requests pipelined on one connection"""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rwb")
+        json.loads(self.file.readline())  # the greeting
+
+    def send(self, command, rid, **args):
+        self.file.write(json.dumps({"execute": command, "arguments": args, "id": rid}).encode() + b"\n")
+
+    def flush(self):
+        self.file.flush()
+
+    def replies(self, n, timeout):
+        """Up to @n answers (dicts by id) within @timeout"""
+        got = {}
+        self.sock.settimeout(timeout)
+        try:
+            while len(got) < n:
+                line = self.file.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                if "id" in msg:
+                    got[msg["id"]] = msg
+        except (socket.timeout, OSError):
+            pass
+        return got
+
+    def close(self):
+        try:
+            self.file.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def memory_errors(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["type"] == "memory-error":
+                out.append(rec)
+    return out
+
+
+def storm(ctl, gpas, first_id):
+    for i, gpa in enumerate(gpas):
+        ctl.send("poison", first_id + i, vm=NAME, gpa=hex(gpa), kind="ao")
+    ctl.flush()
+
+
+def no_thread_stopped():
+    return "t" not in thread_states(vm.pid).values()
+
+
+try:
+    vm.wait_ready()
+    with vm.qmp() as q:
+        q.execute("object-add", **{"qom-type": "memory-backend-ram", "id": "dimm-mem",
+                                   "size": 256 << 20})
+        q.execute("device_add", driver="pc-dimm", id="dimm0", memdev="dimm-mem")
+        base = next(d["data"]["addr"] for d in q.execute("query-memory-devices")
+                    if d["data"].get("id") == "dimm0")
+    daemon = Vmced(os.path.join(work, "vmced"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME])
+    daemon.wait_attached(NAME)
+
+    # -- a burst: each page exactly once
+    ctl = Control(daemon.socket)
+    gpas = [base + i * PAGE for i in range(BURST)]
+    t = time.monotonic()
+    storm(ctl, gpas, 1)
+    answers = ctl.replies(BURST, 600)
+    secs = time.monotonic() - t
+    ctl.close()
+    results = {}
+    for a in answers.values():
+        r = a.get("return", {}).get("result") if "return" in a else "error: " + a["error"]["desc"]
+        results[r] = results.get(r, 0) + 1
+    tap.ok(len(answers) == BURST and results == {"injected": BURST},
+           f"burst: {BURST} errors on distinct pages sent at once, each answered 'injected' "
+           f"({BURST / secs:.0f} errors/s)", diag=results)
+    recs = wait_for(lambda: (lambda r: r if len(r) >= BURST else None)(memory_errors(daemon.journal)), 10) \
+        or memory_errors(daemon.journal)
+    journaled = [int(r["gpa"], 16) for r in recs]
+    tap.ok(len(journaled) == BURST and sorted(journaled) == gpas,
+           f"burst: the journal holds {BURST} records, one for each page",
+           diag=f"{len(journaled)} records, {len(set(journaled))} distinct pages")
+    tap.eq(sorted(r["seq"] for r in recs), list(range(1, BURST + 1)),
+           "burst: numbered 1 to 1000, none twice, none missing")
+    tap.ok(vm.alive() and vm.agent.call("ping") is not None and no_thread_stopped(),
+           "burst: QEMU and the guest run on, no QEMU thread stopped")
+
+    # -- vmced killed in the middle of a storm
+    ctl = Control(daemon.socket)
+    more = [base + (BURST + i) * PAGE for i in range(500)]
+    storm(ctl, more, 10001)
+    wait_for(lambda: len(memory_errors(daemon.journal)) >= BURST + 50, 60, interval=0.01)
+    os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait()
+    ctl.close()
+    killed_after = len(memory_errors(daemon.journal)) - BURST
+    tap.diag(f"vmced killed after {killed_after} of 500 errors were journaled")
+    time.sleep(2)
+    tap.ok(vm.alive(), "vmced SIGKILLed mid-storm: QEMU lives on")
+    tap.ok(no_thread_stopped(), "vmced SIGKILLed mid-storm: no QEMU thread is left stopped",
+           diag=thread_states(vm.pid))
+    tap.ok(vm.agent.call("ping") is not None, "vmced SIGKILLed mid-storm: the guest answers")
+    with open(daemon.journal, "rb") as f:
+        lines = f.read().split(b"\n")
+    whole = 0
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line)
+            whole += 1
+        except ValueError:
+            if line and i != len(lines) - 1:
+                break
+    tap.eq(whole, len([l for l in lines if l]) - (0 if lines[-1] == b"" else 1),
+           "vmced SIGKILLed mid-storm: every journal line but a cut-short last one is whole")
+
+    # a new vmced takes over from the same journal
+    daemon = Vmced(os.path.join(work, "vmced"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME])
+    info = daemon.wait_attached(NAME)
+    poisoned = {int(p["gpa"], 16) for p in info["poisoned"]}
+    tap.ok(set(gpas) <= poisoned, "a new vmced knows every page of the burst as poisoned (journal)",
+           diag=f"{len(set(gpas) - poisoned)} missing")
+    told = {int(r["gpa"], 16) for r in memory_errors(daemon.journal)} - set(gpas)
+    tap.ok(told <= poisoned, f"... and the {len(told)} pages journaled before the kill",
+           diag=f"{len(told - poisoned)} missing")
+    tap.ok(info["simulated_poisoned_host_pages"] >= len(told),
+           f"... and takes back the pages the first vmced had taken away "
+           f"({info['simulated_poisoned_host_pages']} host pages)", diag=info["poisoned_from"])
+    tap.ok(vm.alive() and vm.agent.call("ping") is not None and no_thread_stopped(),
+           "QEMU and the guest run on under the new vmced")
+finally:
+    if daemon is not None:
+        rc = daemon.stop()
+        tap.eq(rc, 0, "vmced stops cleanly on SIGTERM")
+    vm.stop()
+tap.done()
