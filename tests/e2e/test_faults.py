@@ -131,6 +131,7 @@ try:
            "burst: numbered 1 to 1000, none twice, none missing")
     tap.ok(vm.alive() and vm.agent.call("ping") is not None and no_thread_stopped(),
            "burst: QEMU and the guest run on, no QEMU thread stopped")
+    tap.diag(f"vmced RSS after the burst: {daemon.ctl_json('status').get('rss_kb')} kB")
 
     # -- vmced killed in the middle of a storm
     ctl = Control(daemon.socket)
