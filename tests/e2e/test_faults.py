@@ -18,10 +18,10 @@ errors in it can reach the guest (it isolates nothing there, and says so:
 import json
 import os
 import signal
-import socket
 import time
 
-from common import Tap, Vm, Vmced, paths, prerequisites, thread_states, wait_for, workdir
+from common import Tap, Vm, Vmced, prerequisites, thread_states, wait_for, workdir
+from vmcelab.daemon import ControlConnection
 
 NAME = "e2e-faults"
 BURST = 1000
@@ -33,45 +33,6 @@ work = workdir("faults")
 vm = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "vm"),
               extra=["-m", "512M,slots=1,maxmem=1G"])
 daemon = None
-
-
-class Control:
-    """vmced's control protocol, requests pipelined on one connection"""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
-        self.file = self.sock.makefile("rwb")
-        json.loads(self.file.readline())  # the greeting
-
-    def send(self, command, rid, **args):
-        self.file.write(json.dumps({"execute": command, "arguments": args, "id": rid}).encode() + b"\n")
-
-    def flush(self):
-        self.file.flush()
-
-    def replies(self, n, timeout):
-        """Up to @n answers (dicts by id) within @timeout"""
-        got = {}
-        self.sock.settimeout(timeout)
-        try:
-            while len(got) < n:
-                line = self.file.readline()
-                if not line:
-                    break
-                msg = json.loads(line)
-                if "id" in msg:
-                    got[msg["id"]] = msg
-        except (socket.timeout, OSError):
-            pass
-        return got
-
-    def close(self):
-        try:
-            self.file.close()
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def memory_errors(path):
@@ -107,7 +68,7 @@ try:
     daemon.wait_attached(NAME)
 
     # -- a burst: each page exactly once
-    ctl = Control(daemon.socket)
+    ctl = ControlConnection(daemon.socket)
     gpas = [base + i * PAGE for i in range(BURST)]
     t = time.monotonic()
     storm(ctl, gpas, 1)
@@ -134,7 +95,7 @@ try:
     tap.diag(f"vmced RSS after the burst: {daemon.ctl_json('status').get('rss_kb')} kB")
 
     # -- vmced killed in the middle of a storm
-    ctl = Control(daemon.socket)
+    ctl = ControlConnection(daemon.socket)
     more = [base + (BURST + i) * PAGE for i in range(500)]
     storm(ctl, more, 10001)
     wait_for(lambda: len(memory_errors(daemon.journal)) >= BURST + 50, 60, interval=0.01)

@@ -109,3 +109,43 @@ class Vmced:
                 self.proc.wait()
         self.log.close()
         return self.proc.returncode
+
+
+class ControlConnection:
+    """vmced's control protocol spoken directly, requests pipelined on one
+    connection (vmcectl waits for each answer): for storms"""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rwb")
+        json.loads(self.file.readline())  # the greeting
+
+    def send(self, command, rid, **args):
+        self.file.write(json.dumps({"execute": command, "arguments": args, "id": rid}).encode() + b"\n")
+
+    def flush(self):
+        self.file.flush()
+
+    def replies(self, n, timeout):
+        """Up to @n answers (dicts by id) within @timeout"""
+        got = {}
+        self.sock.settimeout(timeout)
+        try:
+            while len(got) < n:
+                line = self.file.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                if "id" in msg:
+                    got[msg["id"]] = msg
+        except (socket.timeout, OSError):
+            pass
+        return got
+
+    def close(self):
+        try:
+            self.file.close()
+            self.sock.close()
+        except OSError:
+            pass
