@@ -537,6 +537,9 @@ vmce_daemon_status_to_json (VmceDaemon *self)
   json_builder_add_int_value (b, (gint64) vmce_journal_get_n_appended (self->journal));
   json_builder_set_member_name (b, "synced");
   json_builder_add_int_value (b, (gint64) vmce_journal_get_n_synced (self->journal));
+  vmce_json_builder_add_string (b, "state", vmce_journal_get_last_error (self->journal) != NULL
+                                                ? "degraded" : "ok");
+  vmce_json_builder_add_int (b, "held", (gint64) vmce_journal_get_n_held (self->journal));
   json_builder_set_member_name (b, "error");
   if (vmce_journal_get_last_error (self->journal) != NULL)
     json_builder_add_string_value (b, vmce_journal_get_last_error (self->journal));

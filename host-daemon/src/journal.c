@@ -51,6 +51,8 @@ struct _VmceJournal {
 
 static void vmce_journal_submit (VmceJournal *self);
 
+/* Degraded: vmced goes on forwarding, and keeps what it could not write
+ * (memory is all it costs) until the disk takes it */
 static void
 vmce_journal_set_error (VmceJournal *self, const gchar *what, int err)
 {
@@ -58,9 +60,19 @@ vmce_journal_set_error (VmceJournal *self, const gchar *what, int err)
 
   /* log a changed error once, not every retry */
   if (g_strcmp0 (msg, self->last_error) != 0)
-    g_warning ("%s (records are kept and written again)", msg);
+    g_warning ("journal degraded: %s; %" G_GUINT64_FORMAT " record(s) held, tried again "
+               "every %u ms", msg, vmce_journal_get_n_held (self), VMCE_JOURNAL_RETRY_MS);
   g_free (self->last_error);
   self->last_error = g_steal_pointer (&msg);
+}
+
+static void
+vmce_journal_clear_error (VmceJournal *self)
+{
+  if (self->last_error == NULL)
+    return;
+  g_message ("journal %s writes again: every record held is on disk", self->path);
+  g_clear_pointer (&self->last_error, g_free);
 }
 
 static gboolean
@@ -98,7 +110,8 @@ vmce_journal_complete (VmceJournal *self, struct io_uring_cqe *cqe)
   if (!self->inflight_failed && self->inflight_done >= g_bytes_get_size (self->inflight)) {
     self->n_synced = self->inflight_seq;
     g_clear_pointer (&self->inflight, g_bytes_unref);
-    g_clear_pointer (&self->last_error, g_free);
+    if (self->pending->len == 0)
+      vmce_journal_clear_error (self);
     vmce_journal_submit (self);
     return;
   }
@@ -347,6 +360,12 @@ guint64
 vmce_journal_get_n_synced (VmceJournal *self)
 {
   return self->n_synced;
+}
+
+guint64
+vmce_journal_get_n_held (VmceJournal *self)
+{
+  return self->n_appended - self->n_synced;
 }
 
 const gchar *

@@ -24,5 +24,8 @@ guint64 vmce_journal_append (VmceJournal *self, JsonNode *record);
 const gchar *vmce_journal_get_path (VmceJournal *self);
 guint64 vmce_journal_get_n_appended (VmceJournal *self);
 guint64 vmce_journal_get_n_synced (VmceJournal *self);
-/* Last write error, or NULL; writes are retried, nothing is dropped */
+/* Appended, not on disk yet */
+guint64 vmce_journal_get_n_held (VmceJournal *self);
+/* Degraded: the last write failed (its error), or NULL; writes are
+ * retried, nothing is dropped */
 const gchar *vmce_journal_get_last_error (VmceJournal *self);

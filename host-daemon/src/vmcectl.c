@@ -290,7 +290,7 @@ vmcectl_cmd_status (VmcectlConn *c, int argc, char **argv)
   g_print ("journal %s: %" G_GINT64_FORMAT " record(s), %" G_GINT64_FORMAT " on disk%s%s\n",
            vmcectl_str (journal, "path"), json_object_get_int_member (journal, "records"),
            json_object_get_int_member (journal, "synced"),
-           vmce_json_object_get_string_opt (journal, "error") ? ", error: " : "",
+           vmce_json_object_get_string_opt (journal, "error") ? "; journal degraded: " : "",
            vmce_json_object_get_string_opt (journal, "error") ?: "");
   g_print ("%u vm(s)\n", json_array_get_length (vms));
   for (guint i = 0; i < json_array_get_length (vms); i++)
