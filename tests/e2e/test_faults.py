@@ -13,7 +13,9 @@ errors in it can reach the guest (it isolates nothing there, and says so:
 - vmced SIGKILLed in the middle of a second storm: QEMU and its guest live
   on, no QEMU thread is left stopped, every journal line but a cut-short
   last one is whole, and a new vmced attaches, reads the journal and finds
-  the pages the first one had taken away (they stay poisoned, not lost).
+  the pages the first one had taken away (they stay poisoned, not lost);
+- QEMU SIGKILLed in the middle of a third: every request is answered, what
+  was answered "injected" is journaled, vmced lives on and lets the VM go.
 """
 import json
 import os
@@ -137,6 +139,29 @@ try:
            f"({info['simulated_poisoned_host_pages']} host pages)", diag=info["poisoned_from"])
     tap.ok(vm.alive() and vm.agent.call("ping") is not None and no_thread_stopped(),
            "QEMU and the guest run on under the new vmced")
+
+    # -- QEMU killed in the middle of a storm: vmced answers what was asked,
+    # loses nothing it journaled, and lets the VM go
+    before = len(memory_errors(daemon.journal))
+    ctl = ControlConnection(daemon.socket)
+    last = [base + (2 * BURST + i) * PAGE for i in range(200)]
+    storm(ctl, last, 20001)
+    wait_for(lambda: len(memory_errors(daemon.journal)) >= before + 20, 60, interval=0.01)
+    os.kill(vm.pid, signal.SIGKILL)
+    answers = ctl.replies(len(last), 60)
+    ctl.close()
+    tap.eq(len(answers), len(last),
+           "QEMU SIGKILLed mid-storm: every request is answered (injected, or an error)")
+    exits = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "vm-exit"], 15)
+    tap.ok(exits and "killed by signal 9" in exits[-1]["reason"] and daemon.alive(),
+           "QEMU SIGKILLed mid-storm: vmced journals its end and lives on", diag=exits)
+    injected = {a["return"]["gpa"] for a in answers.values()
+                if "return" in a and a["return"].get("result") == "injected"}
+    journaled = {r["gpa"] for r in memory_errors(daemon.journal)}
+    tap.ok(injected <= journaled, f"QEMU SIGKILLed mid-storm: the {len(injected)} errors answered "
+                                  f"'injected' are all in the journal",
+           diag=sorted(injected - journaled)[:5])
+    tap.eq(daemon.ctl_json("status")["vms"], [], "QEMU SIGKILLed mid-storm: vmced lets the VM go")
 finally:
     if daemon is not None:
         rc = daemon.stop()
