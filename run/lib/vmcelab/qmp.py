@@ -1,5 +1,6 @@
 """A small synchronous QMP client."""
 import json
+import select
 import time
 
 from .sock import connect_unix
@@ -15,24 +16,32 @@ class Qmp:
         self.events = []
         self.sock = connect_unix(path, connect_timeout)
         self.sock.settimeout(timeout)
-        self.file = self.sock.makefile("rw", encoding="utf-8", newline="\n")
+        # its own line buffer, not a file object's: poll_events() must see a
+        # line that came in one read with an answer before it, which a
+        # select() on the socket would not
+        self.buf = b""
         greeting = self._read()
         if "QMP" not in greeting:
             raise QmpError(f"{path}: not a QMP monitor: {greeting}")
         self.execute("qmp_capabilities")
 
     def _read(self):
-        line = self.file.readline()
-        if not line:
-            raise QmpError(f"{self.path}: monitor closed the connection")
+        while b"\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise QmpError(f"{self.path}: monitor closed the connection")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
         return json.loads(line)
+
+    def _send(self, msg):
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
 
     def execute(self, command, **arguments):
         msg = {"execute": command}
         if arguments:
             msg["arguments"] = arguments
-        self.file.write(json.dumps(msg) + "\n")
-        self.file.flush()
+        self._send(msg)
         while True:
             reply = self._read()
             if "event" in reply:
@@ -45,11 +54,10 @@ class Qmp:
     def poll_events(self, timeout=0.5):
         """Reads the events QEMU has sent meanwhile (QMP sends events to
         every monitor, unasked); returns all seen so far"""
-        import select
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+            if b"\n" not in self.buf and (left <= 0 or not select.select([self.sock], [], [], left)[0]):
                 return self.events
             try:
                 msg = self._read()
@@ -63,7 +71,6 @@ class Qmp:
 
     def close(self):
         try:
-            self.file.close()
             self.sock.close()
         except OSError:
             pass
