@@ -75,10 +75,15 @@ vmce_decide_whose (const VmceFacts *f, VmceDecision *d)
     /* memory hot-plugged since the layout was read is not in it, and QEMU
      * 7.2 says nothing when a DIMM comes: read the layout again, the thread
      * held, before deciding (a bounded wait on a rare path) */
-    if (!f->layout_fresh) {
+    if (!f->layout_fresh && !f->main_thread) {
       d->action = VMCE_DECISION_RELOOK;
       return FALSE;
     }
+    /* but not with QEMU's main thread held: it runs the monitor, which
+     * could not answer until the bound is over, and would then handle the
+     * signal with a command of vmced's half done. The layout is read again
+     * once it goes on, for the next error. */
+    d->refresh_layout = !f->layout_fresh;
     if (f->where == VMCE_WHERE_BLOCK)
       vmce_decision_take (d, VMCE_DECISION_PASS,
                           g_strdup_printf ("HVA is in RAM block %s at offset 0x%" G_GINT64_MODIFIER

@@ -16,6 +16,8 @@
 typedef enum {
   VMCE_DECISION_PASS,     /* the signal goes on to QEMU, as without vmced */
   VMCE_DECISION_RELOOK,   /* read the RAM layout again (thread held), then decide again */
+  /* (VMCE_DECISION_PASS with refresh set: decided with the layout there is,
+   * and a new one read for the next error) */
   VMCE_DECISION_COALESCE, /* a repeat of an error whose machine check is on its way */
   VMCE_DECISION_IGNORE,   /* suppressed and journaled: the guest hears of it on consumption */
   VMCE_DECISION_STOP,     /* suppressed, the VM paused */
@@ -40,6 +42,7 @@ typedef struct {
   const gchar *block;    /* VMCE_WHERE_BLOCK: its name and offset */
   guint64 block_offset;
   gboolean layout_fresh; /* the layout was read again for this stop */
+  gboolean main_thread;  /* QEMU's main loop thread, which runs its monitor */
   gint vcpu_index;       /* the thread's vCPU, or -1: not a vCPU thread */
   gint first_vcpu_index; /* where an AO goes, or -1: vCPUs not known */
   gboolean simulated;    /* vmced took the page away itself (sim-poison) */
@@ -58,6 +61,7 @@ typedef struct {
   gboolean hold;            /* keep the thread stopped until the injection is answered */
   gboolean pause;           /* pause the VM as well */
   gboolean count_refault;   /* one more AR on a page the guest was told about */
+  gboolean refresh_layout;  /* read the RAM layout again once the thread is let go */
   gchar *detail;            /* why, for the journal; NULL when nothing needs saying */
 } VmceDecision;
 

@@ -433,6 +433,7 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
     .cpu_model = &vm->cpu_model,
     .where = VMCE_WHERE_ELSEWHERE,
     .layout_fresh = stop->layout_fresh,
+    .main_thread = stop->tid == vm->pid,
     .vcpu_index = vcpu != NULL ? (gint) vcpu->index : -1,
     .first_vcpu_index = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : -1,
     .simulated = vmce_sim_is_protected (vm, ev->hva & VMCE_PAGE_MASK),
@@ -533,6 +534,8 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
   }
   if (d.action == VMCE_DECISION_PASS) {
     vmce_forward_pass (vm, g_steal_pointer (&ev), stop->info.si_signo);
+    if (d.refresh_layout)
+      vmce_vm_refresh_layout (vm);
     return;
   }
   if (d.free_tcg_vcpu)

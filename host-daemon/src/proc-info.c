@@ -102,3 +102,22 @@ vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **
   }
   return TRUE;
 }
+
+gboolean
+vmce_proc_signal_pending (pid_t pid, pid_t tid, int signo)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/status", pid, tid);
+  g_autofree gchar *status = NULL;
+  guint64 bit = G_GUINT64_CONSTANT (1) << (signo - 1);
+  const gchar *keys[] = { "\nSigPnd:", "\nShdPnd:" };
+
+  if (!g_file_get_contents (path, &status, NULL, NULL))
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++) {
+    const gchar *line = strstr (status, keys[i]);
+
+    if (line != NULL && (g_ascii_strtoull (line + strlen (keys[i]), NULL, 16) & bit) != 0)
+      return TRUE;
+  }
+  return FALSE;
+}

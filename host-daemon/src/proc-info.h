@@ -22,3 +22,7 @@ gint64 vmce_proc_identity_start_time (const gchar *identity);
  * @pid 0 is vmced itself. Fails with G_IO_ERROR_NOT_FOUND when there is no
  * such process, G_IO_ERROR_INVALID_DATA when it has no such field. */
 gboolean vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **error);
+
+/* Whether @signo is pending for thread @tid of @pid (its own or its
+ * process's pending set); FALSE too if the thread is gone */
+gboolean vmce_proc_signal_pending (pid_t pid, pid_t tid, int signo);

@@ -616,13 +616,60 @@ vmce_ptrace_watch_detach_sync (VmcePtraceWatch *self)
   }
 }
 
+/* How often, and how long, to look whether QEMU has read a SIGBUS handed
+ * back to its signalfd */
+#define VMCE_PASS_POLL_MS 2
+#define VMCE_PASS_POLL_MAX 2500
+
+typedef struct {
+  pid_t tid;
+  guint polls;
+} VmcePassedSignal;
+
+static gboolean
+vmce_passed_signal_poll_cb (gpointer user_data)
+{
+  VmcePassedSignal *p = user_data;
+  VmceTracee *t = g_hash_table_lookup (vmce_tracees, GINT_TO_POINTER (p->tid));
+
+  if (t == NULL || t->detaching)
+    return G_SOURCE_REMOVE;
+  if (vmce_proc_signal_pending (t->watch->pid, p->tid, SIGBUS) && ++p->polls < VMCE_PASS_POLL_MAX)
+    return G_SOURCE_CONTINUE;
+  if (p->polls >= VMCE_PASS_POLL_MAX)
+    g_debug ("thread %d: QEMU did not read its SIGBUS in %u ms; unblocking it anyway", p->tid,
+             VMCE_PASS_POLL_MS * VMCE_PASS_POLL_MAX);
+  /* read: SIGBUS open again, for the next error to stop */
+  vmce_ptrace_watch_call_stopped (t->watch, p->tid, vmce_tracee_recheck_op, NULL, NULL);
+  return G_SOURCE_REMOVE;
+}
+
 void
 vmce_ptrace_watch_resume (VmcePtraceWatch *self, pid_t tid, int signo)
 {
   VmceTracee *t = g_hash_table_lookup (self->threads, GINT_TO_POINTER (tid));
+  guint64 mask = 0;
+  VmcePassedSignal *p;
 
   if (t == NULL || t->stop_kind == VMCE_STOP_NONE)
     return; /* it died meanwhile */
+  /* A SIGBUS passed on to a thread that blocks it (QEMU's main thread,
+   * which reads it from a signalfd in its main loop) must not run QEMU's
+   * handler where the thread happened to stop: that handler logs, which
+   * takes locks the thread may hold (QEMU hung on its monitor lock). With
+   * SIGBUS blocked again, the kernel puts the signal back as pending, and
+   * QEMU reads it as it would have without vmced; SIGBUS is opened again
+   * once it has. */
+  if (signo == SIGBUS && t->sigbus_blocked && t->stop_kind == VMCE_STOP_SIGNAL &&
+      ptrace (PTRACE_GETSIGMASK, tid, sizeof mask, &mask) == 0) {
+    mask |= VMCE_SIGBUS_BIT;
+    if (ptrace (PTRACE_SETSIGMASK, tid, sizeof mask, &mask) == 0) {
+      p = g_new0 (VmcePassedSignal, 1);
+      p->tid = tid;
+      g_timeout_add_full (G_PRIORITY_DEFAULT, VMCE_PASS_POLL_MS, vmce_passed_signal_poll_cb, p,
+                          g_free);
+    }
+  }
   vmce_tracee_continue (t, signo);
 }
 

@@ -17,7 +17,9 @@
 /* 0 is "any" in every match column */
 typedef enum { K_ANY, K_AO, K_AR } KindM;
 typedef enum { W_ANY, W_RAM, W_BLOCK, W_ELSEWHERE, W_NOT_RAM } WhereM;
-typedef enum { T_ANY, T_VCPU, T_QEMU } ThreadM;
+/* T_QEMU matches any thread of QEMU's own (T_OTHER or T_MAIN, the main
+ * loop thread, which runs the monitor); T_NOT_MAIN any but the main one */
+typedef enum { T_ANY, T_VCPU, T_OTHER, T_MAIN, T_QEMU, T_NOT_MAIN } ThreadM;
 typedef enum { B_ANY, B_YES, B_NO } BoolM;
 typedef enum { R_ANY, R_NONE, R_ON_ITS_WAY, R_KNOWN, R_KNOWN_AT_LIMIT } RepeatM;
 typedef enum { C_ANY, C_INTEL_SER_P, C_INTEL, C_AMD_SUCCOR, C_AMD, C_CANNOT_RECOVER } CpuM;
@@ -45,7 +47,8 @@ typedef struct {
 static const Row rules[] = {
   /* not the guest's business */
   { VMCE_POLICY_PASS, .action = VMCE_DECISION_PASS, .pause = B_NO, .detail = "policy pass" },
-  { ANYP, .where = W_NOT_RAM, .fresh = B_NO, .action = VMCE_DECISION_RELOOK, .pause = B_NO },
+  { ANYP, .where = W_NOT_RAM, .fresh = B_NO, .thread = T_NOT_MAIN, .action = VMCE_DECISION_RELOOK,
+    .pause = B_NO },
   { ANYP, .where = W_ELSEWHERE, .action = VMCE_DECISION_PASS, .pause = B_NO,
     .detail = "HVA is not guest RAM" },
   { ANYP, .where = W_BLOCK, .action = VMCE_DECISION_PASS, .pause = B_NO,
@@ -114,6 +117,7 @@ combo_facts (const Combo *c, VmceFacts *f)
     .block = c->where == W_BLOCK ? "pc.ram-spare" : NULL,
     .block_offset = c->where == W_BLOCK ? 0x3000 : 0,
     .layout_fresh = c->fresh,
+    .main_thread = c->thread == T_MAIN,
     .vcpu_index = c->thread == T_VCPU ? VCPU_INDEX : -1,
     .first_vcpu_index = FIRST_VCPU,
     .simulated = c->simulated,
@@ -140,7 +144,9 @@ row_matches (const Row *r, const Combo *c)
     return FALSE;
   if (!bool_matches (r->fresh, c->fresh) || !bool_matches (r->simulated, c->simulated))
     return FALSE;
-  if (r->thread != T_ANY && r->thread != c->thread)
+  if (r->thread == T_QEMU ? c->thread == T_VCPU
+      : r->thread == T_NOT_MAIN ? c->thread == T_MAIN
+      : r->thread != T_ANY && r->thread != c->thread)
     return FALSE;
   if (r->repeat != R_ANY && r->repeat != c->repeat)
     return FALSE;
@@ -160,7 +166,7 @@ combo_describe (const Combo *c)
   return g_strdup_printf ("policy=%s %s %s cpu=%s %s%s %s%s %s",
                           vmce_policy_to_string (c->policy), kinds[c->kind],
                           c->kvm ? "kvm" : "tcg", cpus[c->cpu], wheres[c->where],
-                          c->fresh ? "(fresh)" : "", c->thread == T_VCPU ? "vcpu" : "qemu",
+                          c->fresh ? "(fresh)" : "", c->thread == T_VCPU ? "vcpu" : c->thread == T_MAIN ? "main" : "qemu",
                           c->simulated ? " simulated" : "", repeats[c->repeat]);
 }
 
@@ -201,7 +207,7 @@ check_combo (const Combo *c, guint *row_hits)
     g_error ("%s: says \"%s\", not \"%s\"", what, d.detail, r->detail);
 
   /* whatever the action, once it is the guest's error */
-  consumed_by_qemu = c->kind == K_AR && c->thread == T_QEMU;
+  consumed_by_qemu = c->kind == K_AR && c->thread != T_VCPU;
   decided = d.action != VMCE_DECISION_PASS && d.action != VMCE_DECISION_RELOOK;
   /* a TCG vCPU that consumed it must finish its load, or nothing reaches it */
   if (d.free_tcg_vcpu != (decided && !c->kvm && c->kind == K_AR && c->thread == T_VCPU))
@@ -219,6 +225,10 @@ check_combo (const Combo *c, guint *row_hits)
     g_error ("%s: hold %d", what, d.hold);
   if (d.action == VMCE_DECISION_INJECT && d.cpu != (d.hold ? VCPU_INDEX : FIRST_VCPU))
     g_error ("%s: injected on cpu %u", what, d.cpu);
+  /* the main thread is never held for a layout: it alone could answer */
+  if (d.refresh_layout != (c->thread == T_MAIN && c->where != W_RAM && !c->fresh
+                           && c->policy != VMCE_POLICY_PASS))
+    g_error ("%s: refresh_layout %d", what, d.refresh_layout);
   /* a consumed page the guest was told about counts, however it ends */
   if (d.count_refault != (decided && d.action != VMCE_DECISION_COALESCE && c->kind == K_AR
                           && c->thread == T_VCPU
@@ -238,7 +248,7 @@ test_decision_table (void)
         for (CpuM cpu = C_INTEL_SER_P; cpu <= C_AMD; cpu++)
           for (WhereM where = W_RAM; where <= W_ELSEWHERE; where++)
             for (gint fresh = 0; fresh <= 1; fresh++)
-              for (ThreadM thread = T_VCPU; thread <= T_QEMU; thread++)
+              for (ThreadM thread = T_VCPU; thread <= T_MAIN; thread++)
                 for (gint simulated = 0; simulated <= 1; simulated++)
                   for (RepeatM repeat = R_NONE; repeat <= R_KNOWN_AT_LIMIT; repeat++) {
                     Combo c = { policy, kind, kvm, cpu, where, fresh, thread, simulated, repeat };
