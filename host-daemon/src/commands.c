@@ -38,8 +38,8 @@ vmce_commands_get_vm (VmceDaemon *daemon, VmceControlRequest *req, JsonObject *a
     vmce_control_request_error_literal (req, error);
     return NULL;
   }
-  if (vm->state != VMCE_VM_READY) {
-    vmce_control_request_error (req, VMCE_ERROR_NOT_READY, "vm %s is not attached", vm->name);
+  if (vmce_vm_get_state (vm) != VMCE_VM_READY) {
+    vmce_control_request_error (req, VMCE_ERROR_NOT_READY, "vm %s is not attached", vmce_vm_get_name (vm));
     return NULL;
   }
   return vm;
@@ -85,9 +85,9 @@ vmce_commands_again_on_fresh_layout (VmceVm *vm, VmceControlHandler handler,
     return FALSE;
   if (have_gpa == have_hva)
     return FALSE;
-  if (vm->layout != NULL &&
-      (have_gpa ? vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &found, NULL)
-                : vmce_ram_layout_hva_to_gpa (vm->layout, hva, &found, NULL)))
+  if (vmce_vm_get_layout (vm) != NULL &&
+      (have_gpa ? vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), gpa, &found, NULL)
+                : vmce_ram_layout_hva_to_gpa (vmce_vm_get_layout (vm), hva, &found, NULL)))
     return FALSE;
   json_object_set_boolean_member (args, VMCE_ARG_LAYOUT_FRESH, TRUE);
   retry = g_new0 (VmceCommandsRetry, 1);
@@ -129,10 +129,10 @@ vmce_commands_get_gpa (VmceVm *vm, VmceControlRequest *req, JsonObject *args, gu
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "give exactly one of 'gpa' and 'hva'");
     return FALSE;
   }
-  if (have_hva && !vmce_ram_layout_hva_to_gpa (vm->layout, hva, gpa, NULL)) {
+  if (have_hva && !vmce_ram_layout_hva_to_gpa (vmce_vm_get_layout (vm), hva, gpa, NULL)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", hva,
-                                vm->name);
+                                vmce_vm_get_name (vm));
     return FALSE;
   }
   return TRUE;
@@ -260,15 +260,15 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
     return;
   }
   if (json_object_has_member (args, "policy")) {
-    g_message ("vm %s: policy %s (was %s)", vm->name, vmce_policy_to_string (policy),
-               vmce_policy_to_string (vm->policy));
-    vm->policy = policy;
+    g_message ("vm %s: policy %s (was %s)", vmce_vm_get_name (vm), vmce_policy_to_string (policy),
+               vmce_policy_to_string (vmce_vm_get_policy (vm)));
+    vmce_vm_set_policy (vm, policy);
   }
   if (migration_str != NULL) {
-    g_message ("vm %s: migration %s (was %s)", vm->name,
+    g_message ("vm %s: migration %s (was %s)", vmce_vm_get_name (vm),
                vmce_migration_policy_to_string (migration),
-               vmce_migration_policy_to_string (vm->migration_policy));
-    vm->migration_policy = migration;
+               vmce_migration_policy_to_string (vmce_migration_guard_get_policy (vm)));
+    vmce_migration_guard_set_policy (vm, migration);
   }
   vmce_control_request_return (req, NULL);
 }
@@ -371,10 +371,10 @@ vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_dat
       vmce_commands_again_on_fresh_layout (vm, vmce_cmd_translate, req, args, user_data) ||
       !vmce_commands_get_gpa (vm, req, args, &gpa))
     return;
-  if (!vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range)) {
+  if (!vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), gpa, &hva, &range)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
                                 "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
-                                vm->name);
+                                vmce_vm_get_name (vm));
     return;
   }
   json_builder_begin_object (b);

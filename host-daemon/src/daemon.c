@@ -69,15 +69,13 @@ void
 vmce_daemon_keep_poisoned (VmceDaemon *self, VmceVm *vm, gboolean exited)
 {
   if (exited) {
-    vmce_poison_index_forget (self->index, vm->qemu_id);
+    vmce_poison_index_forget (self->index, vmce_vm_get_qemu_id (vm));
     return;
   }
-  if (g_hash_table_size (vm->poisoned) == 0)
+  if (g_hash_table_size (vmce_vm_get_poisoned (vm)) == 0)
     return;
   /* the vm keeps an empty set; the index takes the pages */
-  vmce_poison_index_keep (self->index, vm->qemu_id,
-                          g_steal_pointer (&vm->poisoned));
-  vm->poisoned = vmce_poison_set_new ();
+  vmce_poison_index_keep (self->index, vmce_vm_get_qemu_id (vm), vmce_vm_steal_poisoned (vm));
 }
 
 /* Before attaching: what is known of this QEMU's poisoned pages */
@@ -90,15 +88,15 @@ vmce_daemon_restore_poisoned (VmceDaemon *self, VmceVm *vm)
   gboolean kept = FALSE;
   GHashTable *pages;
 
-  pages = vmce_poison_index_take (self->index, vm->qemu_id, &n_records, &kept, &other);
+  pages = vmce_poison_index_take (self->index, vmce_vm_get_qemu_id (vm), &n_records, &kept, &other);
   if (pages != NULL) {
     from = kept ? g_strdup_printf ("kept: %u page(s) known when vmced last detached from this "
                                    "QEMU",
                                    g_hash_table_size (pages))
                 : g_strdup_printf ("journal: %u page(s) rebuilt from %" G_GUINT64_FORMAT
                                    " record(s) of this QEMU (%s)",
-                                   g_hash_table_size (pages), n_records, vm->qemu_id);
-    g_message ("vm pid %d: %s", vm->pid, from);
+                                   g_hash_table_size (pages), n_records, vmce_vm_get_qemu_id (vm));
+    g_message ("vm pid %d: %s", vmce_vm_get_pid (vm), from);
     vmce_vm_restore_poisoned (vm, pages, from);
     return;
   }
@@ -106,7 +104,7 @@ vmce_daemon_restore_poisoned (VmceDaemon *self, VmceVm *vm)
     g_autofree gchar *when = vmce_format_time (vmce_proc_identity_start_time (other));
     from = g_strdup_printf ("none: the journal's poisoned pages for pid %d are of another process "
                             "(%s, started %s), not this QEMU (%s): not restored",
-                            vm->pid, other, when, vm->qemu_id);
+                            vmce_vm_get_pid (vm), other, when, vmce_vm_get_qemu_id (vm));
     g_warning ("%s", from);
     vmce_vm_set_poisoned_from (vm, from);
   }
@@ -256,8 +254,10 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   /* its name is known now */
-  data->vm->migration_policy =
-      vmce_config_migration_for (data->daemon->config, data->vm->name, data->daemon->migration);
+  vmce_migration_guard_set_policy (data->vm,
+                                   vmce_config_migration_for (data->daemon->config,
+                                                              vmce_vm_get_name (data->vm),
+                                                              data->daemon->migration));
   g_task_return_pointer (task, vmce_vm_ref (data->vm), (GDestroyNotify) vmce_vm_unref);
 }
 
@@ -398,7 +398,7 @@ vmce_daemon_new_vm (VmceDaemon *self,
 {
   VmceVm *vm = vmce_vm_new (&vmce_daemon_vm_handler, self, pid, qmp_path, name, agent_path, policy);
 
-  vm->inject_gap_ms = self->inject_gap_ms;
+  vmce_forward_set_gap (vm, self->inject_gap_ms);
   return vm;
 }
 
@@ -411,9 +411,9 @@ vmce_daemon_attach_vm (VmceDaemon *self, VmceVm *vm, GAsyncReadyCallback callbac
 
   for (guint i = 0; i < self->vms->len; i++) {
     VmceVm *other = g_ptr_array_index (self->vms, i);
-    if (other->pid == vm->pid || (vm->name != NULL && g_strcmp0 (other->name, vm->name) == 0)) {
+    if (vmce_vm_get_pid (other) == vmce_vm_get_pid (vm) || (vmce_vm_get_name (vm) != NULL && g_strcmp0 (vmce_vm_get_name (other), vmce_vm_get_name (vm)) == 0)) {
       g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_BUSY,
-                               "vmced already watches %s (pid %d)", other->name, other->pid);
+                               "vmced already watches %s (pid %d)", vmce_vm_get_name (other), vmce_vm_get_pid (other));
       g_object_unref (task);
       vmce_vm_unref (vm);
       return;
@@ -481,7 +481,7 @@ vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **erro
   (void) vmce_parse_u64 (name_or_pid, &pid, NULL);
   for (guint i = 0; i < self->vms->len; i++) {
     VmceVm *vm = g_ptr_array_index (self->vms, i);
-    if (g_strcmp0 (vm->name, name_or_pid) == 0 || (pid != 0 && (guint64) vm->pid == pid))
+    if (g_strcmp0 (vmce_vm_get_name (vm), name_or_pid) == 0 || (pid != 0 && (guint64) vmce_vm_get_pid (vm) == pid))
       return vm;
   }
   g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "vmced watches no vm named %s",

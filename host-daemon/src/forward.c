@@ -52,7 +52,46 @@ struct _VmceInjection {
   GTask *task; /* for vmcectl inject */
 };
 
+/* The forwarder's own, per VM (layer data of the session) */
+typedef struct {
+  GQueue injections; /* waiting to be sent, of VmceInjection */
+  VmceInjection *inflight;
+  gint64 last_injection_us;
+  guint gap_source;
+  guint gap_ms; /* between two injections into this VM */
+} VmceForwarder;
+
+GQuark vmce_forwarder_quark (void);
+G_DEFINE_QUARK (vmce-forwarder, vmce_forwarder)
+
 static void vmce_forward_send_next (VmceVm *vm);
+
+static void
+vmce_forwarder_free (VmceForwarder *f)
+{
+  /* each injection holds the VM: none is left when it goes */
+  g_clear_handle_id (&f->gap_source, g_source_remove);
+  g_free (f);
+}
+
+static VmceForwarder *
+vmce_forwarder (VmceVm *vm)
+{
+  VmceForwarder *f = vmce_vm_get_layer_data (vm, vmce_forwarder_quark ());
+
+  if (f != NULL)
+    return f;
+  f = g_new0 (VmceForwarder, 1);
+  g_queue_init (&f->injections);
+  vmce_vm_set_layer_data (vm, vmce_forwarder_quark (), f, (GDestroyNotify) vmce_forwarder_free);
+  return f;
+}
+
+void
+vmce_forward_set_gap (VmceVm *vm, guint gap_ms)
+{
+  vmce_forwarder (vm)->gap_ms = gap_ms;
+}
 
 /* An AMD AO is a deferred error: it raises no #MC, and the guest sees it
  * only when it next polls its banks. Worth saying where it is journaled,
@@ -75,8 +114,8 @@ vmce_injection_release_hold (VmceInjection *inj)
     close (inj->hold_fd);
     inj->hold_fd = -1;
   }
-  if (inj->hold_tid > 0 && inj->vm->watch != NULL) {
-    vmce_ptrace_watch_resume (inj->vm->watch, inj->hold_tid, 0);
+  if (inj->hold_tid > 0 && vmce_vm_get_watch (inj->vm) != NULL) {
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (inj->vm), inj->hold_tid, 0);
     inj->ev->held_us = g_get_monotonic_time () - inj->ev->stop_us;
   }
   inj->hold_tid = 0;
@@ -109,7 +148,6 @@ vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
 {
   g_autoptr(JsonNode) json = NULL;
 
-  vm->n_events++;
   json = vmce_vm_emit_event (vm, ev);
   /* after the journal gave it its seq; a host page is bad whatever became
    * of the machine check (poison-set.c decides) */
@@ -122,7 +160,7 @@ vmce_forward_finish (VmceVm *vm, VmceMceEvent *ev, GTask *task)
 static gboolean
 vmce_forward_main_thread_waits (VmceVm *vm)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/syscall", vm->pid, vm->pid);
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/syscall", vmce_vm_get_pid (vm), vmce_vm_get_pid (vm));
   g_autofree gchar *futex = g_strdup_printf ("%d ", SYS_futex);
   g_autofree gchar *text = NULL;
 
@@ -151,7 +189,7 @@ vmce_forward_hold_cb (gint fd, GIOCondition condition, gpointer user_data)
       g_get_monotonic_time () < inj->hold_deadline_us)
     return G_SOURCE_CONTINUE;
   if (g_get_monotonic_time () >= inj->hold_deadline_us)
-    g_debug ("vm %s: thread %d let go after %d us without QEMU waiting for it", inj->vm->name,
+    g_debug ("vm %s: thread %d let go after %d us without QEMU waiting for it", vmce_vm_get_name (inj->vm),
              inj->hold_tid, VMCE_HOLD_MAX_US);
   inj->hold_source = 0;
   vmce_injection_release_hold (inj);
@@ -163,7 +201,7 @@ vmce_forward_hold_expired_cb (gpointer user_data)
 {
   VmceInjection *inj = user_data;
 
-  g_debug ("vm %s: thread %d let go after %d ms without QEMU's answer", inj->vm->name,
+  g_debug ("vm %s: thread %d let go after %d ms without QEMU's answer", vmce_vm_get_name (inj->vm),
            inj->hold_tid, VMCE_HOLD_QMP_MAX_MS);
   inj->hold_source = 0;
   vmce_injection_release_hold (inj);
@@ -192,6 +230,7 @@ static void
 vmce_forward_answered (VmceInjection *inj, const gchar *failure, gint64 reply_us)
 {
   VmceVm *vm = inj->vm;
+  VmceForwarder *f = vmce_forwarder (vm);
   VmceMceEvent *ev = inj->ev;
 
   vmce_injection_release_hold (inj);
@@ -200,15 +239,15 @@ vmce_forward_answered (VmceInjection *inj, const gchar *failure, gint64 reply_us
     ev->result = VMCE_RESULT_FAILED;
     g_free (ev->detail);
     ev->detail = g_strdup (failure);
-    g_warning ("vm %s: machine check at GPA 0x%" G_GINT64_MODIFIER "x failed: %s", vm->name,
+    g_warning ("vm %s: machine check at GPA 0x%" G_GINT64_MODIFIER "x failed: %s", vmce_vm_get_name (vm),
                ev->gpa, ev->detail);
   } else {
     ev->result = VMCE_RESULT_INJECTED;
   }
   if (reply_us != 0)
     ev->latency_us = reply_us - ev->stop_us;
-  vm->inflight = NULL;
-  vm->last_injection_us = g_get_monotonic_time ();
+  f->inflight = NULL;
+  f->last_injection_us = g_get_monotonic_time ();
   vmce_forward_finish (vm, ev, inj->task);
   vmce_vm_ref (vm);
   vmce_injection_free (inj);
@@ -253,8 +292,8 @@ vmce_forward_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 vmce_forward_use_qmp (VmceVm *vm, const VmceMceEvent *ev)
 {
-  return vm->qmp_inject_mce && ev->have_gpa &&
-         (ev->style == VMCE_MCE_STYLE_AMD) == vmce_cpu_model_is_amd (&vm->cpu_model);
+  return vmce_vm_has_inject_mce (vm) && ev->have_gpa &&
+         (ev->style == VMCE_MCE_STYLE_AMD) == vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm));
 }
 
 static JsonNode *
@@ -282,7 +321,7 @@ vmce_forward_gap_cb (gpointer user_data)
 {
   VmceVm *vm = user_data;
 
-  vm->gap_source = 0;
+  vmce_forwarder (vm)->gap_source = 0;
   vmce_forward_send_next (vm);
   return G_SOURCE_REMOVE;
 }
@@ -290,28 +329,29 @@ vmce_forward_gap_cb (gpointer user_data)
 static void
 vmce_forward_send_next (VmceVm *vm)
 {
+  VmceForwarder *f = vmce_forwarder (vm);
   VmceInjection *inj;
   g_autofree gchar *hmp = NULL;
-  gint64 gap_us = (gint64) vm->inject_gap_ms * 1000;
+  gint64 gap_us = (gint64) f->gap_ms * 1000;
   gint64 wait_us;
 
-  if (vm->inflight != NULL || vm->gap_source != 0 || g_queue_is_empty (&vm->injections))
+  if (f->inflight != NULL || f->gap_source != 0 || g_queue_is_empty (&f->injections))
     return;
-  if (vm->qmp == NULL || !vmce_qmp_client_is_open (vm->qmp)) {
+  if (vmce_vm_get_qmp (vm) == NULL || !vmce_qmp_client_is_open (vmce_vm_get_qmp (vm))) {
     vmce_forward_cancel_all (vm, "the monitor is gone");
     return;
   }
-  wait_us = vm->last_injection_us + gap_us - g_get_monotonic_time ();
-  if (vm->last_injection_us != 0 && wait_us > 0) {
+  wait_us = f->last_injection_us + gap_us - g_get_monotonic_time ();
+  if (f->last_injection_us != 0 && wait_us > 0) {
     /* a held vCPU must not wait for the gap, nor for an injection that may
      * itself need that vCPU to run */
-    for (GList *l = vm->injections.head; l != NULL; l = l->next)
+    for (GList *l = f->injections.head; l != NULL; l = l->next)
       vmce_injection_release_hold (l->data);
-    vm->gap_source = g_timeout_add (MAX (1, wait_us / 1000), vmce_forward_gap_cb, vm);
+    f->gap_source = g_timeout_add (MAX (1, wait_us / 1000), vmce_forward_gap_cb, vm);
     return;
   }
-  inj = g_queue_pop_head (&vm->injections);
-  vm->inflight = inj;
+  inj = g_queue_pop_head (&f->injections);
+  f->inflight = inj;
   if (vmce_forward_use_qmp (vm, inj->ev)) {
     g_autoptr(JsonNode) args = vmce_forward_inject_args (inj->ev);
 
@@ -319,14 +359,14 @@ vmce_forward_send_next (VmceVm *vm)
     inj->ev->via = g_strdup ("qmp");
     /* QEMU answers once the machine check is queued on the vCPU: a held
      * vCPU is let go at the answer, and takes it before anything else */
-    vmce_qmp_client_execute_async (vm->qmp, "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
     if (inj->hold_tid > 0)
       inj->hold_source = g_timeout_add (VMCE_HOLD_QMP_MAX_MS, vmce_forward_hold_expired_cb, inj);
     return;
   }
   hmp = vmce_mce_to_hmp (&inj->ev->mce);
-  g_debug ("vm %s: %s", vm->name, hmp);
-  vmce_qmp_client_hmp_async (vm->qmp, hmp, NULL, vmce_forward_hmp_cb, inj);
+  g_debug ("vm %s: %s", vmce_vm_get_name (vm), hmp);
+  vmce_qmp_client_hmp_async (vmce_vm_get_qmp (vm), hmp, NULL, vmce_forward_hmp_cb, inj);
   if (inj->hold_tid > 0)
     vmce_forward_start_hold (inj);
 }
@@ -334,9 +374,11 @@ vmce_forward_send_next (VmceVm *vm)
 static void
 vmce_forward_enqueue (VmceVm *vm, VmceInjection *inj)
 {
-  if (vm->inflight != NULL)
+  VmceForwarder *f = vmce_forwarder (vm);
+
+  if (f->inflight != NULL)
     vmce_injection_release_hold (inj);
-  g_queue_push_tail (&vm->injections, inj);
+  g_queue_push_tail (&f->injections, inj);
   vmce_forward_send_next (vm);
 }
 
@@ -345,9 +387,11 @@ vmce_forward_enqueue (VmceVm *vm, VmceInjection *inj)
 static VmceInjection *
 vmce_forward_find_same_page (VmceVm *vm, guint64 gpa)
 {
-  if (vm->inflight != NULL && (vm->inflight->ev->gpa & VMCE_PAGE_MASK) == (gpa & VMCE_PAGE_MASK))
-    return vm->inflight;
-  for (GList *l = vm->injections.head; l != NULL; l = l->next) {
+  VmceForwarder *f = vmce_forwarder (vm);
+
+  if (f->inflight != NULL && (f->inflight->ev->gpa & VMCE_PAGE_MASK) == (gpa & VMCE_PAGE_MASK))
+    return f->inflight;
+  for (GList *l = f->injections.head; l != NULL; l = l->next) {
     VmceInjection *inj = l->data;
     if ((inj->ev->gpa & VMCE_PAGE_MASK) == (gpa & VMCE_PAGE_MASK))
       return inj;
@@ -361,7 +405,7 @@ vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo)
 {
   ev->result = VMCE_RESULT_PASSED;
   ev->handled_by = g_strdup ("qemu");
-  vmce_ptrace_watch_resume (vm->watch, ev->tid, signo);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), ev->tid, signo);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
   vmce_forward_finish (vm, ev, NULL);
   vmce_mce_event_free (ev);
@@ -374,7 +418,7 @@ vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, gboolean pau
 {
   ev->result = result;
   ev->handled_by = g_strdup ("vmced");
-  vmce_ptrace_watch_resume (vm->watch, ev->tid, 0);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), ev->tid, 0);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
   if (pause)
     vmce_vm_pause (vm, ev->detail);
@@ -394,7 +438,7 @@ vmce_forward_free_tcg_vcpu (VmceVm *vm, VmceMceEvent *ev, pid_t tid)
   if (vmce_sim_is_protected (vm, page))
     ok = vmce_sim_unprotect (vm, tid, page, &error);
   else
-    ok = vmce_remote_map_anon_fixed (vm->pid, tid, page, VMCE_PAGE_SIZE, &error);
+    ok = vmce_remote_map_anon_fixed (vmce_vm_get_pid (vm), tid, page, VMCE_PAGE_SIZE, &error);
   if (ok)
     return;
   g_free (ev->detail);
@@ -407,14 +451,14 @@ vmce_forward_layout_fresh_cb (VmceVm *vm, gpointer data)
   g_autofree VmceStop *stop = data;
   guint64 page = (guint64) (guintptr) stop->info.si_addr & VMCE_PAGE_MASK;
 
-  if (vm->state == VMCE_VM_READY) {
+  if (vmce_vm_get_state (vm) == VMCE_VM_READY) {
     vmce_vm_redeliver (vm, stop, FALSE);
     return;
   }
   /* vmced lets go of the VM: the signal as it came, what QEMU would have
    * had without vmced (a page vmced took away itself comes back instead) */
-  if (vm->watch != NULL)
-    vmce_ptrace_watch_resume (vm->watch, stop->tid,
+  if (vmce_vm_get_watch (vm) != NULL)
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), stop->tid,
                               vmce_sim_is_protected (vm, page) ? 0 : stop->info.si_signo);
 }
 
@@ -428,17 +472,17 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
 
   *f = (VmceFacts) {
     .kind = ev->kind,
-    .policy = vm->policy,
-    .kvm = vm->kvm,
-    .cpu_model = &vm->cpu_model,
+    .policy = vmce_vm_get_policy (vm),
+    .kvm = vmce_vm_is_kvm (vm),
+    .cpu_model = vmce_vm_get_cpu_model (vm),
     .where = VMCE_WHERE_ELSEWHERE,
     .layout_fresh = stop->layout_fresh,
-    .main_thread = stop->tid == vm->pid,
+    .main_thread = stop->tid == vmce_vm_get_pid (vm),
     .vcpu_index = vcpu != NULL ? (gint) vcpu->index : -1,
-    .first_vcpu_index = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : -1,
+    .first_vcpu_index = vmce_vm_get_vcpus (vm)->len > 0 ? (gint) g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, 0).index : -1,
     .simulated = vmce_sim_is_protected (vm, ev->hva & VMCE_PAGE_MASK),
   };
-  if (vm->layout != NULL && vmce_ram_layout_hva_to_gpa (vm->layout, ev->hva, &ev->gpa, &range)) {
+  if (vmce_vm_get_layout (vm) != NULL && vmce_ram_layout_hva_to_gpa (vmce_vm_get_layout (vm), ev->hva, &ev->gpa, &range)) {
     f->where = VMCE_WHERE_RAM;
     ev->have_gpa = TRUE;
     ev->block = g_strdup (range->block);
@@ -447,8 +491,8 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
     p = vmce_vm_find_poisoned (vm, ev->gpa);
     f->known_poisoned = p != NULL;
     f->refaults = p != NULL ? p->refaults : 0;
-  } else if (vm->layout != NULL &&
-             vmce_ram_layout_hva_to_block (vm->layout, ev->hva, &f->block, &f->block_offset)) {
+  } else if (vmce_vm_get_layout (vm) != NULL &&
+             vmce_ram_layout_hva_to_block (vmce_vm_get_layout (vm), ev->hva, &f->block, &f->block_offset)) {
     f->where = VMCE_WHERE_BLOCK;
     ev->block = g_strdup (f->block);
   }
@@ -461,10 +505,10 @@ vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
 
   ev->time_us = g_get_real_time () - (g_get_monotonic_time () - stop->time_us);
   ev->stop_us = stop->time_us;
-  ev->vm = g_strdup (vm->name);
-  ev->uuid = g_strdup (vm->uuid);
-  ev->pid = vm->pid;
-  ev->qemu_id = g_strdup (vm->qemu_id);
+  ev->vm = g_strdup (vmce_vm_get_name (vm));
+  ev->uuid = g_strdup (vmce_vm_get_uuid (vm));
+  ev->pid = vmce_vm_get_pid (vm);
+  ev->qemu_id = g_strdup (vmce_vm_get_qemu_id (vm));
   ev->tid = stop->tid;
   ev->thread = vmce_vm_describe_thread (vm, stop->tid);
   ev->si_code = stop->info.si_code;
@@ -472,7 +516,7 @@ vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
   ev->lsb = stop->info.si_addr_lsb;
   ev->source = stop->source;
   ev->request_id = stop->request_id;
-  ev->policy = vmce_policy_to_string (vm->policy);
+  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
   ev->kind = stop->info.si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
   return ev;
 }
@@ -485,7 +529,7 @@ vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *
   VmceInjection *inj;
 
   ev->style = d->style;
-  vmce_mce_encode (ev->kind, ev->gpa, d->cpu, &vm->cpu_model, ev->style, &ev->mce);
+  vmce_mce_encode (ev->kind, ev->gpa, d->cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
   ev->have_mce = TRUE;
   vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
@@ -496,7 +540,7 @@ vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *
     vmce_forward_enqueue (vm, inj);
     return;
   }
-  vmce_ptrace_watch_resume (vm->watch, ev->tid, 0);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), ev->tid, 0);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
   vmce_forward_enqueue (vm, inj);
 }
@@ -511,7 +555,7 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
 
   vmce_forward_facts (vm, stop, ev, &facts);
   vmce_decide (&facts, &d);
-  g_debug ("%s: %s %s at HVA 0x%" G_GINT64_MODIFIER "x: %s", vm->name, ev->thread,
+  g_debug ("%s: %s %s at HVA 0x%" G_GINT64_MODIFIER "x: %s", vmce_vm_get_name (vm), ev->thread,
            vmce_mce_kind_to_string (ev->kind), ev->hva, vmce_decision_action_to_string (d.action));
 
   if (d.action == VMCE_DECISION_RELOOK) {
@@ -546,7 +590,7 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
   switch (d.action) {
   case VMCE_DECISION_COALESCE:
     vmce_forward_find_same_page (vm, ev->gpa)->ev->repeats++;
-    vmce_ptrace_watch_resume (vm->watch, tid, 0);
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, 0);
     return;
   case VMCE_DECISION_IGNORE:
     vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_IGNORED, d.pause);
@@ -580,25 +624,25 @@ vmce_forward_inject_async (VmceVm *vm,
   const VmceRamRange *range = NULL;
   VmceInjection *inj;
 
-  if (vm->layout == NULL || !vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &ev->hva, &range)) {
+  if (vmce_vm_get_layout (vm) == NULL || !vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), gpa, &ev->hva, &range)) {
     g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
-                             vm->name);
+                             vmce_vm_get_name (vm));
     return;
   }
   if (cpu < 0)
-    cpu = vm->vcpus->len > 0 ? (gint) g_array_index (vm->vcpus, VmceVcpu, 0).index : 0;
+    cpu = vmce_vm_get_vcpus (vm)->len > 0 ? (gint) g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, 0).index : 0;
   if (vmce_vm_find_vcpu (vm, (guint) cpu) == NULL) {
     g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "vm %s has no vCPU %d", vm->name, cpu);
+                             "vm %s has no vCPU %d", vmce_vm_get_name (vm), cpu);
     return;
   }
   ev->stop_us = g_get_monotonic_time ();
   ev->time_us = g_get_real_time ();
-  ev->vm = g_strdup (vm->name);
-  ev->uuid = g_strdup (vm->uuid);
-  ev->pid = vm->pid;
-  ev->qemu_id = g_strdup (vm->qemu_id);
+  ev->vm = g_strdup (vmce_vm_get_name (vm));
+  ev->uuid = g_strdup (vmce_vm_get_uuid (vm));
+  ev->pid = vmce_vm_get_pid (vm);
+  ev->qemu_id = g_strdup (vmce_vm_get_qemu_id (vm));
   ev->source = "inject";
   ev->kind = kind;
   ev->gpa = gpa;
@@ -606,11 +650,11 @@ vmce_forward_inject_async (VmceVm *vm,
   ev->block = g_strdup (range->block);
   ev->block_offset = range->offset + (gpa - range->gpa);
   /* guest-only: the user asked for it, whether the guest can take it or not */
-  ev->style = vmce_mce_style_for (&vm->cpu_model, NULL);
+  ev->style = vmce_mce_style_for (vmce_vm_get_cpu_model (vm), NULL);
   if (ev->style == VMCE_MCE_STYLE_NONE)
-    ev->style = vmce_cpu_model_is_amd (&vm->cpu_model) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
-  ev->policy = vmce_policy_to_string (vm->policy);
-  vmce_mce_encode (kind, gpa, (guint) cpu, &vm->cpu_model, ev->style, &ev->mce);
+    ev->style = vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm)) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
+  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
+  vmce_mce_encode (kind, gpa, (guint) cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
   ev->have_mce = TRUE;
   vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
@@ -655,13 +699,14 @@ vmce_forward_journal_qemu_event (VmceVm *vm, JsonObject *data)
 void
 vmce_forward_qemu_event (VmceVm *vm, JsonObject *data)
 {
+  VmceForwarder *f = vmce_forwarder (vm);
   JsonNode *node;
 
   /* HMP mce: QEMU sends it from the vCPU, before the monitor answers */
-  if (vm->inflight != NULL && vm->inflight->ev->qemu_event == NULL) {
+  if (f->inflight != NULL && f->inflight->ev->qemu_event == NULL) {
     node = json_node_new (JSON_NODE_OBJECT);
     json_node_set_object (node, data);
-    vm->inflight->ev->qemu_event = node;
+    f->inflight->ev->qemu_event = node;
     return;
   }
   /* inject-mce answers first: the event comes on its own, and a QEMU with
@@ -672,12 +717,13 @@ vmce_forward_qemu_event (VmceVm *vm, JsonObject *data)
 void
 vmce_forward_cancel_all (VmceVm *vm, const gchar *why)
 {
+  VmceForwarder *f = vmce_forwarder (vm);
   VmceInjection *inj;
 
-  g_clear_handle_id (&vm->gap_source, g_source_remove);
-  if (vm->inflight != NULL)
-    vmce_injection_release_hold (vm->inflight);
-  while ((inj = g_queue_pop_head (&vm->injections)) != NULL) {
+  g_clear_handle_id (&f->gap_source, g_source_remove);
+  if (f->inflight != NULL)
+    vmce_injection_release_hold (f->inflight);
+  while ((inj = g_queue_pop_head (&f->injections)) != NULL) {
     vmce_injection_release_hold (inj);
     inj->ev->result = VMCE_RESULT_FAILED;
     inj->ev->handled_by = g_strdup ("vmced");

@@ -29,3 +29,5 @@ void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
 
 /* At detach: lets held threads go and fails what was not sent */
 void vmce_forward_cancel_all (VmceVm *vm, const gchar *why);
+/* The gap between two injections into @vm (vmced --inject-gap-ms) */
+void vmce_forward_set_gap (VmceVm *vm, guint gap_ms);

@@ -29,6 +29,8 @@ struct _VmceLibvirtWatch {
   const VmceConfig *config; /* per-domain policies, or NULL */
   virConnectPtr conn;
   gint lifecycle_callback;
+  gint device_added_callback;
+  gint device_removed_callback;
   guint reconnect_source;
   GHashTable *attaching; /* names being attached */
   /* cancelled when the watch goes: attaches still in flight then let
@@ -177,7 +179,7 @@ vmce_domain_attached_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_warning ("domain %s: %s", att->name, error->message);
   else
     g_message ("domain %s (%s): attached through libvirt", att->name,
-               vm->uuid != NULL ? vm->uuid : "?");
+               vmce_vm_get_uuid (vm) != NULL ? vmce_vm_get_uuid (vm) : "?");
   vmce_domain_attach_free (att);
 }
 
@@ -244,8 +246,8 @@ vmce_libvirt_watch_detach_domain (VmceLibvirtWatch *self, const gchar *name, con
 {
   VmceVm *vm = vmce_daemon_lookup_vm (self->daemon, name, NULL);
 
-  if (vm != NULL && vm->uuid != NULL && vm->state != VMCE_VM_GONE &&
-      vm->state != VMCE_VM_DETACHING)
+  if (vm != NULL && vmce_vm_get_uuid (vm) != NULL && vmce_vm_get_state (vm) != VMCE_VM_GONE &&
+      vmce_vm_get_state (vm) != VMCE_VM_DETACHING)
     vmce_vm_detach (vm, why);
 }
 
@@ -285,6 +287,22 @@ vmce_lifecycle_cb (virConnectPtr conn, virDomainPtr dom, int event, int detail, 
     break;
   }
   return 0;
+}
+
+/* A device hot-plugged or removed through libvirt (virsh attach-device):
+ * for memory, QEMU 7.2 itself says nothing vmced can rely on until the
+ * guest takes it (ACPI _OST), and an error may come before that */
+static void
+vmce_device_cb (virConnectPtr conn, virDomainPtr dom, const char *alias, void *opaque)
+{
+  VmceLibvirtWatch *self = opaque;
+  VmceVm *vm = vmce_daemon_lookup_vm (self->daemon, virDomainGetName (dom), NULL);
+
+  if (vm == NULL || vmce_vm_get_uuid (vm) == NULL || vmce_vm_get_state (vm) != VMCE_VM_READY)
+    return;
+  g_debug ("domain %s: device %s added or removed: reading the RAM layout again",
+           vmce_vm_get_name (vm), alias);
+  vmce_vm_refresh_layout (vm);
 }
 
 static void
@@ -345,11 +363,13 @@ vmce_close_cb (virConnectPtr conn, int reason, void *opaque)
   g_warning ("lost the connection to %s: letting its domains go until it is back", self->uri);
   for (guint i = 0; i < vms->len; i++) {
     VmceVm *vm = g_ptr_array_index (vms, i);
-    if (vm->uuid != NULL && vm->state != VMCE_VM_GONE && vm->state != VMCE_VM_DETACHING)
+    if (vmce_vm_get_uuid (vm) != NULL && vmce_vm_get_state (vm) != VMCE_VM_GONE && vmce_vm_get_state (vm) != VMCE_VM_DETACHING)
       vmce_vm_detach (vm, "libvirt connection lost");
   }
   self->conn = NULL;
   self->lifecycle_callback = -1;
+  self->device_added_callback = -1;
+  self->device_removed_callback = -1;
   /* not from inside libvirt's own callback */
   g_idle_add (vmce_libvirt_watch_drop_cb, conn);
   if (self->reconnect_source == 0)
@@ -382,6 +402,15 @@ vmce_libvirt_watch_connect (VmceLibvirtWatch *self, GError **error)
     self->conn = NULL;
     return FALSE;
   }
+  /* without them vmced still learns of new memory from QEMU, later */
+  self->device_added_callback =
+    virConnectDomainEventRegisterAny (conn, NULL, VIR_DOMAIN_EVENT_ID_DEVICE_ADDED,
+                                      VIR_DOMAIN_EVENT_CALLBACK (vmce_device_cb), self, NULL);
+  self->device_removed_callback =
+    virConnectDomainEventRegisterAny (conn, NULL, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+                                      VIR_DOMAIN_EVENT_CALLBACK (vmce_device_cb), self, NULL);
+  if (self->device_added_callback < 0 || self->device_removed_callback < 0)
+    g_warning ("%s: cannot follow device hot-plug: %s", self->uri, virGetLastErrorMessage ());
   return TRUE;
 }
 
@@ -412,6 +441,8 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
   self->domains = domains != NULL ? g_strdupv ((gchar **) domains) : NULL;
   self->policy = policy;
   self->lifecycle_callback = -1;
+  self->device_added_callback = -1;
+  self->device_removed_callback = -1;
   self->attaching = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
   if (!vmce_libvirt_watch_connect (self, error))
@@ -439,6 +470,10 @@ vmce_libvirt_watch_free (VmceLibvirtWatch *self)
   if (self->conn != NULL) {
     if (self->lifecycle_callback >= 0)
       virConnectDomainEventDeregisterAny (self->conn, self->lifecycle_callback);
+    if (self->device_added_callback >= 0)
+      virConnectDomainEventDeregisterAny (self->conn, self->device_added_callback);
+    if (self->device_removed_callback >= 0)
+      virConnectDomainEventDeregisterAny (self->conn, self->device_removed_callback);
     virConnectUnregisterCloseCallback (self->conn, vmce_close_cb);
     virConnectClose (self->conn);
   }

@@ -38,6 +38,50 @@
 
 #define VMCE_MARK_TIMEOUT_MS 30000
 
+/* The guard's own, per VM (layer data of the session) */
+typedef struct {
+  VmceMigrationPolicy policy;
+  gchar *status;     /* of the last MIGRATION event, or NULL */
+  gboolean refused;
+  GArray *marks;     /* GPAs to mark poisoned once it runs */
+} VmceMigrationGuard;
+
+GQuark vmce_migration_guard_quark (void);
+G_DEFINE_QUARK (vmce-migration-guard, vmce_migration_guard)
+
+static void
+vmce_migration_guard_free (VmceMigrationGuard *g)
+{
+  g_free (g->status);
+  g_clear_pointer (&g->marks, g_array_unref);
+  g_free (g);
+}
+
+static VmceMigrationGuard *
+vmce_migration_guard (VmceVm *vm)
+{
+  VmceMigrationGuard *g = vmce_vm_get_layer_data (vm, vmce_migration_guard_quark ());
+
+  if (g != NULL)
+    return g;
+  g = g_new0 (VmceMigrationGuard, 1);
+  vmce_vm_set_layer_data (vm, vmce_migration_guard_quark (), g,
+                          (GDestroyNotify) vmce_migration_guard_free);
+  return g;
+}
+
+VmceMigrationPolicy
+vmce_migration_guard_get_policy (VmceVm *vm)
+{
+  return vmce_migration_guard (vm)->policy;
+}
+
+void
+vmce_migration_guard_set_policy (VmceVm *vm, VmceMigrationPolicy policy)
+{
+  vmce_migration_guard (vm)->policy = policy;
+}
+
 static gboolean
 vmce_migration_is_running (const gchar *status)
 {
@@ -72,7 +116,7 @@ vmce_migration_journal (VmceVm *vm,
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
 
   json_builder_begin_object (b);
   vmce_vm_begin_record (vm, b, "migration");
@@ -81,7 +125,7 @@ vmce_migration_journal (VmceVm *vm,
   json_builder_set_member_name (b, "status");
   json_builder_add_string_value (b, status);
   json_builder_set_member_name (b, "policy");
-  json_builder_add_string_value (b, vmce_migration_policy_to_string (vm->migration_policy));
+  json_builder_add_string_value (b, vmce_migration_policy_to_string (vmce_migration_guard (vm)->policy));
   vmce_migration_add_pages (b, zeroed_only ? "pages_zeroed" : "pages", pages, zeroed_only);
   if (destination != NULL) {
     json_builder_set_member_name (b, "destination");
@@ -105,36 +149,37 @@ vmce_migration_cancel_cb (GObject *source, GAsyncResult *res, gpointer user_data
 
   ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
   if (ret == NULL)
-    g_warning ("vm %s: cannot cancel the migration: %s", vm->name, error->message);
+    g_warning ("vm %s: cannot cancel the migration: %s", vmce_vm_get_name (vm), error->message);
 }
 
 static void
 vmce_migration_start (VmceVm *vm, const gchar *status)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
   g_autofree gchar *why = NULL;
   g_autofree gchar *first = NULL;
 
-  vm->migration_refused = FALSE;
+  g->refused = FALSE;
   if (pages->len == 0)
     return;
   first = vmce_hex (((VmcePoisonedPage *) g_ptr_array_index (pages, 0))->gpa);
-  if (vm->migration_policy == VMCE_MIGRATION_ALLOW_ZERO) {
+  if (g->policy == VMCE_MIGRATION_ALLOW_ZERO) {
     why = g_strdup_printf ("migration with %u poisoned page(s) (GPA %s%s) allowed: the "
                            "destination gets them zeroed, and marked poisoned if vmced watches it",
                            pages->len, first, pages->len > 1 ? ", ..." : "");
-    g_message ("vm %s: %s", vm->name, why);
+    g_message ("vm %s: %s", vmce_vm_get_name (vm), why);
     vmce_migration_journal (vm, "allowed", status, why, NULL, FALSE);
     return;
   }
-  vm->migration_refused = TRUE;
+  g->refused = TRUE;
   why = g_strdup_printf ("migration refused: %u poisoned page(s) (GPA %s%s) would reach the "
                          "destination as data; reset the guest first (the pages are replaced), "
                          "or set migration = allow-zero",
                          pages->len, first, pages->len > 1 ? ", ..." : "");
-  g_warning ("vm %s: %s", vm->name, why);
+  g_warning ("vm %s: %s", vmce_vm_get_name (vm), why);
   vmce_migration_journal (vm, "refused", status, why, NULL, FALSE);
-  vmce_qmp_client_execute_async (vm->qmp, "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
+  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
                                  vmce_vm_ref (vm));
 }
 
@@ -145,7 +190,7 @@ static void
 vmce_migration_guard_again_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
   VmceVm *vm = user_data;
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
 
   for (guint i = 0; i < pages->len; i++) {
     VmcePoisonedPage *p = g_ptr_array_index (pages, i);
@@ -154,9 +199,9 @@ vmce_migration_guard_again_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_
     if (!p->zeroed_for_migration)
       continue;
     p->zeroed_for_migration = FALSE;
-    if (!vmce_remote_mprotect (vm->pid, tid, p->hva, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
+    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, p->hva, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
       g_warning ("vm %s: cannot take the page at GPA 0x%" G_GINT64_MODIFIER "x away again: %s",
-                 vm->name, p->gpa, error->message);
+                 vmce_vm_get_name (vm), p->gpa, error->message);
       continue;
     }
     vmce_sim_adopt_page (vm, p->hva, p->gpa);
@@ -184,14 +229,14 @@ vmce_migration_mark_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(JsonNode) ev = vmce_sim_poison_finish (vm, res, &error);
 
   if (ev == NULL)
-    g_warning ("vm %s: cannot mark a page poisoned after its migration: %s", vm->name,
+    g_warning ("vm %s: cannot mark a page poisoned after its migration: %s", vmce_vm_get_name (vm),
                error->message);
 }
 
 static void
 vmce_migration_mark_pending (VmceVm *vm)
 {
-  g_autoptr(GArray) marks = g_steal_pointer (&vm->migration_marks);
+  g_autoptr(GArray) marks = g_steal_pointer (&vmce_migration_guard (vm)->marks);
   g_autoptr(GString) list = g_string_new (NULL);
 
   if (marks == NULL || marks->len == 0)
@@ -205,7 +250,7 @@ vmce_migration_mark_pending (VmceVm *vm)
                            VMCE_MARK_TIMEOUT_MS, vmce_migration_mark_cb, vmce_vm_ref (vm));
   }
   g_message ("vm %s: %u page(s) that reached it zeroed by migration marked poisoned: %s",
-             vm->name, marks->len, list->str);
+             vmce_vm_get_name (vm), marks->len, list->str);
 }
 
 static VmceVm *
@@ -216,7 +261,7 @@ vmce_migration_find_destination (VmceVm *source)
 
   for (guint i = 0; i < vms->len; i++) {
     VmceVm *vm = g_ptr_array_index (vms, i);
-    if (vm == source || !vm->incoming || vm->state != VMCE_VM_READY)
+    if (vm == source || !vmce_vm_is_incoming (vm) || vmce_vm_get_state (vm) != VMCE_VM_READY)
       continue;
     if (found != NULL)
       return NULL; /* two could be it: neither is guessed */
@@ -228,7 +273,7 @@ vmce_migration_find_destination (VmceVm *source)
 static void
 vmce_migration_completed (VmceVm *vm, const gchar *status)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
   g_autoptr(GString) hint = g_string_new (NULL);
   guint n = vmce_migration_count_zeroed (pages);
   VmceVm *dst = vmce_migration_find_destination (vm);
@@ -238,22 +283,22 @@ vmce_migration_completed (VmceVm *vm, const gchar *status)
                                   "watch it (or cannot tell which it is): mark them there with "
                                   "vmcectl poison DESTINATION --gpa GPA",
                             n);
-    g_warning ("vm %s: %s", vm->name, hint->str);
+    g_warning ("vm %s: %s", vmce_vm_get_name (vm), hint->str);
     vmce_migration_journal (vm, "completed", status, hint->str, NULL, TRUE);
     return;
   }
   g_string_append_printf (hint, "%u page(s) reached vm %s zeroed: marked poisoned there once it "
                                 "runs",
-                          n, dst->name);
-  vmce_migration_journal (vm, "completed", status, hint->str, dst->name, TRUE);
-  if (dst->migration_marks == NULL)
-    dst->migration_marks = g_array_new (FALSE, FALSE, sizeof (guint64));
+                          n, vmce_vm_get_name (dst));
+  vmce_migration_journal (vm, "completed", status, hint->str, vmce_vm_get_name (dst), TRUE);
+  if (vmce_migration_guard (dst)->marks == NULL)
+    vmce_migration_guard (dst)->marks = g_array_new (FALSE, FALSE, sizeof (guint64));
   for (guint i = 0; i < pages->len; i++) {
     const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
     if (p->zeroed_for_migration)
-      g_array_append_val (dst->migration_marks, p->gpa);
+      g_array_append_val (vmce_migration_guard (dst)->marks, p->gpa);
   }
-  if (dst->running)
+  if (vmce_vm_is_running (dst))
     vmce_migration_mark_pending (dst);
 }
 
@@ -294,14 +339,15 @@ void
 vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
 {
   const gchar *status = vmce_json_object_get_string_opt (data, "status");
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
-  g_autofree gchar *was = g_steal_pointer (&vm->migration_status);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
+  g_autofree gchar *was = g_steal_pointer (&g->status);
 
-  vm->migration_status = g_strdup (status);
-  switch (vmce_migration_decide (was, status, vm->incoming, vm->migration_policy, pages->len,
+  g->status = g_strdup (status);
+  switch (vmce_migration_decide (was, status, vmce_vm_is_incoming (vm), g->policy, pages->len,
                                  vmce_migration_count_zeroed (pages))) {
   case VMCE_MIGRATION_ACT_LOADED:
-    vm->incoming = FALSE;
+    /* the session, which heard the event too, knows it runs on its own now */
     break;
   case VMCE_MIGRATION_ACT_REFUSE:
   case VMCE_MIGRATION_ACT_ALLOW:
@@ -311,21 +357,21 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
     vmce_migration_completed (vm, status);
     break;
   case VMCE_MIGRATION_ACT_TAKE_BACK:
-    if (vm->watch == NULL)
+    if (vmce_vm_get_watch (vm) == NULL)
       break;
     vmce_migration_journal (vm, "ended", status,
                             "the source runs on: the pages the migration read zeroed are taken "
                             "away again",
                             NULL, TRUE);
     /* the op's reference is dropped by the op, or if it never runs */
-    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_migration_guard_again_cb,
+    vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), vmce_vm_get_pid (vm), vmce_migration_guard_again_cb,
                                     vmce_vm_ref (vm), (GDestroyNotify) vmce_vm_unref);
     break;
   case VMCE_MIGRATION_ACT_NONE:
-    if (vm->migration_refused && vmce_migration_is_running (was) &&
+    if (g->refused && vmce_migration_is_running (was) &&
         !vmce_migration_is_running (status)) {
-      g_message ("vm %s: the refused migration ended (%s)", vm->name, status);
-      vm->migration_refused = FALSE;
+      g_message ("vm %s: the refused migration ended (%s)", vmce_vm_get_name (vm), status);
+      g->refused = FALSE;
     }
     break;
   }
@@ -334,15 +380,13 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
 void
 vmce_migration_guard_on_resume (VmceVm *vm)
 {
-  vm->running = TRUE;
-  if (vm->incoming)
-    vm->incoming = FALSE;
   vmce_migration_mark_pending (vm);
 }
 
 gboolean
 vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
 {
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
   pid_t tid = stop->tid;
   guint64 hva = (guint64) (guintptr) stop->info.si_addr;
   g_autoptr(VmceVmaTable) vmas = NULL;
@@ -354,14 +398,14 @@ vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
   guint64 gpa = 0;
 
   p = vmce_vm_find_host_poisoned (vm, hva, &gpa);
-  if (!vmce_migration_takes_read (vm->migration_status, vm->incoming,
+  if (!vmce_migration_takes_read (g->status, vmce_vm_is_incoming (vm),
                                   vmce_vm_find_vcpu_by_tid (vm, tid) != NULL, p != NULL))
     return FALSE;
-  vmas = vmce_vma_table_read (vm->pid, &error);
-  if (vmas == NULL || !vmce_page_replace (vm->pid, tid, vmas, hva, &r, &error)) {
+  vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
+  if (vmas == NULL || !vmce_page_replace (vmce_vm_get_pid (vm), tid, vmas, hva, &r, &error)) {
     g_warning ("vm %s: the migration read the poisoned page at GPA 0x%" G_GINT64_MODIFIER
                "x, which cannot be replaced: %s",
-               vm->name, gpa, error->message);
+               vmce_vm_get_name (vm), gpa, error->message);
     vmce_page_replace_clear (&r);
     return FALSE;
   }
@@ -374,7 +418,7 @@ vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
   json_builder_set_member_name (b, "still_poisoned");
   json_builder_add_boolean_value (b, TRUE);
   json_builder_set_member_name (b, "detail");
-  json_builder_add_string_value (b, vm->migration_refused
+  json_builder_add_string_value (b, g->refused
                                         ? "the migration thread read it before the cancel landed: "
                                           "it read a zeroed page, which goes nowhere"
                                         : "the migration thread read it: the destination gets a "
@@ -385,20 +429,22 @@ vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
   record = json_builder_get_root (b);
   vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
   vmce_page_replace_clear (&r);
-  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, 0);
   return TRUE;
 }
 
 void
 vmce_migration_guard_to_json (VmceVm *vm, JsonBuilder *b)
 {
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
+
   json_builder_set_member_name (b, "migration");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "policy");
-  json_builder_add_string_value (b, vmce_migration_policy_to_string (vm->migration_policy));
+  json_builder_add_string_value (b, vmce_migration_policy_to_string (g->policy));
   json_builder_set_member_name (b, "status");
-  json_builder_add_string_value (b, vm->migration_status != NULL ? vm->migration_status : "none");
+  json_builder_add_string_value (b, g->status != NULL ? g->status : "none");
   json_builder_set_member_name (b, "incoming");
-  json_builder_add_boolean_value (b, vm->incoming);
+  json_builder_add_boolean_value (b, vmce_vm_is_incoming (vm));
   json_builder_end_object (b);
 }

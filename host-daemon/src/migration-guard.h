@@ -39,6 +39,9 @@ gboolean vmce_migration_takes_read (const gchar *status,
                                     gboolean poisoned);
 
 /* QEMU's MIGRATION event */
+/* What the operator chose for @vm's migrations (config, vmcectl set) */
+VmceMigrationPolicy vmce_migration_guard_get_policy (VmceVm *vm);
+void vmce_migration_guard_set_policy (VmceVm *vm, VmceMigrationPolicy policy);
 void vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data);
 /* QEMU's RESUME event: a destination that runs now is told of its pages */
 void vmce_migration_guard_on_resume (VmceVm *vm);

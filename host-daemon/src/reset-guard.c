@@ -68,7 +68,43 @@ typedef struct {
   guint pass_id;
 } VmcePassOp;
 
+/* The guard's own, per VM (layer data of the session) */
+typedef struct {
+  VmceResetPass *pass;
+  GPtrArray *deferred; /* of VmceDeferredStop: waiting for a pass or the monitor */
+  GPtrArray *early;    /* of JsonNode: replaced before the RESET event */
+  GHashTable *recent;  /* host pages replaced since the last reset */
+} VmceResetGuard;
+
+GQuark vmce_reset_guard_quark (void);
+G_DEFINE_QUARK (vmce-reset-guard, vmce_reset_guard)
+
 static guint vmce_reset_pass_next_id = 0;
+
+static void
+vmce_reset_guard_free (VmceResetGuard *g)
+{
+  /* a pass and each deferred stop hold the VM: none is left when it goes */
+  g_ptr_array_unref (g->deferred);
+  g_ptr_array_unref (g->early);
+  g_hash_table_unref (g->recent);
+  g_free (g);
+}
+
+static VmceResetGuard *
+vmce_reset_guard (VmceVm *vm)
+{
+  VmceResetGuard *g = vmce_vm_get_layer_data (vm, vmce_reset_guard_quark ());
+
+  if (g != NULL)
+    return g;
+  g = g_new0 (VmceResetGuard, 1);
+  g->deferred = g_ptr_array_new ();
+  g->early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+  g->recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  vmce_vm_set_layer_data (vm, vmce_reset_guard_quark (), g, (GDestroyNotify) vmce_reset_guard_free);
+  return g;
+}
 
 static void vmce_reset_pass_run (VmceResetPass *pass);
 
@@ -121,7 +157,7 @@ vmce_reset_note_replaced (VmceVm *vm, guint64 host_page, guint64 len)
   for (guint64 off = 0; off < len; off += VMCE_PAGE_SIZE) {
     guint64 *key = g_new (guint64, 1);
     *key = host_page + off;
-    g_hash_table_add (vm->reset_recent, key);
+    g_hash_table_add (vmce_reset_guard (vm)->recent, key);
   }
 }
 
@@ -145,23 +181,23 @@ vmce_reset_replace_page (VmceVm *vm,
   *fine = FALSE;
   *failed = FALSE;
   /* the layout knows best where the page is now */
-  if (vm->layout != NULL)
-    (void) vmce_ram_layout_gpa_to_hva (vm->layout, p->gpa, &hva, NULL);
+  if (vmce_vm_get_layout (vm) != NULL)
+    (void) vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), p->gpa, &hva, NULL);
   hva &= VMCE_PAGE_MASK;
-  if (vmce_page_is_readable (vm->pid, hva)) {
+  if (vmce_page_is_readable (vmce_vm_get_pid (vm), hva)) {
     *fine = TRUE;
     return vmce_reset_page_json (
         p, hva, NULL, "usable",
-        p->simulated && vm->kvm ? "a simulated error under KVM never takes the page away"
-        : !vm->kvm && p->kind == VMCE_MCE_KIND_AR
+        p->simulated && vmce_vm_is_kvm (vm) ? "a simulated error under KVM never takes the page away"
+        : !vmce_vm_is_kvm (vm) && p->kind == VMCE_MCE_KIND_AR
             ? "QEMU can read it already: a TCG vCPU consumed it, and vmced gave it a page then "
               "so that its load could complete"
             : "QEMU can read it already: it was replaced before");
   }
-  if (!vmce_page_replace (vm->pid, tid, vmas, hva, &r, &error)) {
+  if (!vmce_page_replace (vmce_vm_get_pid (vm), tid, vmas, hva, &r, &error)) {
     *failed = TRUE;
     g_warning ("vm %s: cannot replace the poisoned page at GPA 0x%" G_GINT64_MODIFIER "x: %s",
-               vm->name, p->gpa, error->message);
+               vmce_vm_get_name (vm), p->gpa, error->message);
     entry = vmce_reset_page_json (p, hva, &r, "failed", error->message);
     vmce_page_replace_clear (&r);
     return entry;
@@ -189,14 +225,15 @@ vmce_reset_guard_rom_write (VmceVm *vm, VmcePoisonedPage *p, pid_t tid, const gc
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
   g_autofree gchar *why = g_strdup_printf ("QEMU's main thread was writing ROM blob \"%s\" into "
+
                                            "it (rom_reset(): the guest is being reset)",
                                            rom);
   JsonNode *entry;
   gboolean fine, failed;
 
-  vmas = vmce_vma_table_read (vm->pid, &error);
+  vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
   if (vmas == NULL) {
-    g_warning ("vm %s: %s", vm->name, error->message);
+    g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
     return FALSE;
   }
   entry = vmce_reset_replace_page (vm, p, tid, vmas, why, &fine, &failed);
@@ -213,11 +250,11 @@ vmce_reset_guard_rom_write (VmceVm *vm, VmcePoisonedPage *p, pid_t tid, const gc
   json_builder_end_object (b);
   record = json_builder_get_root (b);
   vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
-  g_message ("vm %s: poisoned page at GPA 0x%" G_GINT64_MODIFIER "x replaced: %s", vm->name,
+  g_message ("vm %s: poisoned page at GPA 0x%" G_GINT64_MODIFIER "x replaced: %s", vmce_vm_get_name (vm),
              p->gpa, why);
-  g_ptr_array_add (vm->reset_early, entry);
-  g_hash_table_remove (vm->poisoned, &p->gpa);
-  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+  g_ptr_array_add (vmce_reset_guard (vm)->early, entry);
+  g_hash_table_remove (vmce_vm_get_poisoned (vm), &p->gpa);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, 0);
   return TRUE;
 }
 
@@ -237,12 +274,12 @@ vmce_deferred_stop_decide (VmceDeferredStop *d)
   guint64 hva = (guint64) (guintptr) d->stop.info.si_addr;
   guint64 gpa = 0;
 
-  g_ptr_array_remove (vm->reset_deferred, d);
+  g_ptr_array_remove (vmce_reset_guard (vm)->deferred, d);
   /* replaced meanwhile: the access is tried again on the fresh page */
-  if (vmce_vm_find_host_poisoned (vm, hva, &gpa) == NULL || vmce_page_is_readable (vm->pid, hva)) {
+  if (vmce_vm_find_host_poisoned (vm, hva, &gpa) == NULL || vmce_page_is_readable (vmce_vm_get_pid (vm), hva)) {
     g_debug ("vm %s: thread %d goes on: the page at HVA 0x%" G_GINT64_MODIFIER "x was replaced",
-             vm->name, d->stop.tid, hva);
-    vmce_ptrace_watch_resume (vm->watch, d->stop.tid, 0);
+             vmce_vm_get_name (vm), d->stop.tid, hva);
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), d->stop.tid, 0);
   } else {
     vmce_vm_redeliver (vm, &d->stop, TRUE);
   }
@@ -256,7 +293,7 @@ vmce_deferred_stop_idle_cb (gpointer user_data)
 
   d->idle_source = 0;
   /* a pass started in between: it decides when it is done */
-  if (d->vm->reset_pass != NULL)
+  if (vmce_reset_guard (d->vm)->pass != NULL)
     return G_SOURCE_REMOVE;
   vmce_deferred_stop_decide (d);
   return G_SOURCE_REMOVE;
@@ -265,21 +302,24 @@ vmce_deferred_stop_idle_cb (gpointer user_data)
 static void
 vmce_reset_guard_defer (VmceVm *vm, const VmceStop *stop)
 {
+  VmceResetGuard *g = vmce_reset_guard (vm);
   VmceDeferredStop *d = g_new0 (VmceDeferredStop, 1);
 
   d->vm = vm;
   d->stop = *stop;
-  g_ptr_array_add (vm->reset_deferred, d);
+  g_ptr_array_add (g->deferred, d);
   /* after everything the main loop has ready, the monitor's input first */
-  if (vm->reset_pass == NULL)
+  if (g->pass == NULL)
     d->idle_source = g_idle_add_full (G_PRIORITY_LOW, vmce_deferred_stop_idle_cb, d, NULL);
 }
 
 static void
 vmce_reset_guard_decide_deferred (VmceVm *vm)
 {
-  while (vm->reset_deferred->len > 0)
-    vmce_deferred_stop_decide (g_ptr_array_index (vm->reset_deferred, 0));
+  VmceResetGuard *g = vmce_reset_guard (vm);
+
+  while (g->deferred->len > 0)
+    vmce_deferred_stop_decide (g_ptr_array_index (g->deferred, 0));
 }
 
 VmceResetAction
@@ -303,17 +343,18 @@ gboolean
 vmce_reset_guard_signal (VmceVm *vm, const VmceStop *stop, gboolean again)
 {
   guint64 gpa = 0;
+
   VmcePoisonedPage *p = vmce_vm_find_host_poisoned (vm, (guint64) (guintptr) stop->info.si_addr,
                                                     &gpa);
-  const gchar *rom = p != NULL && stop->tid == vm->pid ? vmce_rom_blobs_lookup (vm->roms, gpa)
+  const gchar *rom = p != NULL && stop->tid == vmce_vm_get_pid (vm) ? vmce_rom_blobs_lookup (vmce_vm_get_roms (vm), gpa)
                                                        : NULL;
   VmceResetFacts facts = {
     .poisoned = p != NULL,
-    .main_thread = stop->tid == vm->pid,
+    .main_thread = stop->tid == vmce_vm_get_pid (vm),
     .in_rom = rom != NULL,
-    .pass_running = vm->reset_pass != NULL,
+    .pass_running = vmce_reset_guard (vm)->pass != NULL,
     /* a poll of the socket: nothing is read here */
-    .monitor_pending = p != NULL && vm->qmp != NULL && vmce_qmp_client_has_input (vm->qmp),
+    .monitor_pending = p != NULL && vmce_vm_get_qmp (vm) != NULL && vmce_qmp_client_has_input (vmce_vm_get_qmp (vm)),
     .again = again,
   };
 
@@ -342,13 +383,13 @@ vmce_reset_guard_stale_fault (VmceVm *vm, pid_t tid, const siginfo_t *info)
 
   if (info->si_signo != SIGSEGV && info->si_signo != SIGBUS)
     return FALSE;
-  if (!g_hash_table_contains (vm->reset_recent, &page) ||
-      !vmce_page_is_readable (vm->pid, page))
+  if (!g_hash_table_contains (vmce_reset_guard (vm)->recent, &page) ||
+      !vmce_page_is_readable (vmce_vm_get_pid (vm), page))
     return FALSE;
   g_debug ("vm %s: thread %d faulted on HVA 0x%" G_GINT64_MODIFIER "x before it was replaced: "
            "it tries again",
-           vm->name, tid, page);
-  vmce_ptrace_watch_resume (vm->watch, tid, 0);
+           vmce_vm_get_name (vm), tid, page);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, 0);
   return TRUE;
 }
 
@@ -370,8 +411,8 @@ vmce_reset_pass_release (VmceResetPass *pass)
   VmceVm *vm = pass->vm;
 
   for (guint i = 0; i < pass->held->len; i++)
-    if (vm->watch != NULL)
-      vmce_ptrace_watch_release (vm->watch, g_array_index (pass->held, pid_t, i));
+    if (vmce_vm_get_watch (vm) != NULL)
+      vmce_ptrace_watch_release (vmce_vm_get_watch (vm), g_array_index (pass->held, pid_t, i));
   g_array_set_size (pass->held, 0);
 }
 
@@ -398,7 +439,7 @@ vmce_pass_op_free (gpointer data)
 static VmceResetPass *
 vmce_pass_op_take (VmcePassOp *op)
 {
-  VmceResetPass *pass = op->vm->reset_pass;
+  VmceResetPass *pass = vmce_reset_guard (op->vm)->pass;
 
   if (pass != NULL && pass->id != op->pass_id)
     pass = NULL;
@@ -444,7 +485,7 @@ vmce_reset_pass_timeout_cb (gpointer user_data)
   pass->timeout_source = 0;
   g_warning ("vm %s: %u vCPU(s) did not stop within %d ms of the reset: replacing the poisoned "
              "pages without holding them",
-             pass->vm->name, pass->waiting, VMCE_RESET_HOLD_TIMEOUT_MS);
+             vmce_vm_get_name (pass->vm), pass->waiting, VMCE_RESET_HOLD_TIMEOUT_MS);
   pass->waiting = 0;
   vmce_reset_pass_run (pass);
   return G_SOURCE_REMOVE;
@@ -461,75 +502,75 @@ vmce_reset_pass_main_stopped_cb (VmcePtraceWatch *watch, pid_t tid, gpointer use
   vmce_reset_pass_run (pass);
 }
 
+/* What a pass did with the poisoned pages, for its record */
+typedef struct {
+  guint replaced, usable, failed;
+  GString *failures;  /* "GPA (why)", for the pause's reason */
+  GHashTable *tried;  /* host pages, replaced or not */
+} VmceResetTally;
+
 static void
-vmce_reset_pass_run (VmceResetPass *pass)
+vmce_reset_tally_clear (VmceResetTally *t)
+{
+  g_string_free (t->failures, TRUE);
+  g_hash_table_unref (t->tried);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmceResetTally, vmce_reset_tally_clear)
+
+/* Each of @pages (poison-set.h's host pages), replaced (or why not) into the
+ * record's "pages" array; @vmas NULL: QEMU's mappings could not be read,
+ * @why says so */
+static void
+vmce_reset_pass_replace_poisoned (VmceResetPass *pass,
+                                  GPtrArray *pages,
+                                  VmceVmaTable *vmas,
+                                  const gchar *why,
+                                  JsonBuilder *b,
+                                  VmceResetTally *t)
 {
   VmceVm *vm = pass->vm;
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
-  g_autoptr(GArray) sim_pages = vmce_sim_get_protected (vm);
-  g_autoptr(VmceVmaTable) vmas = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonNode) record = NULL;
-  g_autoptr(GString) failures = g_string_new (NULL);
-  g_autoptr(GHashTable) tried = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
-  guint n_replaced = 0, n_usable = 0, n_failed = 0;
-  gint64 held_us;
 
-  g_clear_handle_id (&pass->timeout_source, g_source_remove);
-  /* no vCPU stopped (none left, or none would): the main thread does it */
-  if (pass->via_tid == 0 && (pages->len > 0 || sim_pages != NULL)) {
-    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_reset_pass_main_stopped_cb,
-                                    vmce_pass_op_new (pass), vmce_pass_op_free);
-    return;
-  }
-  vmas = vmce_vma_table_read (vm->pid, &error);
-
-  json_builder_begin_object (b);
-  vmce_vm_begin_record (vm, b, "reset");
-  json_builder_set_member_name (b, "reason");
-  json_builder_add_string_value (b, pass->reason);
-  json_builder_set_member_name (b, "pages");
-  json_builder_begin_array (b);
-  /* those QEMU's ROM reload met first */
-  for (guint i = 0; i < vm->reset_early->len; i++) {
-    json_builder_add_value (b, json_node_ref (g_ptr_array_index (vm->reset_early, i)));
-    n_replaced++;
-  }
-  g_ptr_array_set_size (vm->reset_early, 0);
   for (guint i = 0; i < pages->len; i++) {
     VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    const gchar *result;
     gboolean fine = FALSE, failed = FALSE;
     JsonNode *entry;
+    JsonObject *o;
 
     if (vmas == NULL) {
-      entry = vmce_reset_page_json (p, p->hva, NULL, "failed", error->message);
+      entry = vmce_reset_page_json (p, p->hva, NULL, "failed", why);
       failed = TRUE;
     } else {
       entry = vmce_reset_replace_page (vm, p, pass->via_tid, vmas,
                                        "replaced while the vCPUs were held after the reset",
                                        &fine, &failed);
     }
-    result = json_object_get_string_member (json_node_get_object (entry), "result");
+    o = json_node_get_object (entry);
     if (failed) {
-      n_failed++;
-      g_string_append_printf (failures, "%s0x%" G_GINT64_MODIFIER "x (%s)",
-                              failures->len > 0 ? ", " : "", p->gpa,
-                              json_object_get_string_member (json_node_get_object (entry),
-                                                             "detail"));
-    } else if (g_strcmp0 (result, "usable") == 0) {
-      n_usable++;
+      t->failed++;
+      g_string_append_printf (t->failures, "%s0x%" G_GINT64_MODIFIER "x (%s)",
+                              t->failures->len > 0 ? ", " : "", p->gpa,
+                              json_object_get_string_member (o, "detail"));
+    } else if (g_strcmp0 (json_object_get_string_member (o, "result"), "usable") == 0) {
+      t->usable++;
     } else {
-      n_replaced++;
+      t->replaced++;
     }
     json_builder_add_value (b, entry);
-    g_hash_table_add (tried, g_memdup2 (&p->hva, sizeof p->hva));
+    g_hash_table_add (t->tried, g_memdup2 (&p->hva, sizeof p->hva));
     if (fine)
-      g_hash_table_remove (vm->poisoned, &p->gpa);
+      g_hash_table_remove (vmce_vm_get_poisoned (vm), &p->gpa);
   }
-  /* taken away by vmcectl poison but never reported (AR on access that no
-   * thread touched): the new boot gets it back */
+}
+
+/* Taken away by vmcectl poison but never reported (AR on access that no
+ * thread touched): the new boot gets it back */
+static void
+vmce_reset_pass_give_back_simulated (VmceResetPass *pass, VmceVmaTable *vmas, GArray *sim_pages,
+                                     GHashTable *tried)
+{
+  VmceVm *vm = pass->vm;
+
   for (guint i = 0; vmas != NULL && sim_pages != NULL && i < sim_pages->len; i++) {
     guint64 host_page = g_array_index (sim_pages, guint64, i);
     VmcePageReplace r = { 0 };
@@ -537,41 +578,30 @@ vmce_reset_pass_run (VmceResetPass *pass)
 
     if (!vmce_sim_is_protected (vm, host_page) || g_hash_table_contains (tried, &host_page))
       continue; /* replaced above, or tried and failed */
-    if (vmce_page_replace (vm->pid, pass->via_tid, vmas, host_page, &r, &local)) {
+    if (vmce_page_replace (vmce_vm_get_pid (vm), pass->via_tid, vmas, host_page, &r, &local)) {
       vmce_reset_note_replaced (vm, r.start, r.len);
       vmce_sim_forget_page (vm, host_page, "the guest was reset before a thread touched the "
                                            "page; it was replaced");
     } else {
       g_warning ("vm %s: cannot give the simulated-poisoned page at HVA 0x%" G_GINT64_MODIFIER
                  "x back: %s",
-                 vm->name, host_page, local->message);
+                 vmce_vm_get_name (vm), host_page, local->message);
     }
     vmce_page_replace_clear (&r);
   }
-  json_builder_end_array (b);
+}
 
-  /* a page that cannot be replaced: better a paused VM than one that boots
-   * into the error again and again */
-  if (n_failed > 0) {
-    g_autofree gchar *why = g_strdup_printf ("%u poisoned page(s) cannot be replaced after the "
-                                             "reset: %s",
-                                             n_failed, failures->str);
-    vmce_vm_pause (vm, why);
-  }
-  vmce_reset_pass_release (pass);
-  held_us = g_get_monotonic_time () - pass->start_us;
-
-  json_builder_set_member_name (b, "replaced");
-  json_builder_add_int_value (b, n_replaced);
-  json_builder_set_member_name (b, "usable");
-  json_builder_add_int_value (b, n_usable);
-  json_builder_set_member_name (b, "failed");
-  json_builder_add_int_value (b, n_failed);
-  json_builder_set_member_name (b, "vm_paused");
-  json_builder_add_boolean_value (b, n_failed > 0);
+/* The record's totals, once the vCPUs run again */
+static void
+vmce_reset_pass_end_record (VmceResetPass *pass, JsonBuilder *b, const VmceResetTally *t,
+                            gint64 held_us)
+{
+  vmce_json_builder_add_int (b, "replaced", t->replaced);
+  vmce_json_builder_add_int (b, "usable", t->usable);
+  vmce_json_builder_add_int (b, "failed", t->failed);
+  vmce_json_builder_add_bool (b, "vm_paused", t->failed > 0);
   /* RESET read -> vCPUs running again */
-  json_builder_set_member_name (b, "held_us");
-  json_builder_add_int_value (b, held_us);
+  vmce_json_builder_add_int (b, "held_us", held_us);
   /* QEMU's RESET -> vCPUs running again (wall clocks of QEMU and vmced) */
   json_builder_set_member_name (b, "since_reset_us");
   if (pass->qemu_time_us > 0)
@@ -579,13 +609,69 @@ vmce_reset_pass_run (VmceResetPass *pass)
   else
     json_builder_add_null_value (b);
   json_builder_end_object (b);
+}
+
+static void
+vmce_reset_pass_run (VmceResetPass *pass)
+{
+  VmceVm *vm = pass->vm;
+  VmceResetGuard *g = vmce_reset_guard (vm);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
+  g_autoptr(GArray) sim_pages = vmce_sim_get_protected (vm);
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_auto(VmceResetTally) t = {
+    .failures = g_string_new (NULL),
+    .tried = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL),
+  };
+  gint64 held_us;
+
+  g_clear_handle_id (&pass->timeout_source, g_source_remove);
+  /* no vCPU stopped (none left, or none would): the main thread does it */
+  if (pass->via_tid == 0 && (pages->len > 0 || sim_pages != NULL)) {
+    vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), vmce_vm_get_pid (vm),
+                                    vmce_reset_pass_main_stopped_cb, vmce_pass_op_new (pass),
+                                    vmce_pass_op_free);
+    return;
+  }
+  vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
+
+  json_builder_begin_object (b);
+  vmce_vm_begin_record (vm, b, "reset");
+  vmce_json_builder_add_string (b, "reason", pass->reason);
+  json_builder_set_member_name (b, "pages");
+  json_builder_begin_array (b);
+  /* those QEMU's ROM reload met first */
+  for (guint i = 0; i < g->early->len; i++) {
+    json_builder_add_value (b, json_node_ref (g_ptr_array_index (g->early, i)));
+    t.replaced++;
+  }
+  g_ptr_array_set_size (g->early, 0);
+  vmce_reset_pass_replace_poisoned (pass, pages, vmas, error != NULL ? error->message : NULL, b,
+                                    &t);
+  vmce_reset_pass_give_back_simulated (pass, vmas, sim_pages, t.tried);
+  json_builder_end_array (b);
+
+  /* a page that cannot be replaced: better a paused VM than one that boots
+   * into the error again and again */
+  if (t.failed > 0) {
+    g_autofree gchar *why = g_strdup_printf ("%u poisoned page(s) cannot be replaced after the "
+                                             "reset: %s",
+                                             t.failed, t.failures->str);
+    vmce_vm_pause (vm, why);
+  }
+  vmce_reset_pass_release (pass);
+  held_us = g_get_monotonic_time () - pass->start_us;
+  vmce_reset_pass_end_record (pass, b, &t, held_us);
   record = json_builder_get_root (b);
   vmce_vm_emit_record (vm, "RESET", record);
   g_message ("vm %s: reset (%s): %u poisoned page(s) replaced, %u usable already, %u failed; "
              "vCPUs held %" G_GINT64_FORMAT " us",
-             vm->name, pass->reason, n_replaced, n_usable, n_failed, held_us);
+             vmce_vm_get_name (vm), pass->reason, t.replaced, t.usable, t.failed, held_us);
 
-  vm->reset_pass = NULL;
+  g->pass = NULL;
   vmce_reset_guard_decide_deferred (vm);
   vmce_reset_pass_free (pass);
 }
@@ -593,18 +679,19 @@ vmce_reset_pass_run (VmceResetPass *pass)
 void
 vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vm->poisoned);
+  VmceResetGuard *g = vmce_reset_guard (vm);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
   g_autoptr(GArray) sim_pages = vmce_sim_get_protected (vm);
   VmceResetPass *pass;
   const gchar *reason = data != NULL ? vmce_json_object_get_string_opt (data, "reason") : NULL;
 
   /* what vmced replaced before belongs to the guest's last life */
-  g_hash_table_remove_all (vm->reset_recent);
-  if (vm->state != VMCE_VM_READY || vm->watch == NULL)
+  g_hash_table_remove_all (g->recent);
+  if (vmce_vm_get_state (vm) != VMCE_VM_READY || vmce_vm_get_watch (vm) == NULL)
     return;
-  if (pages->len == 0 && (sim_pages == NULL || sim_pages->len == 0) && vm->reset_early->len == 0)
+  if (pages->len == 0 && (sim_pages == NULL || sim_pages->len == 0) && g->early->len == 0)
     return;
-  if (vm->reset_pass != NULL) {
+  if (g->pass != NULL) {
     /* a reset while the last one's pass waits for its vCPUs: the same
      * pass covers both */
     return;
@@ -616,12 +703,12 @@ vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
   pass->qemu_time_us = qemu_time_us;
   pass->reason = g_strdup (reason != NULL ? reason : "reset");
   pass->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
-  vm->reset_pass = pass;
+  g->pass = pass;
   g_message ("vm %s: reset (%s) with %u poisoned page(s): holding its vCPUs to replace them",
-             vm->name, pass->reason, pages->len + vm->reset_early->len);
+             vmce_vm_get_name (vm), pass->reason, pages->len + g->early->len);
 
   /* only pages QEMU's ROM reload met, replaced already: nothing to hold */
-  pass->waiting = pages->len > 0 || sim_pages != NULL ? vm->vcpus->len : 0;
+  pass->waiting = pages->len > 0 || sim_pages != NULL ? vmce_vm_get_vcpus (vm)->len : 0;
   if (pass->waiting == 0) {
     vmce_reset_pass_run (pass);
     return;
@@ -634,11 +721,11 @@ vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
     guint id = pass->id;
     g_autoptr(GArray) tids = g_array_new (FALSE, FALSE, sizeof (pid_t));
 
-    for (guint i = 0; i < vm->vcpus->len; i++)
-      g_array_append_val (tids, g_array_index (vm->vcpus, VmceVcpu, i).tid);
-    for (guint i = 0; i < tids->len && vm->reset_pass != NULL && vm->reset_pass->id == id; i++)
-      vmce_ptrace_watch_call_stopped (vm->watch, g_array_index (tids, pid_t, i),
-                                      vmce_pass_hold_cb, vmce_pass_op_new (vm->reset_pass),
+    for (guint i = 0; i < vmce_vm_get_vcpus (vm)->len; i++)
+      g_array_append_val (tids, g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, i).tid);
+    for (guint i = 0; i < tids->len && g->pass != NULL && g->pass->id == id; i++)
+      vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), g_array_index (tids, pid_t, i),
+                                      vmce_pass_hold_cb, vmce_pass_op_new (g->pass),
                                       vmce_pass_hold_free);
   }
 }
@@ -646,22 +733,23 @@ vmce_reset_guard_on_reset (VmceVm *vm, JsonObject *data, gint64 qemu_time_us)
 void
 vmce_reset_guard_cancel_all (VmceVm *vm)
 {
-  VmceResetPass *pass = vm->reset_pass;
+  VmceResetGuard *g = vmce_reset_guard (vm);
+  VmceResetPass *pass = g->pass;
 
   if (pass != NULL) {
-    vm->reset_pass = NULL;
+    g->pass = NULL;
     vmce_reset_pass_release (pass);
     vmce_reset_pass_free (pass);
   }
-  while (vm->reset_deferred != NULL && vm->reset_deferred->len > 0) {
-    VmceDeferredStop *d = g_ptr_array_steal_index (vm->reset_deferred, 0);
+  while (g->deferred != NULL && g->deferred->len > 0) {
+    VmceDeferredStop *d = g_ptr_array_steal_index (g->deferred, 0);
     guint64 page = (guint64) (guintptr) d->stop.info.si_addr & VMCE_PAGE_MASK;
 
     /* the signal as it came, what QEMU would have got without vmced; but
      * a page vmced took away itself is given back as it lets go, and the
      * access is tried again then */
-    if (vm->watch != NULL)
-      vmce_ptrace_watch_resume (vm->watch, d->stop.tid,
+    if (vmce_vm_get_watch (vm) != NULL)
+      vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), d->stop.tid,
                                 vmce_sim_is_protected (vm, page) ? 0 : d->stop.info.si_signo);
     vmce_deferred_stop_free (d);
   }

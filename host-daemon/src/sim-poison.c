@@ -61,6 +61,16 @@ typedef struct {
   guint64 request_id;
 } VmceSimOp;
 
+/* The simulator's own, per VM (layer data of the session) */
+typedef struct {
+  GHashTable *protected; /* host page -> guest page, both guint64* */
+  GHashTable *pending;   /* tid -> GQueue of VmceSimSignal */
+  GPtrArray *waiters;    /* of VmceSimWaiter */
+} VmceSimulator;
+
+GQuark vmce_simulator_quark (void);
+G_DEFINE_QUARK (vmce-simulator, vmce_simulator)
+
 static guint64 vmce_sim_next_id = 0;
 
 gboolean
@@ -93,14 +103,34 @@ vmce_sim_op_free (gpointer data)
 }
 
 static void
+vmce_simulator_free (VmceSimulator *sim)
+{
+  g_hash_table_unref (sim->protected);
+  g_hash_table_unref (sim->pending);
+  g_ptr_array_unref (sim->waiters);
+  g_free (sim);
+}
+
+/* NULL until the first simulated error in this VM */
+static VmceSimulator *
+vmce_simulator (VmceVm *vm)
+{
+  return vmce_vm_get_layer_data (vm, vmce_simulator_quark ());
+}
+
+static VmceSimulator *
 vmce_sim_tables_init (VmceVm *vm)
 {
-  if (vm->sim_protected != NULL)
-    return;
-  vm->sim_protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
-  vm->sim_pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                           vmce_sim_queue_free);
-  vm->sim_waiters = g_ptr_array_new ();
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  if (sim != NULL)
+    return sim;
+  sim = g_new0 (VmceSimulator, 1);
+  sim->protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  sim->pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, vmce_sim_queue_free);
+  sim->waiters = g_ptr_array_new ();
+  vmce_vm_set_layer_data (vm, vmce_simulator_quark (), sim, (GDestroyNotify) vmce_simulator_free);
+  return sim;
 }
 
 static void
@@ -114,7 +144,7 @@ vmce_sim_waiter_free (VmceSimWaiter *w)
 static void
 vmce_sim_waiter_fail (VmceSimWaiter *w, GError *error)
 {
-  g_ptr_array_remove (w->vm->sim_waiters, w);
+  g_ptr_array_remove (vmce_simulator (w->vm)->waiters, w);
   g_task_return_error (w->task, error);
   vmce_sim_waiter_free (w);
 }
@@ -122,8 +152,10 @@ vmce_sim_waiter_fail (VmceSimWaiter *w, GError *error)
 static VmceSimWaiter *
 vmce_sim_find_waiter (VmceVm *vm, guint64 id)
 {
-  for (guint i = 0; vm->sim_waiters != NULL && i < vm->sim_waiters->len; i++) {
-    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  for (guint i = 0; sim != NULL && i < sim->waiters->len; i++) {
+    VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
     if (w->id == id)
       return w;
   }
@@ -141,15 +173,16 @@ vmce_sim_waiter_timeout_cb (gpointer user_data)
                       w->on_access ? "no thread of vm %s touched the page; it stays poisoned and "
                                      "the error is reported when one does"
                                    : "vm %s: the simulated signal was not seen in time",
-                      w->vm->name));
+                      vmce_vm_get_name (w->vm)));
   return G_SOURCE_REMOVE;
 }
 
 static void
 vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 request_id)
 {
+  VmceSimulator *sim = vmce_simulator (vm);
   VmceSimSignal *sig = g_new0 (VmceSimSignal, 1);
-  GQueue *queue = g_hash_table_lookup (vm->sim_pending, GINT_TO_POINTER (tid));
+  GQueue *queue = g_hash_table_lookup (sim->pending, GINT_TO_POINTER (tid));
 
   sig->code = code;
   sig->addr = addr;
@@ -157,13 +190,13 @@ vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 re
   sig->request_id = request_id;
   if (queue == NULL) {
     queue = g_queue_new ();
-    g_hash_table_insert (vm->sim_pending, GINT_TO_POINTER (tid), queue);
+    g_hash_table_insert (sim->pending, GINT_TO_POINTER (tid), queue);
   }
   g_queue_push_tail (queue, sig);
   /* a plain SIGBUS; its siginfo is written at the signal-delivery-stop.
    * One at a time: the next is sent when this one has been seen */
-  if (queue->length == 1 && syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
-    g_warning ("vm %s: tgkill %d: %s", vm->name, tid, g_strerror (errno));
+  if (queue->length == 1 && syscall (SYS_tgkill, vmce_vm_get_pid (vm), tid, SIGBUS) < 0)
+    g_warning ("vm %s: tgkill %d: %s", vmce_vm_get_name (vm), tid, g_strerror (errno));
 }
 
 static void
@@ -177,7 +210,7 @@ vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
     guint64 *key = g_new (guint64, 1);
     guint64 *value = g_new (guint64, 1);
 
-    if (!vmce_remote_mprotect (vm->pid, tid, op->host_page, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
+    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, op->host_page, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
       VmceSimWaiter *w = vmce_sim_find_waiter (vm, op->request_id);
       g_free (key);
       g_free (value);
@@ -189,11 +222,80 @@ vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
     }
     *key = op->host_page;
     *value = op->gpa;
-    g_hash_table_insert (vm->sim_protected, key, value);
+    g_hash_table_insert (vmce_simulator (vm)->protected, key, value);
   }
   if (op->send)
     vmce_sim_queue_signal (vm, op->target, op->code, op->host_page, op->request_id);
   vmce_sim_op_free (op);
+}
+
+/* What one vmcectl poison asks for, once checked against the VM */
+typedef struct {
+  guint64 hva, gpa;
+  gboolean is_hva; /* given as an HVA (anywhere in QEMU), else a GPA */
+  gboolean in_ram;
+  VmceMceKind kind;
+  VmceSimTrigger trigger; /* never AUTO once checked */
+  gint cpu;
+  const VmceVcpu *vcpu; /* the vCPU an AR at once goes to, or NULL */
+} VmceSimRequest;
+
+/* Fills in @r's address and trigger; FALSE (and @error) for what cannot be
+ * simulated there */
+static gboolean
+vmce_sim_check_request (VmceVm *vm, VmceSimRequest *r, GError **error)
+{
+  const gchar *name = vmce_vm_get_name (vm);
+  const VmceRamRange *range = NULL;
+
+  r->in_ram = r->is_hva ? vmce_ram_layout_hva_to_gpa (vmce_vm_get_layout (vm), r->hva, &r->gpa, &range)
+                        : vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), r->gpa, &r->hva, &range);
+  if (!r->in_ram && !r->is_hva) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", r->gpa, name);
+    return FALSE;
+  }
+  if (r->in_ram && range->rom) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 "GPA 0x%" G_GINT64_MODIFIER "x of vm %s is ROM (%s)", r->gpa, name, range->block);
+    return FALSE;
+  }
+  /* QEMU's own memory, not the guest's: the kernel would signal QEMU all
+   * the same, and what QEMU does then is for it to decide */
+  if (!r->in_ram && r->trigger == VMCE_SIM_TRIGGER_ACCESS) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s: only "
+                 "--trigger now can be simulated there",
+                 r->hva, name);
+    return FALSE;
+  }
+  if (!r->in_ram)
+    r->trigger = VMCE_SIM_TRIGGER_NOW;
+  if (r->trigger == VMCE_SIM_TRIGGER_AUTO)
+    r->trigger = r->kind == VMCE_MCE_KIND_AR && !vmce_vm_is_kvm (vm) ? VMCE_SIM_TRIGGER_ACCESS
+                                                                     : VMCE_SIM_TRIGGER_NOW;
+  if (r->trigger == VMCE_SIM_TRIGGER_ACCESS && r->kind == VMCE_MCE_KIND_AO) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 "an AO error is reported when it is found, not on access; use --kind ar");
+    return FALSE;
+  }
+  if (r->trigger == VMCE_SIM_TRIGGER_ACCESS && vmce_vm_is_kvm (vm)) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED,
+                 "vm %s runs under KVM, which fails KVM_RUN on a protected page "
+                 "instead of faulting: simulate AR with --trigger now, or use the "
+                 "host lab for real errors",
+                 name);
+    return FALSE;
+  }
+  if (r->in_ram && r->kind == VMCE_MCE_KIND_AR && r->trigger == VMCE_SIM_TRIGGER_NOW) {
+    r->vcpu = vmce_vm_find_vcpu (vm, r->cpu < 0 ? 0 : (guint) r->cpu);
+    if (r->vcpu == NULL) {
+      g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER, "vm %s has no vCPU %d", name,
+                   r->cpu < 0 ? 0 : r->cpu);
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 void
@@ -208,94 +310,53 @@ vmce_sim_poison_async (VmceVm *vm,
                        gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
-  const VmceRamRange *range = NULL;
-  const VmceVcpu *vcpu = NULL;
-  gboolean in_ram;
+  g_autoptr(GError) error = NULL;
+  VmceSimRequest r = {
+    .hva = is_hva ? addr : 0,
+    .gpa = is_hva ? 0 : addr,
+    .is_hva = is_hva,
+    .kind = kind,
+    .trigger = trigger,
+    .cpu = cpu,
+  };
   VmceSimWaiter *w;
   VmceSimOp *op;
-  guint64 hva = is_hva ? addr : 0;
-  guint64 gpa = is_hva ? 0 : addr;
 
   vmce_sim_tables_init (vm);
-  if (vm->state != VMCE_VM_READY) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_READY,
-                             "vm %s is not attached", vm->name);
+  if (vmce_vm_get_state (vm) != VMCE_VM_READY) {
+    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_READY, "vm %s is not attached",
+                             vmce_vm_get_name (vm));
     return;
   }
-  in_ram = is_hva ? vmce_ram_layout_hva_to_gpa (vm->layout, hva, &gpa, &range)
-                  : vmce_ram_layout_gpa_to_hva (vm->layout, gpa, &hva, &range);
-  if (!in_ram && !is_hva) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
-                             vm->name);
+  if (!vmce_sim_check_request (vm, &r, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
     return;
-  }
-  if (in_ram && range->rom) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "GPA 0x%" G_GINT64_MODIFIER "x of vm %s is ROM (%s)", gpa, vm->name,
-                             range->block);
-    return;
-  }
-  /* QEMU's own memory, not the guest's: the kernel would signal QEMU all
-   * the same, and what QEMU does then is for it to decide */
-  if (!in_ram && trigger == VMCE_SIM_TRIGGER_ACCESS) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s: only "
-                             "--trigger now can be simulated there",
-                             hva, vm->name);
-    return;
-  }
-  if (!in_ram)
-    trigger = VMCE_SIM_TRIGGER_NOW;
-  if (trigger == VMCE_SIM_TRIGGER_AUTO)
-    trigger = kind == VMCE_MCE_KIND_AR && !vm->kvm ? VMCE_SIM_TRIGGER_ACCESS : VMCE_SIM_TRIGGER_NOW;
-  if (trigger == VMCE_SIM_TRIGGER_ACCESS && kind == VMCE_MCE_KIND_AO) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "an AO error is reported when it is found, not on access; "
-                             "use --kind ar");
-    return;
-  }
-  if (trigger == VMCE_SIM_TRIGGER_ACCESS && vm->kvm) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED,
-                             "vm %s runs under KVM, which fails KVM_RUN on a protected page "
-                             "instead of faulting: simulate AR with --trigger now, or use the "
-                             "host lab for real errors",
-                             vm->name);
-    return;
-  }
-  if (in_ram && kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW) {
-    vcpu = vmce_vm_find_vcpu (vm, cpu < 0 ? 0 : (guint) cpu);
-    if (vcpu == NULL) {
-      g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                               "vm %s has no vCPU %d", vm->name, cpu < 0 ? 0 : cpu);
-      return;
-    }
   }
 
   w = g_new0 (VmceSimWaiter, 1);
   w->vm = vm;
   w->id = ++vmce_sim_next_id;
   w->task = g_steal_pointer (&task);
-  w->host_page = hva & VMCE_PAGE_MASK;
-  w->on_access = trigger == VMCE_SIM_TRIGGER_ACCESS;
+  w->host_page = r.hva & VMCE_PAGE_MASK;
+  w->on_access = r.trigger == VMCE_SIM_TRIGGER_ACCESS;
   w->timeout_source = g_timeout_add (timeout_ms, vmce_sim_waiter_timeout_cb, w);
-  g_ptr_array_add (vm->sim_waiters, w);
+  g_ptr_array_add (vmce_simulator (vm)->waiters, w);
 
   op = g_new0 (VmceSimOp, 1);
   op->vm = vmce_vm_ref (vm);
-  op->host_page = hva & VMCE_PAGE_MASK;
-  op->gpa = gpa & VMCE_PAGE_MASK;
+  op->host_page = r.hva & VMCE_PAGE_MASK;
+  op->gpa = r.gpa & VMCE_PAGE_MASK;
   op->request_id = w->id;
   /* what the kernel does to QEMU's mapping, where KVM can take it */
-  op->protect = in_ram && !vm->kvm &&
-                !(kind == VMCE_MCE_KIND_AR && trigger == VMCE_SIM_TRIGGER_NOW);
-  op->send = trigger == VMCE_SIM_TRIGGER_NOW;
-  op->code = kind == VMCE_MCE_KIND_AR ? BUS_MCEERR_AR : BUS_MCEERR_AO;
-  op->target = vcpu != NULL ? vcpu->tid : vm->pid;
+  op->protect = r.in_ram && !vmce_vm_is_kvm (vm) &&
+                !(r.kind == VMCE_MCE_KIND_AR && r.trigger == VMCE_SIM_TRIGGER_NOW);
+  op->send = r.trigger == VMCE_SIM_TRIGGER_NOW;
+  op->code = r.kind == VMCE_MCE_KIND_AR ? BUS_MCEERR_AR : BUS_MCEERR_AO;
+  op->target = r.vcpu != NULL ? r.vcpu->tid : vmce_vm_get_pid (vm);
   if (op->protect)
-    vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_sim_op_cb, op, vmce_sim_op_free);
+    vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), vmce_vm_get_pid (vm), vmce_sim_op_cb, op, vmce_sim_op_free);
   else
-    vmce_sim_op_cb (vm->watch, vm->pid, op);
+    vmce_sim_op_cb (vmce_vm_get_watch (vm), vmce_vm_get_pid (vm), op);
 }
 
 JsonNode *
@@ -319,14 +380,15 @@ vmce_sim_fill_siginfo (siginfo_t *info, int code, guint64 addr, guint lsb)
 gboolean
 vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
 {
+  VmceSimulator *sim = vmce_simulator (vm);
   g_autoptr(GError) error = NULL;
   siginfo_t rewritten;
 
-  if (vm->sim_pending == NULL)
+  if (sim == NULL)
     return FALSE;
   *request_id = 0;
   if (info->si_signo == SIGBUS && info->si_code == SI_TKILL && info->si_pid == getpid ()) {
-    GQueue *queue = g_hash_table_lookup (vm->sim_pending, GINT_TO_POINTER (tid));
+    GQueue *queue = g_hash_table_lookup (sim->pending, GINT_TO_POINTER (tid));
     g_autofree VmceSimSignal *sig = queue != NULL ? g_queue_pop_head (queue) : NULL;
 
     if (sig == NULL)
@@ -335,24 +397,24 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
     *request_id = sig->request_id;
     /* a second plain SIGBUS sent while the first was pending was merged
      * into it (signals below SIGRTMIN do not queue): ask for the next */
-    if (!g_queue_is_empty (queue) && syscall (SYS_tgkill, vm->pid, tid, SIGBUS) < 0)
-      g_warning ("vm %s: tgkill %d: %s", vm->name, tid, g_strerror (errno));
+    if (!g_queue_is_empty (queue) && syscall (SYS_tgkill, vmce_vm_get_pid (vm), tid, SIGBUS) < 0)
+      g_warning ("vm %s: tgkill %d: %s", vmce_vm_get_name (vm), tid, g_strerror (errno));
   } else if (info->si_signo == SIGSEGV &&
              vmce_sim_is_protected (vm, (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK)) {
     guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
 
     /* the kernel reports the faulting address itself for a consumed page */
     vmce_sim_fill_siginfo (&rewritten, BUS_MCEERR_AR, (guint64) (guintptr) info->si_addr, 12);
-    for (guint i = 0; i < vm->sim_waiters->len; i++) {
-      VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+    for (guint i = 0; i < sim->waiters->len; i++) {
+      VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
       if (w->on_access && w->host_page == page)
         *request_id = w->id;
     }
   } else {
     return FALSE;
   }
-  if (!vmce_ptrace_watch_set_siginfo (vm->watch, tid, &rewritten, &error)) {
-    g_warning ("vm %s: %s", vm->name, error->message);
+  if (!vmce_ptrace_watch_set_siginfo (vmce_vm_get_watch (vm), tid, &rewritten, &error)) {
+    g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
     return FALSE;
   }
   *info = rewritten;
@@ -362,39 +424,44 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
 guint
 vmce_sim_count_protected (VmceVm *vm)
 {
-  return vm->sim_protected != NULL ? g_hash_table_size (vm->sim_protected) : 0;
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  return sim != NULL ? g_hash_table_size (sim->protected) : 0;
 }
 
 gboolean
 vmce_sim_is_protected (VmceVm *vm, guint64 host_page)
 {
-  return vm->sim_protected != NULL && g_hash_table_contains (vm->sim_protected, &host_page);
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  return sim != NULL && g_hash_table_contains (sim->protected, &host_page);
 }
 
 gboolean
 vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
 {
-  if (!vmce_remote_mprotect (vm->pid, tid, host_page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+  if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, host_page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
                              error)) {
     g_prefix_error (error, "cannot give page 0x%" G_GINT64_MODIFIER "x back to QEMU: ",
                     host_page);
     return FALSE;
   }
-  g_hash_table_remove (vm->sim_protected, &host_page);
+  g_hash_table_remove (vmce_simulator (vm)->protected, &host_page);
   return TRUE;
 }
 
 GArray *
 vmce_sim_get_protected (VmceVm *vm)
 {
+  VmceSimulator *sim = vmce_simulator (vm);
   GArray *pages;
   GHashTableIter iter;
   gpointer key;
 
-  if (vm->sim_protected == NULL || g_hash_table_size (vm->sim_protected) == 0)
+  if (sim == NULL || g_hash_table_size (sim->protected) == 0)
     return NULL;
   pages = g_array_new (FALSE, FALSE, sizeof (guint64));
-  g_hash_table_iter_init (&iter, vm->sim_protected);
+  g_hash_table_iter_init (&iter, sim->protected);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     g_array_append_val (pages, *(guint64 *) key);
   return pages;
@@ -403,14 +470,16 @@ vmce_sim_get_protected (VmceVm *vm)
 void
 vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
 {
+  VmceSimulator *sim = vmce_simulator (vm);
+
   host_page &= VMCE_PAGE_MASK;
-  if (vm->sim_protected == NULL || !g_hash_table_remove (vm->sim_protected, &host_page))
+  if (sim == NULL || !g_hash_table_remove (sim->protected, &host_page))
     return;
-  for (guint i = 0; i < vm->sim_waiters->len;) {
-    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, i);
+  for (guint i = 0; i < sim->waiters->len;) {
+    VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
     if (w->on_access && w->host_page == host_page) {
       vmce_sim_waiter_fail (w, g_error_new (VMCE_ERROR, VMCE_ERROR_GENERIC, "vm %s: %s",
-                                            vm->name, why));
+                                            vmce_vm_get_name (vm), why));
       continue;
     }
     i++;
@@ -426,7 +495,7 @@ vmce_sim_adopt_page (VmceVm *vm, guint64 host_page, guint64 gpa)
   vmce_sim_tables_init (vm);
   *key = host_page & VMCE_PAGE_MASK;
   *value = gpa & VMCE_PAGE_MASK;
-  g_hash_table_replace (vm->sim_protected, key, value);
+  g_hash_table_replace (vmce_simulator (vm)->protected, key, value);
 }
 
 void
@@ -436,7 +505,7 @@ vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json)
 
   if (ev->request_id == 0 || (w = vmce_sim_find_waiter (vm, ev->request_id)) == NULL)
     return;
-  g_ptr_array_remove (vm->sim_waiters, w);
+  g_ptr_array_remove (vmce_simulator (vm)->waiters, w);
   g_task_return_pointer (w->task, json_node_ref (json), (GDestroyNotify) json_node_unref);
   vmce_sim_waiter_free (w);
 }
@@ -448,13 +517,13 @@ vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
   GHashTableIter iter;
   gpointer key;
 
-  g_hash_table_iter_init (&iter, vm->sim_protected);
+  g_hash_table_iter_init (&iter, vmce_simulator (vm)->protected);
   while (g_hash_table_iter_next (&iter, &key, NULL)) {
     g_autoptr(GError) error = NULL;
     guint64 page = *(guint64 *) key;
-    if (!vmce_remote_mprotect (vm->pid, tid, page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
                                &error))
-      g_warning ("vm %s: %s", vm->name, error->message);
+      g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
     g_hash_table_iter_remove (&iter);
   }
   vmce_vm_unref (vm);
@@ -463,23 +532,27 @@ vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 void
 vmce_sim_release_all (VmceVm *vm)
 {
-  if (vm->sim_protected == NULL || g_hash_table_size (vm->sim_protected) == 0 ||
-      vm->watch == NULL)
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  if (sim == NULL || g_hash_table_size (sim->protected) == 0 ||
+      vmce_vm_get_watch (vm) == NULL)
     return;
-  g_debug ("vm %s: giving %u simulated-poisoned page(s) back", vm->name,
-           g_hash_table_size (vm->sim_protected));
-  vmce_ptrace_watch_call_stopped (vm->watch, vm->pid, vmce_sim_release_cb, vmce_vm_ref (vm),
+  g_debug ("vm %s: giving %u simulated-poisoned page(s) back", vmce_vm_get_name (vm),
+           g_hash_table_size (sim->protected));
+  vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), vmce_vm_get_pid (vm), vmce_sim_release_cb, vmce_vm_ref (vm),
                                   (GDestroyNotify) vmce_vm_unref);
 }
 
 void
 vmce_sim_cancel_all (VmceVm *vm, const gchar *why)
 {
-  while (vm->sim_waiters != NULL && vm->sim_waiters->len > 0) {
-    VmceSimWaiter *w = g_ptr_array_index (vm->sim_waiters, 0);
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  while (sim != NULL && sim->waiters->len > 0) {
+    VmceSimWaiter *w = g_ptr_array_index (sim->waiters, 0);
     vmce_sim_waiter_fail (w, g_error_new (VMCE_ERROR, VMCE_ERROR_GENERIC, "vm %s: %s",
-                                          vm->name, why));
+                                          vmce_vm_get_name (vm), why));
   }
-  if (vm->sim_pending != NULL)
-    g_hash_table_remove_all (vm->sim_pending);
+  if (sim != NULL)
+    g_hash_table_remove_all (sim->pending);
 }

@@ -8,7 +8,7 @@
 #define G_LOG_DOMAIN "vmce-vm"
 
 #include "json-util.h"
-#include "vm.h"
+#include "vm-private.h"
 
 static const gchar *
 vmce_vm_state_to_string (VmceVmState state)

@@ -21,7 +21,7 @@
 #include "poison-scan.h"
 #include "proc-info.h"
 #include "proc-maps.h"
-#include "vm.h"
+#include "vm-private.h"
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
 static void vmce_vm_scan_poisoned (VmceVm *self);
@@ -349,9 +349,21 @@ vmce_vm_qmp_event_cb (VmceQmpClient *qmp,
 {
   VmceVm *self = user_data;
 
+  /* the guards see the guest running when they hear it resumed */
+  if (g_strcmp0 (name, "RESUME") == 0) {
+    self->running = TRUE;
+    self->incoming = FALSE;
+  }
   self->handler->qemu_event (self, name, data, time_us, self->handler_data);
   if (g_strcmp0 (name, "STOP") == 0) {
     self->running = FALSE;
+    return;
+  }
+  /* a destination has loaded its state: after the guards, who tell that
+   * end from a source's by it */
+  if (g_strcmp0 (name, "MIGRATION") == 0 &&
+      g_strcmp0 (vmce_json_object_get_string_opt (data, "status"), "completed") == 0) {
+    self->incoming = FALSE;
     return;
   }
   if (g_strcmp0 (name, "RESET") == 0) {
@@ -413,6 +425,7 @@ vmce_vm_redeliver (VmceVm *self, const VmceStop *stop, gboolean again)
 JsonNode *
 vmce_vm_emit_event (VmceVm *self, VmceMceEvent *ev)
 {
+  self->n_events++;
   return self->handler->memory_error_event (self, ev, self->handler_data);
 }
 
@@ -1115,12 +1128,8 @@ vmce_vm_new (const VmceVmHandler *handler,
   self->qemu_id = vmce_proc_identity (pid, NULL);
   self->poisoned = vmce_poison_set_new ();
   self->poisoned_from = g_strdup ("none: no poisoned page before vmced attached");
-  self->reset_deferred = g_ptr_array_new ();
   self->layout_waiters = g_ptr_array_new_with_free_func (g_free);
   self->layout_inflight = g_ptr_array_new_with_free_func (g_free);
-  self->reset_early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
-  self->reset_recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
-  g_queue_init (&self->injections);
   return self;
 }
 
@@ -1151,6 +1160,8 @@ vmce_vm_unref (VmceVm *self)
 {
   if (self == NULL || !g_atomic_int_dec_and_test (&self->ref_count))
     return;
+  /* the layers' state first: it may still look at the session */
+  g_datalist_clear (&self->layer_data);
   g_clear_pointer (&self->watch, vmce_ptrace_watch_free);
   if (self->qmp != NULL)
     g_signal_handlers_disconnect_by_data (self->qmp, self);
@@ -1162,20 +1173,12 @@ vmce_vm_unref (VmceVm *self)
   g_hash_table_unref (self->poisoned);
   g_free (self->poisoned_from);
   g_clear_pointer (&self->roms, vmce_rom_blobs_free);
-  g_ptr_array_unref (self->reset_deferred);
   /* served by then: the VM went (detach, gone) before its last ref */
   g_ptr_array_unref (self->layout_waiters);
   g_ptr_array_unref (self->layout_inflight);
   if (self->layout_wait_source != 0)
     g_source_remove (self->layout_wait_source);
-  g_ptr_array_unref (self->reset_early);
-  g_hash_table_unref (self->reset_recent);
-  g_free (self->migration_status);
-  g_clear_pointer (&self->migration_marks, g_array_unref);
   g_free (self->qemu_id);
-  g_clear_pointer (&self->sim_protected, g_hash_table_unref);
-  g_clear_pointer (&self->sim_pending, g_hash_table_unref);
-  g_clear_pointer (&self->sim_waiters, g_ptr_array_unref);
   g_free (self->detach_reason);
   g_free (self->name);
   g_free (self->uuid);
@@ -1185,4 +1188,141 @@ vmce_vm_unref (VmceVm *self)
   g_free (self->qmp_path);
   g_free (self->agent_path);
   g_free (self);
+}
+
+/* --- getters ------------------------------------------------------------- */
+
+const gchar *
+vmce_vm_get_name (VmceVm *self)
+{
+  return self->name;
+}
+
+pid_t
+vmce_vm_get_pid (VmceVm *self)
+{
+  return self->pid;
+}
+
+const gchar *
+vmce_vm_get_qemu_id (VmceVm *self)
+{
+  return self->qemu_id;
+}
+
+const gchar *
+vmce_vm_get_uuid (VmceVm *self)
+{
+  return self->uuid;
+}
+
+VmceVmState
+vmce_vm_get_state (VmceVm *self)
+{
+  return self->state;
+}
+
+VmceQmpClient *
+vmce_vm_get_qmp (VmceVm *self)
+{
+  return self->qmp;
+}
+
+VmcePtraceWatch *
+vmce_vm_get_watch (VmceVm *self)
+{
+  return self->watch;
+}
+
+VmceRamLayout *
+vmce_vm_get_layout (VmceVm *self)
+{
+  return self->layout;
+}
+
+GArray *
+vmce_vm_get_vcpus (VmceVm *self)
+{
+  return self->vcpus;
+}
+
+const VmceCpuModel *
+vmce_vm_get_cpu_model (VmceVm *self)
+{
+  return &self->cpu_model;
+}
+
+gboolean
+vmce_vm_is_kvm (VmceVm *self)
+{
+  return self->kvm;
+}
+
+gboolean
+vmce_vm_has_inject_mce (VmceVm *self)
+{
+  return self->qmp_inject_mce;
+}
+
+gboolean
+vmce_vm_is_running (VmceVm *self)
+{
+  return self->running;
+}
+
+gboolean
+vmce_vm_is_incoming (VmceVm *self)
+{
+  return self->incoming;
+}
+
+VmcePolicy
+vmce_vm_get_policy (VmceVm *self)
+{
+  return self->policy;
+}
+
+void
+vmce_vm_set_policy (VmceVm *self, VmcePolicy policy)
+{
+  self->policy = policy;
+}
+
+GHashTable *
+vmce_vm_get_poisoned (VmceVm *self)
+{
+  return self->poisoned;
+}
+
+GHashTable *
+vmce_vm_steal_poisoned (VmceVm *self)
+{
+  GHashTable *pages = g_steal_pointer (&self->poisoned);
+
+  self->poisoned = vmce_poison_set_new ();
+  return pages;
+}
+
+VmceRomBlobs *
+vmce_vm_get_roms (VmceVm *self)
+{
+  return self->roms;
+}
+
+guint64
+vmce_vm_get_n_events (VmceVm *self)
+{
+  return self->n_events;
+}
+
+gpointer
+vmce_vm_get_layer_data (VmceVm *self, GQuark layer)
+{
+  return g_datalist_id_get_data (&self->layer_data, layer);
+}
+
+void
+vmce_vm_set_layer_data (VmceVm *self, GQuark layer, gpointer data, GDestroyNotify destroy)
+{
+  g_datalist_id_set_data_full (&self->layer_data, layer, data, destroy);
 }

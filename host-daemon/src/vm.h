@@ -50,75 +50,6 @@ typedef enum {
 } VmceVmState;
 
 typedef struct _VmceVm VmceVm;
-struct _VmceVm {
-  gint ref_count;
-  const struct _VmceVmHandler *handler;
-  gpointer handler_data;
-  guint inject_gap_ms; /* between two injections into this VM */
-  gchar *name;
-  pid_t pid;
-  gchar *qemu_id; /* the process for good: vmce_proc_identity() */
-  gchar *qmp_path;
-  gchar *agent_path;
-  /* a libvirt domain: its UUID, and the monitor reached through libvirt
-   * (qmp_path is then NULL) */
-  gchar *uuid;
-  GSocket *qmp_socket;
-  gpointer monitor_owner;
-  GDestroyNotify monitor_owner_free;
-  VmceVmState state;
-  gchar *detach_reason;
-  gint64 attached_time_us;
-
-  VmceQmpClient *qmp;
-  VmcePtraceWatch *watch;
-  VmceRamLayout *layout;
-  gboolean layout_refreshing;
-  gboolean layout_refresh_again;
-  GPtrArray *layout_waiters;   /* for the next refresh: VmceLayoutWaiter */
-  GPtrArray *layout_inflight;  /* for the refresh under way */
-  guint layout_wait_source;    /* bounds how long they wait */
-  GArray *vcpus; /* of VmceVcpu */
-  VmceCpuModel cpu_model;
-  gboolean kvm;
-  gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
-  gboolean qmp_ram_layout; /* and query-ram-layout */
-  gchar host_vendor[13];
-  VmcePolicy policy;
-  GTask *attach_task;
-
-  /* what the guest was told about, and which host pages are bad, by
-   * guest page (poison-set.h) */
-  GHashTable *poisoned; /* gpa -> VmcePoisonedPage */
-  gchar *poisoned_from; /* where that set came from, for vmcectl vm */
-  VmceRomBlobs *roms;   /* ROM blobs in RAM, which QEMU rewrites at reset */
-
-  /* migration-guard.c */
-  VmceMigrationPolicy migration_policy;
-  gchar *migration_status;   /* of the last MIGRATION event, or NULL */
-  gboolean migration_refused;
-  gboolean incoming;         /* a migration's destination, loading */
-  gboolean running;          /* the guest runs (RESUME/STOP) */
-  GArray *migration_marks;   /* GPAs to mark poisoned once it runs */
-
-  /* reset-guard.c */
-  VmceResetPass *reset_pass;
-  GPtrArray *reset_deferred; /* stops waiting for a pass or the monitor */
-  GPtrArray *reset_early;    /* of JsonNode: replaced before the RESET event */
-  GHashTable *reset_recent;  /* host pages replaced since the last reset */
-
-  /* forward.c */
-  GQueue injections; /* waiting to be sent, of VmceInjection */
-  VmceInjection *inflight;
-  gint64 last_injection_us;
-  guint gap_source;
-  guint64 n_events;
-
-  /* sim-poison.c */
-  GHashTable *sim_protected; /* host page -> guest page, both guint64* */
-  GHashTable *sim_pending;   /* tid -> GQueue of VmceSimSignal */
-  GPtrArray *sim_waiters;    /* of VmceSimWaiter */
-};
 
 /* What the session reports to the layers above it, as ptrace-watch reports
  * to the session: vm.c knows no daemon, forwarder, simulator or guard
@@ -201,6 +132,46 @@ VmcePoisonedPage *vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64
 VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
 /* QMP stop; the outcome is logged */
 void vmce_vm_pause (VmceVm *self, const gchar *why);
+
+/* What the session knows; the layers above read it, only the session
+ * changes it (but for the policy, which is the operator's) */
+const gchar *vmce_vm_get_name (VmceVm *self);
+pid_t vmce_vm_get_pid (VmceVm *self);
+/* the process for good (vmce_proc_identity()), NULL if it was gone */
+const gchar *vmce_vm_get_qemu_id (VmceVm *self);
+/* a libvirt domain's UUID, or NULL */
+const gchar *vmce_vm_get_uuid (VmceVm *self);
+VmceVmState vmce_vm_get_state (VmceVm *self);
+/* NULL before attaching or once gone */
+VmceQmpClient *vmce_vm_get_qmp (VmceVm *self);
+VmcePtraceWatch *vmce_vm_get_watch (VmceVm *self);
+VmceRamLayout *vmce_vm_get_layout (VmceVm *self);
+/* of VmceVcpu, in QEMU's order (never NULL once attached) */
+GArray *vmce_vm_get_vcpus (VmceVm *self);
+const VmceCpuModel *vmce_vm_get_cpu_model (VmceVm *self);
+gboolean vmce_vm_is_kvm (VmceVm *self);
+/* QEMU has qemu-patches/' inject-mce */
+gboolean vmce_vm_has_inject_mce (VmceVm *self);
+/* the guest runs; a migration's destination still loading */
+gboolean vmce_vm_is_running (VmceVm *self);
+gboolean vmce_vm_is_incoming (VmceVm *self);
+VmcePolicy vmce_vm_get_policy (VmceVm *self);
+void vmce_vm_set_policy (VmceVm *self, VmcePolicy policy);
+/* gpa -> VmcePoisonedPage (poison-set.h) */
+GHashTable *vmce_vm_get_poisoned (VmceVm *self);
+/* The set, for one who keeps it after the session (an empty one is left) */
+GHashTable *vmce_vm_steal_poisoned (VmceVm *self);
+/* QEMU's ROM blobs in RAM, or NULL if not read */
+VmceRomBlobs *vmce_vm_get_roms (VmceVm *self);
+/* memory errors reported so far */
+guint64 vmce_vm_get_n_events (VmceVm *self);
+
+/* What a layer above keeps per VM (the forwarder's queue, the simulator's
+ * page tables, a guard's state), keyed by its own quark: the session holds
+ * it for the layer without knowing what it is, and frees it (@destroy) when
+ * replaced or with the session, as GObject's qdata */
+gpointer vmce_vm_get_layer_data (VmceVm *self, GQuark layer);
+void vmce_vm_set_layer_data (VmceVm *self, GQuark layer, gpointer data, GDestroyNotify destroy);
 
 JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);
 /* A journal record about this VM begins: type, time, vm, uuid, pid and

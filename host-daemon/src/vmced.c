@@ -63,8 +63,11 @@ vmced_reload (VmcedContext *ctx)
   vms = vmce_daemon_get_vms (ctx->daemon);
   for (guint i = 0; i < vms->len; i++) {
     VmceVm *vm = g_ptr_array_index (vms, i);
-    vm->policy = vmce_config_policy_for (config, vm->name, ctx->cli_policy);
-    vm->migration_policy = vmce_config_migration_for (config, vm->name, ctx->cli_migration);
+    const gchar *name = vmce_vm_get_name (vm);
+
+    vmce_vm_set_policy (vm, vmce_config_policy_for (config, name, ctx->cli_policy));
+    vmce_migration_guard_set_policy (vm, vmce_config_migration_for (config, name,
+                                                                    ctx->cli_migration));
   }
   g_message ("reloaded %s", ctx->config_path);
 }

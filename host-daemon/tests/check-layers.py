@@ -29,10 +29,13 @@ def graph(src):
     deps = {}
     for name in sorted(os.listdir(src)):
         mod, ext = os.path.splitext(name)
+        # NAME-private.h is NAME's own, for its files only
+        mod = mod.removesuffix("-private")
         if ext not in (".c", ".h"):
             continue
         with open(os.path.join(src, name)) as f:
             for inc in INCLUDE.findall(f.read()):
+                inc = inc.removesuffix("-private")
                 if inc != mod:
                     deps.setdefault(mod, {}).setdefault(inc, name)
         deps.setdefault(mod, {})

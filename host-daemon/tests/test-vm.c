@@ -33,6 +33,7 @@ typedef struct {
   gboolean done;
   VmceVm *vm;
   GError *error;
+  JsonNode *event; /* a vmcectl poison's answer */
 } Fixture;
 
 static void
@@ -66,6 +67,7 @@ fixture_teardown (Fixture *fx, gconstpointer data)
   fake_qmp_free (fx->fake);
   test_child_free (fx->child);
   g_clear_error (&fx->error);
+  g_clear_pointer (&fx->event, json_node_unref);
   g_free (fx->qmp_path);
   (void) g_rmdir (fx->dir); /* the files in it go with the daemon or stay */
   g_free (fx->dir);
@@ -180,8 +182,8 @@ test_vm_layout_qmp (Fixture *fx, gconstpointer data)
   attach (fx);
   g_assert_no_error (fx->error);
   g_assert_nonnull (fx->vm);
-  g_assert_true (fx->vm->qmp_ram_layout);
-  g_assert_true (vmce_ram_layout_gpa_to_hva (fx->vm->layout, 0x1000, &hva, NULL));
+  g_assert_true (vmce_vm_has_inject_mce (fx->vm));
+  g_assert_true (vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (fx->vm), 0x1000, &hva, NULL));
   g_assert_cmphex (hva, ==, G_GUINT64_CONSTANT (0x7f0000001000));
   journal = journal_text (fx, "\"type\":\"attach\"");
   g_assert_nonnull (strstr (journal, "\"layout_via\":\"qmp query-ram-layout\""));
@@ -244,15 +246,15 @@ test_vm_monitor_closes (Fixture *fx, gconstpointer data)
   attach (fx);
   g_assert_no_error (fx->error);
   g_assert_nonnull (fx->vm);
-  g_assert_cmpstr (fx->vm->name, ==, "fake-qemu");
-  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_READY);
-  g_assert_true (fx->vm->qmp_inject_mce);
+  g_assert_cmpstr (vmce_vm_get_name (fx->vm), ==, "fake-qemu");
+  g_assert_cmpint (vmce_vm_get_state (fx->vm), ==, VMCE_VM_READY);
+  g_assert_true (vmce_vm_has_inject_mce (fx->vm));
   g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, getpid ());
   g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, 0);
 
   fake_qmp_hang_up (fx->fake);
-  test_wait (fx->vm->state == VMCE_VM_GONE);
-  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_GONE);
+  test_wait (vmce_vm_get_state (fx->vm) == VMCE_VM_GONE);
+  g_assert_cmpint (vmce_vm_get_state (fx->vm), ==, VMCE_VM_GONE);
   g_assert_cmpuint (vmce_daemon_get_vms (fx->daemon)->len, ==, 0);
   g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, 0);
   g_assert_cmphex (test_proc_status_hex (pid, pid, "SigBlk") & SIGBUS_BIT, ==, SIGBUS_BIT);
@@ -278,8 +280,8 @@ test_vm_process_exits (Fixture *fx, gconstpointer data)
   attach (fx);
   g_assert_nonnull (fx->vm);
   kill (fx->child->pid, SIGKILL);
-  test_wait (fx->vm->state == VMCE_VM_GONE);
-  g_assert_cmpint (fx->vm->state, ==, VMCE_VM_GONE);
+  test_wait (vmce_vm_get_state (fx->vm) == VMCE_VM_GONE);
+  g_assert_cmpint (vmce_vm_get_state (fx->vm), ==, VMCE_VM_GONE);
   fx->child->pid = 0; /* reaped by the watch */
   journal = journal_text (fx, "killed by signal 9");
   g_assert_nonnull (strstr (journal, "\"type\":\"vm-exit\""));
@@ -337,7 +339,7 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
                          poison_cb, fx);
   test_wait (fx->done);
   g_assert_true (fx->done);
-  g_assert_nonnull (vmce_poison_set_lookup (fx->vm->poisoned, 0));
+  g_assert_nonnull (vmce_poison_set_lookup (vmce_vm_get_poisoned (fx->vm), 0));
 
   fake_qmp_expect (fx->fake, "query-ram-layout", layout);
   fake_qmp_expect (fx->fake, "stop", "{}");
@@ -363,7 +365,7 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
     test_iterate ();
   g_test_assert_expected_messages ();
   /* still poisoned, and known to be */
-  g_assert_nonnull (vmce_poison_set_lookup (fx->vm->poisoned, 0));
+  g_assert_nonnull (vmce_poison_set_lookup (vmce_vm_get_poisoned (fx->vm), 0));
   /* no thread held */
   g_assert_true (test_child_command (fx->child, 'p'));
   /* and when vmced lets it go, it cannot give that page back either */
@@ -371,6 +373,74 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
   vmce_daemon_shutdown (fx->daemon);
   g_test_assert_expected_messages ();
   (void) g_unlink (path);
+}
+
+static void
+poison_any_cb (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Fixture *fx = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ev = vmce_sim_poison_finish (fx->vm, res, &error);
+
+  g_assert_no_error (error);
+  fx->event = json_node_ref (ev);
+  fx->done = TRUE;
+}
+
+/* The monitor stops answering with a vCPU held for an AR machine check:
+ * the vCPU is let go within the hold's bound (the guest is not frozen
+ * waiting for QEMU), the request still gets its answer once the command
+ * times out, and the journal holds the error with why it was not injected */
+static void
+test_vm_monitor_silent (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *layout = NULL;
+  g_autofree gchar *journal = NULL;
+  JsonObject *ev;
+  pid_t pid = fx->child->pid;
+  gint64 start;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  layout = g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
+                            "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
+                            "\"offset\": 0, \"readonly\": false}]}]",
+                            fx->child->page);
+  script_attach (fx, layout);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+
+  /* QEMU takes the command and never answers */
+  fake_qmp_expect (fx->fake, "inject-mce", NULL);
+  vmce_qmp_client_set_timeout (vmce_vm_get_qmp (fx->vm), 1000);
+  fx->done = FALSE;
+  start = g_get_monotonic_time ();
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AR, VMCE_SIM_TRIGGER_NOW, 0, 5000,
+                         poison_any_cb, fx);
+  test_wait (fake_qmp_script_done (fx->fake));
+  g_assert_true (fake_qmp_script_done (fx->fake));
+  /* the vCPU runs again well before the monitor's timeout */
+  g_assert_true (test_child_command (fx->child, 'p'));
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 900000);
+  g_assert_false (fx->done);
+
+  g_test_expect_message ("vmce-forward", G_LOG_LEVEL_WARNING, "*failed*no answer to inject-mce*");
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+  g_test_assert_expected_messages ();
+  ev = json_node_get_object (fx->event);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "failed");
+  g_assert_nonnull (strstr (json_object_get_string_member (ev, "detail"), "no answer to inject-mce"));
+  /* held for at most the bound (100 ms), not for the monitor's 1 s */
+  g_assert_cmpint (json_object_get_int_member (ev, "held_us"), <, 500000);
+  journal = journal_text (fx, "\"type\":\"memory-error\"");
+  g_assert_nonnull (strstr (journal, "\"result\":\"failed\""));
+  /* nothing left stopped, and QEMU still watched */
+  g_assert_true (test_child_command (fx->child, 'p'));
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, getpid ());
 }
 
 int
@@ -387,6 +457,8 @@ main (int argc, char **argv)
   g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
   g_test_add ("/vm/reset-unreplaceable", Fixture, NULL, fixture_setup,
               test_vm_reset_unreplaceable, fixture_teardown);
+  g_test_add ("/vm/monitor-silent", Fixture, NULL, fixture_setup, test_vm_monitor_silent,
+              fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
   return g_test_run ();
