@@ -92,13 +92,23 @@ vmce_format_time (gint64 time_us)
   return g_strdup_printf ("%s.%06" G_GINT64_FORMAT "Z", secs, time_us % G_USEC_PER_SEC);
 }
 
-JsonNode *
-vmce_mce_event_to_json (const VmceMceEvent *ev)
+/* null when the value is unknown, so a reader tells "none" from 0 */
+static void
+vmce_mce_event_add_int_or_null (JsonBuilder *b, const gchar *name, gboolean known, gint64 value)
 {
-  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_set_member_name (b, name);
+  if (known)
+    json_builder_add_int_value (b, value);
+  else
+    json_builder_add_null_value (b);
+}
+
+/* which VM, process and thread the error hit, and when */
+static void
+vmce_mce_event_add_origin (JsonBuilder *b, const VmceMceEvent *ev)
+{
   g_autofree gchar *time = vmce_format_time (ev->time_us);
 
-  json_builder_begin_object (b);
   vmce_json_builder_add_string (b, "type", "memory-error");
   vmce_json_builder_add_int (b, "seq", (gint64) ev->seq);
   vmce_json_builder_add_string (b, "time", time);
@@ -108,13 +118,15 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
   vmce_json_builder_add_int (b, "pid", ev->pid);
   if (ev->qemu_id != NULL)
     vmce_json_builder_add_string (b, "qemu_id", ev->qemu_id);
-  json_builder_set_member_name (b, "tid");
-  if (ev->tid > 0)
-    json_builder_add_int_value (b, ev->tid);
-  else
-    json_builder_add_null_value (b);
+  vmce_mce_event_add_int_or_null (b, "tid", ev->tid > 0, ev->tid);
   vmce_json_builder_add_string (b, "thread", ev->thread);
   vmce_json_builder_add_string (b, "source", ev->source);
+}
+
+/* the SIGBUS, and where the error is in QEMU's memory and the guest's */
+static void
+vmce_mce_event_add_address (JsonBuilder *b, const VmceMceEvent *ev)
+{
   if (ev->si_code != 0) {
     vmce_json_builder_add_string (b, "si_code", vmce_si_code_to_string (ev->si_code));
     vmce_json_builder_add_hex (b, "hva", ev->hva);
@@ -135,43 +147,55 @@ vmce_mce_event_to_json (const VmceMceEvent *ev)
     vmce_json_builder_add_string (b, "gpa", NULL);
     vmce_json_builder_add_string (b, "block", ev->block);
   }
-  json_builder_set_member_name (b, "vcpu");
-  if (ev->have_mce)
-    json_builder_add_int_value (b, ev->mce.cpu);
-  else
-    json_builder_add_null_value (b);
+}
+
+/* the machine check the guest was given, or null for both members */
+static void
+vmce_mce_event_add_mce (JsonBuilder *b, const VmceMceEvent *ev)
+{
+  vmce_mce_event_add_int_or_null (b, "vcpu", ev->have_mce, ev->mce.cpu);
   json_builder_set_member_name (b, "mce");
-  if (ev->have_mce) {
-    json_builder_begin_object (b);
-    vmce_json_builder_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind, ev->style));
-    vmce_json_builder_add_string (b, "style", vmce_mce_style_to_string (ev->style));
-    vmce_json_builder_add_int (b, "bank", ev->mce.bank);
-    vmce_json_builder_add_hex (b, "status", ev->mce.status);
-    vmce_json_builder_add_hex (b, "mcg_status", ev->mce.mcg_status);
-    vmce_json_builder_add_hex (b, "addr", ev->mce.addr);
-    vmce_json_builder_add_hex (b, "misc", ev->mce.misc);
-    json_builder_set_member_name (b, "broadcast");
-    json_builder_add_boolean_value (b, ev->mce.broadcast);
-    json_builder_end_object (b);
-  } else {
+  if (!ev->have_mce) {
     json_builder_add_null_value (b);
+    return;
   }
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "kind", vmce_mce_kind_to_mce_name (ev->kind, ev->style));
+  vmce_json_builder_add_string (b, "style", vmce_mce_style_to_string (ev->style));
+  vmce_json_builder_add_int (b, "bank", ev->mce.bank);
+  vmce_json_builder_add_hex (b, "status", ev->mce.status);
+  vmce_json_builder_add_hex (b, "mcg_status", ev->mce.mcg_status);
+  vmce_json_builder_add_hex (b, "addr", ev->mce.addr);
+  vmce_json_builder_add_hex (b, "misc", ev->mce.misc);
+  json_builder_set_member_name (b, "broadcast");
+  json_builder_add_boolean_value (b, ev->mce.broadcast);
+  json_builder_end_object (b);
+}
+
+/* what vmced did about it, and how long that took */
+static void
+vmce_mce_event_add_outcome (JsonBuilder *b, const VmceMceEvent *ev)
+{
   vmce_json_builder_add_string (b, "policy", ev->policy);
   vmce_json_builder_add_string (b, "via", ev->via);
   vmce_json_builder_add_string (b, "handled_by", ev->handled_by);
   vmce_json_builder_add_string (b, "result", vmce_result_to_string (ev->result));
   vmce_json_builder_add_string (b, "detail", ev->detail);
-  json_builder_set_member_name (b, "latency_us");
-  if (ev->latency_us >= 0)
-    json_builder_add_int_value (b, ev->latency_us);
-  else
-    json_builder_add_null_value (b);
-  json_builder_set_member_name (b, "held_us");
-  if (ev->held_us >= 0)
-    json_builder_add_int_value (b, ev->held_us);
-  else
-    json_builder_add_null_value (b);
+  vmce_mce_event_add_int_or_null (b, "latency_us", ev->latency_us >= 0, ev->latency_us);
+  vmce_mce_event_add_int_or_null (b, "held_us", ev->held_us >= 0, ev->held_us);
   vmce_json_builder_add_int (b, "repeats", ev->repeats);
+}
+
+JsonNode *
+vmce_mce_event_to_json (const VmceMceEvent *ev)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  vmce_mce_event_add_origin (b, ev);
+  vmce_mce_event_add_address (b, ev);
+  vmce_mce_event_add_mce (b, ev);
+  vmce_mce_event_add_outcome (b, ev);
   if (ev->qemu_event != NULL) {
     json_builder_set_member_name (b, "qemu_event");
     json_builder_add_value (b, json_node_copy (ev->qemu_event));

@@ -179,30 +179,17 @@ typedef struct {
   gboolean memory_rendered;
 } VmceMtreeParse;
 
+/* What every range line must satisfy, in any view, RAM or not */
 static gboolean
-vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GError **error)
+vmce_mtree_check_range_line (VmceMtreeParse *p,
+                             guint lineno,
+                             const GMatchInfo *match,
+                             guint64 first,
+                             guint64 last,
+                             GError **error)
 {
-  const VmceMtreeRegexes *re = vmce_mtree_regexes ();
-  g_autoptr(GMatchInfo) match = NULL;
-  g_autofree gchar *prio = NULL;
-  g_autofree gchar *kind = NULL;
-  g_autofree gchar *name = NULL;
-  g_autofree gchar *offset_str = NULL;
-  guint64 first, last, offset = 0, size;
+  g_autofree gchar *prio = g_match_info_fetch (match, 3);
   gint64 prio_value;
-  gboolean rom;
-
-  if (!g_regex_match (re->re_range, line, 0, &match)) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                 "line %u: not a flat view range", lineno);
-    return FALSE;
-  }
-  first = vmce_mtree_hex16 (match, 1);
-  last = vmce_mtree_hex16 (match, 2);
-  prio = g_match_info_fetch (match, 3);
-  kind = g_match_info_fetch (match, 5);
-  name = g_match_info_fetch (match, 6);
-  offset_str = g_match_info_fetch (match, 7);
 
   if (!g_ascii_string_to_signed (prio, 10, G_MININT, G_MAXINT, &prio_value, NULL)) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
@@ -225,14 +212,31 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
   }
   p->have_prev = TRUE;
   p->prev_last = last;
+  return TRUE;
+}
 
-  if (!p->in_memory)
-    return TRUE;
-  /* i/o is MMIO; ramd is device memory (e.g. a VFIO BAR) that no memory
-   * error of guest RAM can be in */
-  if (g_strcmp0 (kind, "i/o") == 0 || g_strcmp0 (kind, "ramd") == 0)
-    return TRUE;
-  rom = g_strcmp0 (kind, "rom") == 0 || g_strcmp0 (kind, "romd") == 0;
+/* the name is free text in QEMU; a space before '@' or at either end
+ * means the line was not cut where we think */
+static gboolean
+vmce_mtree_region_name_is_sane (const gchar *name)
+{
+  return !g_ascii_isspace (name[0]) && !g_ascii_isspace (name[strlen (name) - 1]) &&
+         strstr (name, " @") == NULL;
+}
+
+/* A range of the "memory" view that holds guest RAM or ROM */
+static gboolean
+vmce_mtree_add_ram_range (VmceMtreeParse *p,
+                          guint lineno,
+                          const GMatchInfo *match,
+                          guint64 first,
+                          guint64 last,
+                          gboolean rom,
+                          GError **error)
+{
+  g_autofree gchar *name = g_match_info_fetch (match, 6);
+  g_autofree gchar *offset_str = g_match_info_fetch (match, 7);
+  guint64 offset = 0, size;
 
   if (first == 0 && last == G_MAXUINT64) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
@@ -247,10 +251,7 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
                  "line %u: offset 0x%" G_GINT64_MODIFIER "x + size overflows", lineno, offset);
     return FALSE;
   }
-  /* the name is free text in QEMU; a space before '@' or at either end
-   * means the line was not cut where we think */
-  if (g_ascii_isspace (name[0]) || g_ascii_isspace (name[strlen (name) - 1]) ||
-      strstr (name, " @") != NULL) {
+  if (!vmce_mtree_region_name_is_sane (name)) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                  "line %u: malformed memory region name '%s'", lineno, name);
     return FALSE;
@@ -263,6 +264,36 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
 
   vmce_ram_layout_add_range (p->ranges, p->blocks, p->blocks_by_name, name, first, size, offset, rom);
   return TRUE;
+}
+
+static gboolean
+vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GError **error)
+{
+  const VmceMtreeRegexes *re = vmce_mtree_regexes ();
+  g_autoptr(GMatchInfo) match = NULL;
+  g_autofree gchar *kind = NULL;
+  guint64 first, last;
+  gboolean rom;
+
+  if (!g_regex_match (re->re_range, line, 0, &match)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "line %u: not a flat view range", lineno);
+    return FALSE;
+  }
+  first = vmce_mtree_hex16 (match, 1);
+  last = vmce_mtree_hex16 (match, 2);
+  if (!vmce_mtree_check_range_line (p, lineno, match, first, last, error))
+    return FALSE;
+
+  if (!p->in_memory)
+    return TRUE;
+  /* i/o is MMIO; ramd is device memory (e.g. a VFIO BAR) that no memory
+   * error of guest RAM can be in */
+  kind = g_match_info_fetch (match, 5);
+  if (g_strcmp0 (kind, "i/o") == 0 || g_strcmp0 (kind, "ramd") == 0)
+    return TRUE;
+  rom = g_strcmp0 (kind, "rom") == 0 || g_strcmp0 (kind, "romd") == 0;
+  return vmce_mtree_add_ram_range (p, lineno, match, first, last, rom, error);
 }
 
 static gboolean
@@ -360,20 +391,10 @@ vmce_mtree_line_is_clean (const gchar *line)
 
 static void vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self);
 
-gboolean
-vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **error)
+/* What can be told of the text before reading it line by line */
+static gboolean
+vmce_mtree_check_text (const gchar *text, GError **error)
 {
-  g_autoptr(GArray) ranges = NULL;
-  g_autoptr(GPtrArray) blocks = NULL;
-  g_autoptr(GHashTable) blocks_by_name = NULL;
-  g_auto(GStrv) lines = NULL;
-  VmceMtreeState state = VMCE_MTREE_OUTSIDE;
-  VmceMtreeParse p = { 0 };
-  guint n_lines;
-
-  g_return_val_if_fail (self != NULL, FALSE);
-  g_return_val_if_fail (text != NULL, FALSE);
-
   if (!g_utf8_validate (text, -1, NULL)) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                          "mtree output is not UTF-8");
@@ -390,16 +411,16 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
                          "mtree output is truncated (no final newline)");
     return FALSE;
   }
+  return TRUE;
+}
 
-  ranges = g_array_new (FALSE, TRUE, sizeof (VmceRamRangeEntry));
-  blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_ram_block_free);
-  blocks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
-  p.ranges = ranges;
-  p.blocks = blocks;
-  p.blocks_by_name = blocks_by_name;
+static gboolean
+vmce_mtree_parse_lines (VmceMtreeParse *p, const gchar *text, GError **error)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+  guint n_lines = g_strv_length (lines);
+  VmceMtreeState state = VMCE_MTREE_OUTSIDE;
 
-  lines = g_strsplit (text, "\n", -1);
-  n_lines = g_strv_length (lines);
   /* the element after the final newline is empty and not a line */
   for (guint i = 0; i + 1 < n_lines; i++) {
     gchar *line = lines[i];
@@ -413,7 +434,7 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
                    "line %u: control character in mtree output", i + 1);
       return FALSE;
     }
-    if (!vmce_mtree_parse_line (&p, &state, i + 1, line, error))
+    if (!vmce_mtree_parse_line (p, &state, i + 1, line, error))
       return FALSE;
   }
   if (state != VMCE_MTREE_OUTSIDE) {
@@ -421,16 +442,49 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
                          "mtree output is truncated (flat view not terminated)");
     return FALSE;
   }
-  if (!p.memory_seen) {
+  return TRUE;
+}
+
+/* A well-formed text may still lack what vmced needs: the guest's RAM */
+static gboolean
+vmce_mtree_check_memory_view (const VmceMtreeParse *p, GError **error)
+{
+  if (!p->memory_seen) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                          "no flat view of address space \"memory\"");
     return FALSE;
   }
-  if (!p.memory_rendered || ranges->len == 0) {
+  if (!p->memory_rendered || p->ranges->len == 0) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                          "the flat view of address space \"memory\" has no RAM");
     return FALSE;
   }
+  return TRUE;
+}
+
+gboolean
+vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **error)
+{
+  g_autoptr(GArray) ranges = NULL;
+  g_autoptr(GPtrArray) blocks = NULL;
+  g_autoptr(GHashTable) blocks_by_name = NULL;
+  VmceMtreeParse p = { 0 };
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
+
+  if (!vmce_mtree_check_text (text, error))
+    return FALSE;
+
+  /* built aside: a failed parse leaves the layout as it was */
+  ranges = g_array_new (FALSE, TRUE, sizeof (VmceRamRangeEntry));
+  blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_ram_block_free);
+  blocks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  p.ranges = ranges;
+  p.blocks = blocks;
+  p.blocks_by_name = blocks_by_name;
+  if (!vmce_mtree_parse_lines (&p, text, error) || !vmce_mtree_check_memory_view (&p, error))
+    return FALSE;
 
   g_array_unref (self->ranges);
   self->ranges = g_steal_pointer (&ranges);
@@ -498,6 +552,119 @@ vmce_ram_layout_qmp_range (JsonObject *obj,
   return TRUE;
 }
 
+/* an unplugged DIMM's RAM block: QEMU clears its name as the device
+ * goes, the memory backend keeps the block, nothing maps it */
+static gboolean
+vmce_qmp_block_is_unplugged (const gchar *name, JsonNode *ranges_node)
+{
+  return name != NULL && name[0] == '\0' && ranges_node != NULL && JSON_NODE_HOLDS_ARRAY (ranges_node) &&
+         json_array_get_length (json_node_get_array (ranges_node)) == 0;
+}
+
+static gboolean
+vmce_ram_layout_add_qmp_ranges (VmceRamLayout *self,
+                                const gchar *name,
+                                guint64 block_size,
+                                JsonArray *ranges,
+                                GError **error)
+{
+  for (guint j = 0; j < json_array_get_length (ranges); j++) {
+    JsonNode *rnode = json_array_get_element (ranges, j);
+    guint64 gpa, rsize, offset;
+    gboolean rom;
+
+    if (!JSON_NODE_HOLDS_OBJECT (rnode)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "block %s: range %u is not an object", name, j);
+      return FALSE;
+    }
+    if (!vmce_ram_layout_qmp_range (json_node_get_object (rnode), block_size, &gpa, &rsize, &offset,
+                                    &rom, error)) {
+      g_prefix_error (error, "block %s: ", name);
+      return FALSE;
+    }
+    if (self->ranges->len >= VMCE_RAM_LAYOUT_MAX_RANGES) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "more than %u RAM ranges",
+                   (guint) VMCE_RAM_LAYOUT_MAX_RANGES);
+      return FALSE;
+    }
+    vmce_ram_layout_add_range (self->ranges, self->blocks, self->blocks_by_name, name, gpa,
+                               rsize, offset, rom);
+  }
+  return TRUE;
+}
+
+/* Element @i of the answer: its ranges go into @self at once, its HVA into
+ * @mapped, to be set when every block's extent is known */
+static gboolean
+vmce_ram_layout_add_qmp_block (VmceRamLayout *self,
+                               JsonNode *node,
+                               guint i,
+                               GHashTable *seen,
+                               GArray *mapped,
+                               GError **error)
+{
+  JsonObject *blk;
+  JsonNode *ranges_node;
+  JsonArray *ranges;
+  const gchar *name;
+  guint64 hva, size;
+
+  if (!JSON_NODE_HOLDS_OBJECT (node)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %u is not an object", i);
+    return FALSE;
+  }
+  blk = json_node_get_object (node);
+  name = vmce_json_object_get_string_opt (blk, "name");
+  ranges_node = json_object_get_member (blk, "ranges");
+  if (vmce_qmp_block_is_unplugged (name, ranges_node))
+    return TRUE;
+  if (name == NULL || name[0] == '\0' || ranges_node == NULL || !JSON_NODE_HOLDS_ARRAY (ranges_node)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "block %u has no name or no list of ranges", i);
+    return FALSE;
+  }
+  if (!vmce_json_object_get_u64 (blk, "hva", &hva, error) ||
+      !vmce_json_object_get_u64 (blk, "size", &size, error)) {
+    g_prefix_error (error, "block %s: ", name);
+    return FALSE;
+  }
+  if (!g_hash_table_add (seen, (gpointer) name)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %s is listed twice", name);
+    return FALSE;
+  }
+  ranges = json_node_get_array (ranges_node);
+  if (!vmce_ram_layout_add_qmp_ranges (self, name, size, ranges, error))
+    return FALSE;
+  /* an unmapped block (no range) has no guest address to forward to */
+  if (json_array_get_length (ranges) > 0) {
+    VmceQmpBlock m = { name, hva };
+    VmceRamBlock *b = g_hash_table_lookup (self->blocks_by_name, name);
+    b->extent = size; /* known here: the mapping's true length */
+    g_array_append_val (mapped, m);
+  }
+  return TRUE;
+}
+
+/* QEMU lists the ranges block by block; the binary searches by GPA need
+ * them sorted and without overlaps */
+static gboolean
+vmce_ram_layout_sort_ranges (VmceRamLayout *self, GError **error)
+{
+  g_array_sort (self->ranges, vmce_ram_range_entry_cmp_gpa);
+  for (guint i = 1; i < self->ranges->len; i++) {
+    const VmceRamRangeEntry *prev = &g_array_index (self->ranges, VmceRamRangeEntry, i - 1);
+    const VmceRamRangeEntry *cur = &g_array_index (self->ranges, VmceRamRangeEntry, i);
+    if (cur->pub.gpa <= prev->pub.gpa + (prev->pub.size - 1)) {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "range at 0x%" G_GINT64_MODIFIER "x (%s) overlaps the one of %s", cur->pub.gpa,
+                   cur->pub.block, prev->pub.block);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 VmceRamLayout *
 vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
 {
@@ -515,86 +682,16 @@ vmce_ram_layout_new_from_qmp (JsonNode *answer, GError **error)
   }
   blocks = json_node_get_array (answer);
   for (guint i = 0; i < json_array_get_length (blocks); i++) {
-    JsonNode *node = json_array_get_element (blocks, i);
-    JsonObject *blk;
-    JsonNode *ranges_node;
-    JsonArray *ranges;
-    const gchar *name;
-    guint64 hva, size;
-
-    if (!JSON_NODE_HOLDS_OBJECT (node)) {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %u is not an object", i);
+    if (!vmce_ram_layout_add_qmp_block (self, json_array_get_element (blocks, i), i, seen, mapped,
+                                        error))
       return NULL;
-    }
-    blk = json_node_get_object (node);
-    name = vmce_json_object_get_string_opt (blk, "name");
-    ranges_node = json_object_get_member (blk, "ranges");
-    /* an unplugged DIMM's RAM block: QEMU clears its name as the device
-     * goes, the memory backend keeps the block, nothing maps it */
-    if (name != NULL && name[0] == '\0' && ranges_node != NULL && JSON_NODE_HOLDS_ARRAY (ranges_node) &&
-        json_array_get_length (json_node_get_array (ranges_node)) == 0)
-      continue;
-    if (name == NULL || name[0] == '\0' || ranges_node == NULL || !JSON_NODE_HOLDS_ARRAY (ranges_node)) {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   "block %u has no name or no list of ranges", i);
-      return NULL;
-    }
-    if (!vmce_json_object_get_u64 (blk, "hva", &hva, error) ||
-        !vmce_json_object_get_u64 (blk, "size", &size, error)) {
-      g_prefix_error (error, "block %s: ", name);
-      return NULL;
-    }
-    if (!g_hash_table_add (seen, (gpointer) name)) {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "block %s is listed twice", name);
-      return NULL;
-    }
-    ranges = json_node_get_array (ranges_node);
-    for (guint j = 0; j < json_array_get_length (ranges); j++) {
-      JsonNode *rnode = json_array_get_element (ranges, j);
-      guint64 gpa, rsize, offset;
-      gboolean rom;
-
-      if (!JSON_NODE_HOLDS_OBJECT (rnode)) {
-        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                     "block %s: range %u is not an object", name, j);
-        return NULL;
-      }
-      if (!vmce_ram_layout_qmp_range (json_node_get_object (rnode), size, &gpa, &rsize, &offset,
-                                      &rom, error)) {
-        g_prefix_error (error, "block %s: ", name);
-        return NULL;
-      }
-      if (self->ranges->len >= VMCE_RAM_LAYOUT_MAX_RANGES) {
-        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "more than %u RAM ranges",
-                     (guint) VMCE_RAM_LAYOUT_MAX_RANGES);
-        return NULL;
-      }
-      vmce_ram_layout_add_range (self->ranges, self->blocks, self->blocks_by_name, name, gpa,
-                                 rsize, offset, rom);
-    }
-    /* an unmapped block (no range) has no guest address to forward to */
-    if (json_array_get_length (ranges) > 0) {
-      VmceQmpBlock m = { name, hva };
-      VmceRamBlock *b = g_hash_table_lookup (self->blocks_by_name, name);
-      b->extent = size; /* known here: the mapping's true length */
-      g_array_append_val (mapped, m);
-    }
   }
   if (self->ranges->len == 0) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "the guest has no RAM mapped");
     return NULL;
   }
-  g_array_sort (self->ranges, vmce_ram_range_entry_cmp_gpa);
-  for (guint i = 1; i < self->ranges->len; i++) {
-    const VmceRamRangeEntry *prev = &g_array_index (self->ranges, VmceRamRangeEntry, i - 1);
-    const VmceRamRangeEntry *cur = &g_array_index (self->ranges, VmceRamRangeEntry, i);
-    if (cur->pub.gpa <= prev->pub.gpa + (prev->pub.size - 1)) {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   "range at 0x%" G_GINT64_MODIFIER "x (%s) overlaps the one of %s", cur->pub.gpa,
-                   cur->pub.block, prev->pub.block);
-      return NULL;
-    }
-  }
+  if (!vmce_ram_layout_sort_ranges (self, error))
+    return NULL;
   /* after the ranges: the overlap checks need every block's extent */
   for (guint i = 0; i < mapped->len; i++) {
     const VmceQmpBlock *m = &g_array_index (mapped, VmceQmpBlock, i);
@@ -906,22 +1003,11 @@ vmce_hva_start_cmp (gconstpointer a, gconstpointer b)
   return x->idx < y->idx ? -1 : x->idx > y->idx ? 1 : 0;
 }
 
-/*
- * Cut the HVA axis at every start and end of a mapped range, and give each
- * piece the range with the lowest GPA there. Ranges overlap in HVA only
- * where one block is mapped at several GPAs (aliases); every range has the
- * same slope (gpa = hva + constant), so which one is lowest does not change
- * inside a piece. This runs when the layout changes, never on the signal path.
- */
+/* Where each mapped range starts (@starts, sorted) and where the HVA axis
+ * is cut: at every start and just past every end (@cuts, sorted) */
 static void
-vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self)
+vmce_ram_layout_collect_hva_cuts (VmceRamLayout *self, GArray *starts, GArray *cuts)
 {
-  g_autoptr(GArray) starts = g_array_new (FALSE, FALSE, sizeof (VmceHvaStart));
-  g_autoptr(GArray) cuts = g_array_new (FALSE, FALSE, sizeof (guint64));
-  g_autoptr(GArray) active = g_array_new (FALSE, FALSE, sizeof (guint));
-  guint next = 0;
-
-  g_array_set_size (self->hva_pieces, 0);
   for (guint i = 0; i < self->ranges->len; i++) {
     const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, i);
     VmceHvaStart s;
@@ -943,11 +1029,86 @@ vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self)
   }
   g_array_sort (starts, vmce_hva_start_cmp);
   g_array_sort (cuts, vmce_guint64_cmp);
+}
 
+/* Of the ranges in @active (indexes into ranges), the one with the lowest
+ * GPA at HVA @at; ranges that end before @at leave @active */
+static gboolean
+vmce_ram_layout_lowest_at (VmceRamLayout *self, GArray *active, guint64 at, guint *best_idx)
+{
+  const VmceRamRangeEntry *best = NULL;
+
+  for (guint a = 0; a < active->len;) {
+    guint idx = g_array_index (active, guint, a);
+    const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
+    guint64 last = vmce_ram_range_entry_hva (e) + (e->pub.size - 1);
+    if (last < at) {
+      g_array_remove_index_fast (active, a);
+      continue;
+    }
+    if (best == NULL ||
+        e->pub.gpa + (at - vmce_ram_range_entry_hva (e)) <
+            best->pub.gpa + (at - vmce_ram_range_entry_hva (best))) {
+      best = e;
+      *best_idx = idx;
+    }
+    a++;
+  }
+  return best != NULL;
+}
+
+/* the last HVA of the piece starting at cut @c: before the next distinct
+ * cut, or the end of the address space */
+static guint64
+vmce_hva_piece_last (GArray *cuts, guint c)
+{
+  guint64 at = g_array_index (cuts, guint64, c);
+
+  for (guint n = c + 1; n < cuts->len; n++) {
+    guint64 cut = g_array_index (cuts, guint64, n);
+    if (cut != at)
+      return cut - 1;
+  }
+  return G_MAXUINT64;
+}
+
+/* a piece that goes on where the previous one with the same range ends
+ * only makes that one longer */
+static void
+vmce_ram_layout_add_hva_piece (VmceRamLayout *self, guint64 hva, guint64 last, guint idx)
+{
+  VmceHvaPiece piece = { .hva = hva, .last = last, .idx = idx };
+
+  if (self->hva_pieces->len > 0) {
+    VmceHvaPiece *prev = &g_array_index (self->hva_pieces, VmceHvaPiece,
+                                         self->hva_pieces->len - 1);
+    if (prev->idx == idx && prev->last + 1 == hva) {
+      prev->last = last;
+      return;
+    }
+  }
+  g_array_append_val (self->hva_pieces, piece);
+}
+
+/*
+ * Cut the HVA axis at every start and end of a mapped range, and give each
+ * piece the range with the lowest GPA there. Ranges overlap in HVA only
+ * where one block is mapped at several GPAs (aliases); every range has the
+ * same slope (gpa = hva + constant), so which one is lowest does not change
+ * inside a piece. This runs when the layout changes, never on the signal path.
+ */
+static void
+vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self)
+{
+  g_autoptr(GArray) starts = g_array_new (FALSE, FALSE, sizeof (VmceHvaStart));
+  g_autoptr(GArray) cuts = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr(GArray) active = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint next = 0;
+
+  g_array_set_size (self->hva_pieces, 0);
+  vmce_ram_layout_collect_hva_cuts (self, starts, cuts);
   for (guint c = 0; c < cuts->len; c++) {
     guint64 at = g_array_index (cuts, guint64, c);
-    guint64 piece_last;
-    const VmceRamRangeEntry *best = NULL;
     guint best_idx = 0;
 
     if (c > 0 && g_array_index (cuts, guint64, c - 1) == at)
@@ -956,46 +1117,9 @@ vmce_ram_layout_rebuild_hva_index (VmceRamLayout *self)
       g_array_append_val (active, g_array_index (starts, VmceHvaStart, next).idx);
       next++;
     }
-    for (guint a = 0; a < active->len;) {
-      guint idx = g_array_index (active, guint, a);
-      const VmceRamRangeEntry *e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
-      guint64 last = vmce_ram_range_entry_hva (e) + (e->pub.size - 1);
-      if (last < at) {
-        g_array_remove_index_fast (active, a);
-        continue;
-      }
-      if (best == NULL ||
-          e->pub.gpa + (at - vmce_ram_range_entry_hva (e)) <
-              best->pub.gpa + (at - vmce_ram_range_entry_hva (best))) {
-        best = e;
-        best_idx = idx;
-      }
-      a++;
-    }
-    if (best == NULL)
+    if (!vmce_ram_layout_lowest_at (self, active, at, &best_idx))
       continue;
-
-    /* the next distinct cut, or the end of the address space */
-    piece_last = G_MAXUINT64;
-    for (guint n = c + 1; n < cuts->len; n++) {
-      guint64 cut = g_array_index (cuts, guint64, n);
-      if (cut != at) {
-        piece_last = cut - 1;
-        break;
-      }
-    }
-    if (self->hva_pieces->len > 0) {
-      VmceHvaPiece *prev = &g_array_index (self->hva_pieces, VmceHvaPiece,
-                                           self->hva_pieces->len - 1);
-      if (prev->idx == best_idx && prev->last + 1 == at) {
-        prev->last = piece_last;
-        continue;
-      }
-    }
-    {
-      VmceHvaPiece piece = { .hva = at, .last = piece_last, .idx = best_idx };
-      g_array_append_val (self->hva_pieces, piece);
-    }
+    vmce_ram_layout_add_hva_piece (self, at, vmce_hva_piece_last (cuts, c), best_idx);
   }
 }
 

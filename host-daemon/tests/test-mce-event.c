@@ -75,6 +75,51 @@ test_mce_event_json (void)
   g_assert_true (json_object_get_null_member (obj, "detail"));
 }
 
+/* The journal line whole: readers see the members in this order, and
+ * what is unknown as null rather than missing */
+static void
+test_mce_event_line (void)
+{
+  g_autoptr(VmceMceEvent) ev = sample_event ();
+  g_autoptr(JsonNode) node = vmce_mce_event_to_json (ev);
+  g_autoptr(JsonNode) bare_node = NULL;
+  g_autofree gchar *line = vmce_json_to_line (node);
+  g_autofree gchar *bare = NULL;
+
+  g_assert_cmpstr (line, ==,
+                   "{\"type\":\"memory-error\",\"seq\":7,\"time\":\"2026-12-03T11:20:30.123456Z\","
+                   "\"vm\":\"guest1\",\"pid\":4242,\"tid\":4242,\"thread\":\"main\","
+                   "\"source\":\"simulated\",\"si_code\":\"BUS_MCEERR_AO\","
+                   "\"hva\":\"0x7f5a12345000\",\"lsb\":12,\"gpa\":\"0x140005000\","
+                   "\"block\":\"pc.ram\",\"block_offset\":\"0x100005000\",\"vcpu\":0,"
+                   "\"mce\":{\"kind\":\"SRAO\",\"style\":\"intel\",\"bank\":9,"
+                   "\"status\":\"0xbd000000000000c0\",\"mcg_status\":\"0x5\","
+                   "\"addr\":\"0x140005000\",\"misc\":\"0x8c\",\"broadcast\":true},"
+                   "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
+                   "\"result\":\"injected\",\"detail\":null,\"latency_us\":412,"
+                   "\"held_us\":null,\"repeats\":0}");
+
+  /* no signal, no thread, no GPA, no machine check; QEMU's event kept */
+  ev->si_code = 0;
+  ev->hva = 0;
+  ev->tid = 0;
+  ev->have_gpa = FALSE;
+  ev->have_mce = FALSE;
+  ev->latency_us = -1;
+  ev->held_us = 55;
+  ev->qemu_event = json_from_string ("{\"event\":\"MEMORY_FAILURE\"}", NULL);
+  bare_node = vmce_mce_event_to_json (ev);
+  bare = vmce_json_to_line (bare_node);
+  g_assert_cmpstr (bare, ==,
+                   "{\"type\":\"memory-error\",\"seq\":7,\"time\":\"2026-12-03T11:20:30.123456Z\","
+                   "\"vm\":\"guest1\",\"pid\":4242,\"tid\":null,\"thread\":\"main\","
+                   "\"source\":\"simulated\",\"si_code\":null,\"hva\":null,\"lsb\":null,"
+                   "\"gpa\":null,\"block\":\"pc.ram\",\"vcpu\":null,\"mce\":null,"
+                   "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
+                   "\"result\":\"injected\",\"detail\":null,\"latency_us\":null,"
+                   "\"held_us\":55,\"repeats\":0,\"qemu_event\":{\"event\":\"MEMORY_FAILURE\"}}");
+}
+
 /* An error outside guest RAM: no GPA, no machine check, QEMU handles it */
 static void
 test_mce_event_passed (void)
@@ -126,6 +171,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/mce-event/json", test_mce_event_json);
   g_test_add_func ("/mce-event/passed", test_mce_event_passed);
+  g_test_add_func ("/mce-event/line", test_mce_event_line);
   g_test_add_func ("/mce-event/parse-u64", test_parse_u64);
   return g_test_run ();
 }

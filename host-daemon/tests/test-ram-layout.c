@@ -769,6 +769,68 @@ test_ram_layout_many_ranges (void)
   }
 }
 
+/* The message of every way mtree text can fail: it is what a user sees in
+ * the log when vmced cannot read the layout */
+static void
+test_ram_layout_mtree_messages (void)
+{
+#define HEAD "FlatView #0\r\n AS \"memory\", root: system\r\n Root memory region: system\r\n"
+#define RANGE(first, last, rest) "  " first "-" last " (prio 0, " rest "\r\n"
+#define RAM0 RANGE ("0000000000000000", "0000000000000fff", "ram): r")
+  const struct {
+    const gchar *text;
+    gint code;
+    const gchar *message;
+  } bad[] = {
+    { "FlatView #0\r\n\xff\r\n", G_IO_ERROR_INVALID_DATA, "mtree output is not UTF-8" },
+    { "Flatview #0\r\n", G_IO_ERROR_INVALID_DATA, "not the output of 'info mtree -f'" },
+    { HEAD "  0000000000000000-0000000000000fff (prio 0, ram): r", G_IO_ERROR_INVALID_DATA,
+      "mtree output is truncated (no final newline)" },
+    { "FlatView #0\r\n AS \"mem\001\", root: system\r\n", G_IO_ERROR_INVALID_DATA,
+      "line 2: control character in mtree output" },
+    { HEAD RAM0 "\r\nFlatView\r\n", G_IO_ERROR_INVALID_DATA, "line 6: expected 'FlatView #n'" },
+    { "FlatView #0\r\n Root memory region: system\r\n", G_IO_ERROR_INVALID_DATA,
+      "line 2: expected an address space line" },
+    { HEAD RAM0 "\r\n" HEAD, G_IO_ERROR_INVALID_DATA,
+      "line 7: a second flat view of address space \"memory\"" },
+    { HEAD "  garbage\r\n\r\n", G_IO_ERROR_INVALID_DATA, "line 4: not a flat view range" },
+    { HEAD "  0000000000000000-0000000000000fff (prio 9999999999, ram): r\r\n\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: priority 9999999999 is out of range" },
+    { HEAD RANGE ("0000000000002000", "0000000000001fff", "ram): r") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: range ends at 0x1fff before it starts" },
+    { HEAD RANGE ("0000000000001000", "0000000000002fff", "ram): r")
+      RANGE ("0000000000001000", "0000000000001fff", "ram): s") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 5: range at 0x1000 overlaps or precedes the previous one" },
+    { HEAD RANGE ("0000000000000000", "ffffffffffffffff", "ram): r") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: RAM range covers the whole address space" },
+    { HEAD RANGE ("0000000000000000", "0000000000000fff", "ram): r @fffffffffffff000") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: offset 0xfffffffffffff000 + size overflows" },
+    { HEAD RANGE ("0000000000000000", "0000000000000fff", "ram):  r") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: malformed memory region name ' r'" },
+    { HEAD RANGE ("0000000000000000", "0000000000000fff", "ram): r @x") "\r\n",
+      G_IO_ERROR_INVALID_DATA, "line 4: malformed memory region name 'r @x'" },
+    { HEAD "  No rendered FlatView\r\njunk\r\n", G_IO_ERROR_INVALID_DATA,
+      "line 5: text after 'No rendered FlatView'" },
+    { HEAD RAM0, G_IO_ERROR_INVALID_DATA, "mtree output is truncated (flat view not terminated)" },
+    { "FlatView #0\r\n AS \"I/O\", root: io\r\n Root memory region: io\r\n" RAM0 "\r\n",
+      G_IO_ERROR_NOT_FOUND, "no flat view of address space \"memory\"" },
+    { HEAD RANGE ("0000000000000000", "0000000000000fff", "i/o): r") "\r\n", G_IO_ERROR_NOT_FOUND,
+      "the flat view of address space \"memory\" has no RAM" },
+  };
+#undef RAM0
+#undef RANGE
+#undef HEAD
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr(VmceRamLayout) layout = vmce_ram_layout_new ();
+    g_autoptr(GError) error = NULL;
+
+    g_assert_false (vmce_ram_layout_parse_mtree (layout, bad[i].text, &error));
+    g_assert_error (error, G_IO_ERROR, bad[i].code);
+    g_assert_cmpstr (error->message, ==, bad[i].message);
+  }
+}
+
 /* ---- bad gpa2hva answers ---- */
 
 static void
@@ -1004,6 +1066,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ram-layout/kinds", test_ram_layout_kinds);
   g_test_add_func ("/ram-layout/many-ranges", test_ram_layout_many_ranges);
   g_test_add_func ("/ram-layout/bad-mtree", test_ram_layout_bad_mtree);
+  g_test_add_func ("/ram-layout/mtree-messages", test_ram_layout_mtree_messages);
   g_test_add_func ("/ram-layout/bad-gpa2hva", test_ram_layout_bad_gpa2hva);
   g_test_add_func ("/ram-layout/empty", test_ram_layout_empty);
   g_test_add_func ("/ram-layout/qmp", test_ram_layout_qmp);
