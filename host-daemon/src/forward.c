@@ -75,16 +75,19 @@ vmce_forwarder_free (VmceForwarder *f)
 }
 
 static VmceForwarder *
+vmce_forwarder_new (void)
+{
+  VmceForwarder *f = g_new0 (VmceForwarder, 1);
+
+  g_queue_init (&f->injections);
+  return f;
+}
+
+static VmceForwarder *
 vmce_forwarder (VmceVm *vm)
 {
-  VmceForwarder *f = vmce_vm_get_layer_data (vm, vmce_forwarder_quark ());
-
-  if (f != NULL)
-    return f;
-  f = g_new0 (VmceForwarder, 1);
-  g_queue_init (&f->injections);
-  vmce_vm_set_layer_data (vm, vmce_forwarder_quark (), f, (GDestroyNotify) vmce_forwarder_free);
-  return f;
+  return vmce_vm_ensure_layer_data (vm, vmce_forwarder_quark (), (VmceLayerNewFunc) vmce_forwarder_new,
+                                    (GDestroyNotify) vmce_forwarder_free);
 }
 
 void

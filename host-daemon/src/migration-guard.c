@@ -58,16 +58,16 @@ vmce_migration_guard_free (VmceMigrationGuard *g)
 }
 
 static VmceMigrationGuard *
+vmce_migration_guard_new (void)
+{
+  return g_new0 (VmceMigrationGuard, 1);
+}
+
+static VmceMigrationGuard *
 vmce_migration_guard (VmceVm *vm)
 {
-  VmceMigrationGuard *g = vmce_vm_get_layer_data (vm, vmce_migration_guard_quark ());
-
-  if (g != NULL)
-    return g;
-  g = g_new0 (VmceMigrationGuard, 1);
-  vmce_vm_set_layer_data (vm, vmce_migration_guard_quark (), g,
-                          (GDestroyNotify) vmce_migration_guard_free);
-  return g;
+  return vmce_vm_ensure_layer_data (vm, vmce_migration_guard_quark (), (VmceLayerNewFunc) vmce_migration_guard_new,
+                                    (GDestroyNotify) vmce_migration_guard_free);
 }
 
 VmceMigrationPolicy

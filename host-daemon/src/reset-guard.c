@@ -92,18 +92,23 @@ vmce_reset_guard_free (VmceResetGuard *g)
 }
 
 static VmceResetGuard *
+vmce_reset_guard_new (void)
+{
+  VmceResetGuard *g = g_new0 (VmceResetGuard, 1);
+
+  g->deferred = g_ptr_array_new ();
+
+  g->early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+
+  g->recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  return g;
+}
+
+static VmceResetGuard *
 vmce_reset_guard (VmceVm *vm)
 {
-  VmceResetGuard *g = vmce_vm_get_layer_data (vm, vmce_reset_guard_quark ());
-
-  if (g != NULL)
-    return g;
-  g = g_new0 (VmceResetGuard, 1);
-  g->deferred = g_ptr_array_new ();
-  g->early = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
-  g->recent = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
-  vmce_vm_set_layer_data (vm, vmce_reset_guard_quark (), g, (GDestroyNotify) vmce_reset_guard_free);
-  return g;
+  return vmce_vm_ensure_layer_data (vm, vmce_reset_guard_quark (), (VmceLayerNewFunc) vmce_reset_guard_new,
+                                    (GDestroyNotify) vmce_reset_guard_free);
 }
 
 static void vmce_reset_pass_run (VmceResetPass *pass);

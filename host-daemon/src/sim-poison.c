@@ -119,18 +119,21 @@ vmce_simulator (VmceVm *vm)
 }
 
 static VmceSimulator *
-vmce_sim_tables_init (VmceVm *vm)
+vmce_simulator_new (void)
 {
-  VmceSimulator *sim = vmce_simulator (vm);
+  VmceSimulator *sim = g_new0 (VmceSimulator, 1);
 
-  if (sim != NULL)
-    return sim;
-  sim = g_new0 (VmceSimulator, 1);
   sim->protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   sim->pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, vmce_sim_queue_free);
   sim->waiters = g_ptr_array_new ();
-  vmce_vm_set_layer_data (vm, vmce_simulator_quark (), sim, (GDestroyNotify) vmce_simulator_free);
   return sim;
+}
+
+static VmceSimulator *
+vmce_sim_tables_init (VmceVm *vm)
+{
+  return vmce_vm_ensure_layer_data (vm, vmce_simulator_quark (), (VmceLayerNewFunc) vmce_simulator_new,
+                                    (GDestroyNotify) vmce_simulator_free);
 }
 
 static void

@@ -1326,3 +1326,16 @@ vmce_vm_set_layer_data (VmceVm *self, GQuark layer, gpointer data, GDestroyNotif
 {
   g_datalist_id_set_data_full (&self->layer_data, layer, data, destroy);
 }
+
+gpointer
+vmce_vm_ensure_layer_data (VmceVm *self, GQuark layer, VmceLayerNewFunc create,
+                           GDestroyNotify destroy)
+{
+  gpointer data = g_datalist_id_get_data (&self->layer_data, layer);
+
+  if (data == NULL) {
+    data = create ();
+    g_datalist_id_set_data_full (&self->layer_data, layer, data, destroy);
+  }
+  return data;
+}

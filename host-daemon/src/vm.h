@@ -172,6 +172,12 @@ guint64 vmce_vm_get_n_events (VmceVm *self);
  * replaced or with the session, as GObject's qdata */
 gpointer vmce_vm_get_layer_data (VmceVm *self, GQuark layer);
 void vmce_vm_set_layer_data (VmceVm *self, GQuark layer, gpointer data, GDestroyNotify destroy);
+typedef gpointer (*VmceLayerNewFunc) (void);
+/* The layer's data, made by @create the first time it is asked for */
+gpointer vmce_vm_ensure_layer_data (VmceVm *self,
+                                    GQuark layer,
+                                    VmceLayerNewFunc create,
+                                    GDestroyNotify destroy);
 
 JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);
 /* A journal record about this VM begins: type, time, vm, uuid, pid and

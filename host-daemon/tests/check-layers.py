@@ -85,7 +85,7 @@ def longest_function(src):
             if line == "{":
                 start = i
                 j = i - 1
-                while j > 0 and not re.match(r"^[a-z_]+ ?\(", lines[j]):
+                while j > 0 and not re.match(r"^[a-z_][a-z0-9_]* ?\(", lines[j]):
                     j -= 1
                 fn = lines[j].split("(")[0].strip()
             elif line == "}" and start is not None:

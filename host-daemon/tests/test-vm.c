@@ -158,6 +158,16 @@ script_attach (Fixture *fx, const gchar *layout_reply)
   script_attach_tail (fx);
 }
 
+/* query-ram-layout's answer for guest RAM that is one page of @child, at GPA 0 */
+static gchar *
+one_page_layout (TestChild *child)
+{
+  return g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
+                          "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
+                          "\"offset\": 0, \"readonly\": false}]}]",
+                          child->page);
+}
+
 static void
 script_full_attach (Fixture *fx)
 {
@@ -323,10 +333,7 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
   close (fd);
   test_child_free (fx->child);
   fx->child = test_child_spawn_file (path);
-  layout = g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
-                            "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
-                            "\"offset\": 0, \"readonly\": false}]}]",
-                            fx->child->page);
+  layout = one_page_layout (fx->child);
   script_attach (fx, layout);
   attach (fx);
   g_assert_no_error (fx->error);
@@ -404,10 +411,7 @@ test_vm_monitor_silent (Fixture *fx, gconstpointer data)
     g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
     return;
   }
-  layout = g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
-                            "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
-                            "\"offset\": 0, \"readonly\": false}]}]",
-                            fx->child->page);
+  layout = one_page_layout (fx->child);
   script_attach (fx, layout);
   attach (fx);
   g_assert_no_error (fx->error);

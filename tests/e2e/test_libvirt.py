@@ -45,12 +45,12 @@ def virsh(*args, check=True):
     return r.stdout.strip()
 
 
-def create(name):
+def create(name, **kw):
     state = os.path.join(work, name)
     os.makedirs(state, exist_ok=True)
     xml = os.path.join(state, "domain.xml")
     with open(xml, "w") as f:
-        f.write(domain_xml(name, state))
+        f.write(domain_xml(name, state, **kw))
     virsh("create", xml)
     return state
 
@@ -71,7 +71,8 @@ def poison_victim(name, agent):
 try:
     daemon = Vmced(os.path.join(work, "vmced"), args=["--connect", uri, "--all-domains"])
     names = [f"vmce-lv{i}" for i in range(3)]
-    states = {n: create(n) for n in names}
+    # the first has room for a DIMM (and is destroyed later on)
+    states = {n: create(n, max_mem="1G" if i == 0 else None) for i, n in enumerate(names)}
     attached = {n: daemon.wait_attached(n, timeout=120) for n in names}
     tap.ok(all(a["state"] == "attached" for a in attached.values()),
            "vmced --all-domains attached to three domains started after it")
@@ -87,6 +88,23 @@ try:
         tap.ok(ev.get("vm") == n and ev.get("uuid") == uuids[n] and
                int(ev["gpa"], 16) == int(victim["gpa"], 16) and ev["result"] == "injected",
                f"{n}: the journal names the domain and its UUID, with the victim's GPA", diag=ev)
+
+    # a DIMM hot-plugged with virsh into a paused domain: libvirt's
+    # device-added event is all vmced hears (QEMU 7.2 says nothing for a
+    # pc-dimm, and a paused guest sends no ACPI _OST)
+    dimm = os.path.join(states[names[0]], "dimm.xml")
+    with open(dimm, "w") as f:
+        f.write("<memory model='dimm'><target><size unit='MiB'>128</size><node>0</node></target>"
+                "</memory>")
+    blocks = {r["block"] for r in daemon.ctl_json("vm", names[0])["layout"]}
+    virsh("suspend", names[0])
+    virsh("attach-device", names[0], dimm, "--live")
+    new = wait_for(lambda: {r["block"] for r in daemon.ctl_json("vm", names[0])["layout"]} - blocks, 10)
+    tap.ok(bool(new) and all(r["size"] == hex(128 << 20) for r in daemon.ctl_json("vm", names[0])["layout"]
+                             if r["block"] in new),
+           f"{names[0]}: a DIMM attached with virsh to the paused domain is in vmced's layout "
+           "(libvirt's device-added event)", diag=new)
+    virsh("resume", names[0])
 
     # a domain destroyed mid-run
     gone = names.pop(0)

@@ -30,14 +30,16 @@ def split_disk(disk, state_dir):
 
 
 def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_file=True,
-               hugepages=False, cpu_model="Skylake-Client", append="", qmp_socket=None):
+               hugepages=False, cpu_model="Skylake-Client", append="", qmp_socket=None,
+               max_mem=None):
     """A transient-domain XML for the vmce guest: direct kernel boot, serial
     console to STATE/console.log, the two agent ports as unix sockets in
     STATE (agent.sock for people and tests, vmced-agent.sock for vmced), the
     data disk's two halves, and RAM in a file shared with the host (so that
     a host poisoner can reach it) or in hugepages. qmp_socket: a QMP
     monitor of vmce's own beside libvirt's (for comparisons: libvirt taints
-    such a domain as "custom-argv")."""
+    such a domain as "custom-argv"). max_mem: room for DIMMs hot-plugged
+    with virsh attach-device (two slots, one NUMA node as libvirt wants)."""
     q = quoteattr
     mib = parse_size(mem)
     kernel = paths.require(paths.kernel(), "guest kernel", "run `make kernel`")
@@ -49,8 +51,11 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
         backing = "<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>"
     else:
         backing = ""
-    cpu = ("<cpu mode='host-passthrough'/>" if accel == "kvm"
-           else f"<cpu mode='custom' match='exact'><model fallback='forbid'>{cpu_model}</model></cpu>")
+    numa = (f"<numa><cell id='0' cpus='0-{cpus - 1}' memory='{mib}' unit='MiB'/></numa>"
+            if max_mem else "")
+    cpu = (f"<cpu mode='host-passthrough'>{numa}</cpu>" if accel == "kvm"
+           else f"<cpu mode='custom' match='exact'><model fallback='forbid'>{cpu_model}</model>{numa}</cpu>")
+    max_memory = f"<maxMemory slots='2' unit='MiB'>{parse_size(max_mem)}</maxMemory>" if max_mem else ""
     disks = ""
     for i, half in enumerate(split_disk(disk, state_dir) if disk else ()):
         disks += (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
@@ -68,6 +73,7 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
                  "</qemu:commandline>")
     return f"""<domain type={q('kvm' if accel == 'kvm' else 'qemu')} xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{name}</name>
+  {max_memory}
   <memory unit='MiB'>{mib}</memory>
   <vcpu>{cpus}</vcpu>
   {backing}
