@@ -7,6 +7,10 @@
 #ifndef VMCE_KPAGEFLAGS_H
 #define VMCE_KPAGEFLAGS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #define KPF(n) (1ULL << (n))
 enum {
 	KPF_LOCKED, KPF_ERROR, KPF_REFERENCED, KPF_UPTODATE, KPF_DIRTY, KPF_LRU,
@@ -21,5 +25,12 @@ enum {
 
 /* The bit's name, or NULL for a bit without one. */
 extern const char *const kpf_names[64];
+
+/*
+ * The names of the bits set in FLAGS, comma-separated ("bitN" for a bit
+ * without one), each in double quotes when QUOTED: the host's "flags"
+ * arrays and vmce-pages' messages name bits alike. 1024 bytes hold all 64.
+ */
+void kpf_describe(uint64_t flags, bool quoted, char *s, size_t size);
 
 #endif

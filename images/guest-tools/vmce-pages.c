@@ -29,7 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonbuf.h"
 #include "kpageflags.h"
+#include "procfs.h"
 #include "sigsafe.h"
 
 #define PAGE_SIZE 4096UL
@@ -60,10 +62,6 @@
 #define SALT_DIRTY 0x64697274U	/* "dirt": written over the disk's data */
 #define SALT_ANON 0x616e6f6eU	/* "anon" */
 #define SALT_KSM 0x6b736d21U	/* "ksm!" */
-
-#define PM_PRESENT (1ULL << 63)
-#define PM_SWAP (1ULL << 62)
-#define PM_PFN_MASK ((1ULL << 55) - 1)
 
 #ifndef MAP_HUGE_2MB
 #define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
@@ -119,22 +117,6 @@ static void *volatile poison_va;
 
 /* ---- failing ---- */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 /*
  * The leader also says why on stdout, as the one JSON line it owes its
  * reader; children only on stderr, and their leader notices they are gone.
@@ -152,7 +134,7 @@ static void __attribute__((format(printf, 2, 3), noreturn)) die(int code, const 
 		for (int i = 0; i < nchildren; i++)
 			kill(children[i], SIGKILL);
 		fputs("{\"error\":", stdout);
-		json_str(stdout, msg);
+		json_fputs(stdout, msg);
 		fputs("}\n", stdout);
 		fflush(stdout);
 	}
@@ -192,18 +174,17 @@ static uint64_t pagemap_entry(pid_t pid, const void *va)
 {
 	char path[64];
 	uint64_t entry;
-	int fd;
+	enum read_u64_result r;
 
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)pid);
 	else
 		snprintf(path, sizeof(path), "/proc/self/pagemap");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	r = read_u64_at(path, (uintptr_t)va >> PAGE_SHIFT, &entry);
+	if (r == RU64_OPEN)
 		fail("cannot open %s: %s", path, strerror(errno));
-	if (pread(fd, &entry, sizeof(entry), (off_t)((uintptr_t)va >> PAGE_SHIFT) * 8) != sizeof(entry))
+	if (r != RU64_OK)
 		fail("reading %s: %s", path, strerror(errno));
-	close(fd);
 	return entry;
 }
 
@@ -222,30 +203,14 @@ static uint64_t pfn_of(pid_t pid, const void *va)
 static uint64_t kpageflags(uint64_t pfn)
 {
 	uint64_t flags;
-	int fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+	enum read_u64_result r = read_u64_at("/proc/kpageflags", pfn, &flags);
 
-	if (fd < 0)
+	if (r == RU64_OPEN)
 		fail("cannot open /proc/kpageflags: %s", strerror(errno));
-	if (pread(fd, &flags, sizeof(flags), (off_t)(pfn * 8)) != sizeof(flags))
+	if (r != RU64_OK)
 		fail("reading /proc/kpageflags at pfn 0x%llx: %s", (unsigned long long)pfn,
 		     strerror(errno));
-	close(fd);
 	return flags;
-}
-
-static void describe_flags(uint64_t flags, char *s, size_t size)
-{
-	size_t len = 0;
-
-	s[0] = '\0';
-	for (int bit = 0; bit < 64 && len < size; bit++) {
-		if (!(flags & KPF(bit)))
-			continue;
-		if (kpf_names[bit])
-			len += snprintf(s + len, size - len, "%s%s", len ? "," : "", kpf_names[bit]);
-		else
-			len += snprintf(s + len, size - len, "%sbit%d", len ? "," : "", bit);
-	}
 }
 
 /*
@@ -384,32 +349,22 @@ static off_t page_for_pid(int offset)
 
 static bool swap_enabled(void)
 {
-	char line[256];
-	int lines = 0;
-	FILE *f = fopen("/proc/swaps", "re");
+	char text[4096], *nl;
 
-	if (!f)
+	if (read_file("/proc/swaps", text, sizeof(text)) < 0)
 		return false;
-	while (fgets(line, sizeof(line), f))
-		lines++;
-	fclose(f);
-	return lines > 1; /* the first is the header */
+	/* The first line is the header. */
+	nl = strchr(text, '\n');
+	return nl && nl[1];
 }
 
 static long meminfo_value(const char *key)
 {
-	char line[256];
-	long value = -1;
-	size_t len = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "re");
+	char text[8192];
 
-	if (!f)
+	if (read_file("/proc/meminfo", text, sizeof(text)) < 0)
 		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len) && line[len] == ':')
-			value = strtol(line + len + 1, NULL, 10);
-	fclose(f);
-	return value;
+	return (long)meminfo_field(text, key);
 }
 
 /* ---- the types ---- */
@@ -553,16 +508,11 @@ static void setup_mlock_dirty(struct target *t)
 /* Linux turns THP off ("never") when the machine has less than 512 MiB. */
 static void need_thp(void)
 {
-	char mode[128] = "";
-	int fd = open(THP_ENABLED, O_RDONLY | O_CLOEXEC);
+	char mode[128];
 
-	if (fd >= 0) {
-		ssize_t n = read(fd, mode, sizeof(mode) - 1);
-
-		mode[n > 0 ? n : 0] = '\0';
-		mode[strcspn(mode, "\n")] = '\0';
-		close(fd);
-	}
+	if (read_file(THP_ENABLED, mode, sizeof(mode)) < 0)
+		mode[0] = '\0';
+	mode[strcspn(mode, "\n")] = '\0';
 	if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]"))
 		not_here("needs transparent huge pages: %s is \"%s\" (sysfs path=%s value=madvise)",
 			 THP_ENABLED, mode, THP_ENABLED);
@@ -611,15 +561,10 @@ static void setup_hugetlb(struct target *t)
 
 static void setup_ksm(struct target *t)
 {
-	char run[16] = "";
-	int fd = open(KSM_RUN, O_RDONLY | O_CLOEXEC);
+	char run[16];
 
-	if (fd >= 0) {
-		ssize_t n = read(fd, run, sizeof(run) - 1);
-
-		run[n > 0 ? n : 0] = '\0';
-		close(fd);
-	}
+	if (read_file(KSM_RUN, run, sizeof(run)) < 0)
+		run[0] = '\0';
 	if (run[0] != '1')
 		not_here("needs KSM running: %s is %s (sysfs path=%s value=1)", KSM_RUN,
 			 run[0] ? strtok(run, "\n") : "missing", KSM_RUN);
@@ -1255,7 +1200,7 @@ static bool ksm_flag_reliable(void)
 static uint64_t settle(void)
 {
 	uint64_t flags = 0, forbid = type->forbid;
-	char have[512], missing[512], extra[512];
+	char have[1024], missing[1024], extra[1024];
 
 	if (!ksm_flag_reliable())
 		forbid &= ~KPF(KPF_KSM);
@@ -1271,16 +1216,16 @@ static uint64_t settle(void)
 			return flags;
 		sleep_ms(50);
 	}
-	describe_flags(flags, have, sizeof(have));
-	describe_flags(type->need & ~flags, missing, sizeof(missing));
-	describe_flags(flags & forbid, extra, sizeof(extra));
+	kpf_describe(flags, false, have, sizeof(have));
+	kpf_describe(type->need & ~flags, false, missing, sizeof(missing));
+	kpf_describe(flags & forbid, false, extra, sizeof(extra));
 	not_here("the page did not reach the %s state: kpageflags %s (missing: %s; unwanted: %s)",
 		 type->name, have, missing[0] ? missing : "-", extra[0] ? extra : "-");
 }
 
 static void print_line(const struct options *o, const pid_t *pids, uint64_t flags)
 {
-	bool first = true;
+	char names[1024];
 
 	printf("{\"type\":\"%s\",\"pid\":%d,\"pids\":[", type->name, (int)pids[0]);
 	for (int i = 0; i < o->procs; i++)
@@ -1290,30 +1235,22 @@ static void print_line(const struct options *o, const pid_t *pids, uint64_t flag
 		printf("\"%p\"", (void *)tgt.va);
 	else
 		printf("null");
-	printf(",\"gpa\":\"0x%llx\",\"pfn\":\"0x%llx\",\"kpageflags\":\"0x%llx\",\"flags\":[",
+	kpf_describe(flags, true, names, sizeof(names));
+	printf(",\"gpa\":\"0x%llx\",\"pfn\":\"0x%llx\",\"kpageflags\":\"0x%llx\",\"flags\":[%s]",
 	       (unsigned long long)(tgt.pfn << PAGE_SHIFT), (unsigned long long)tgt.pfn,
-	       (unsigned long long)flags);
-	for (int bit = 0; bit < 64; bit++) {
-		if (!(flags & KPF(bit)))
-			continue;
-		if (kpf_names[bit])
-			printf("%s\"%s\"", first ? "" : ",", kpf_names[bit]);
-		else
-			printf("%s\"bit%d\"", first ? "" : ",", bit);
-		first = false;
-	}
-	printf("],\"lsb\":");
+	       (unsigned long long)flags, names);
+	printf(",\"lsb\":");
 	if (tgt.lsb)
 		printf("%d", tgt.lsb);
 	else
 		printf("null");
 	printf(",\"file\":");
 	if (tgt.file[0])
-		json_str(stdout, tgt.file);
+		json_fputs(stdout, tgt.file);
 	else
 		printf("null");
 	printf(",\"procs\":%d,\"threads\":%d,\"note\":", o->procs, o->threads);
-	json_str(stdout, tgt.note);
+	json_fputs(stdout, tgt.note);
 	printf("}\n");
 	if (fflush(stdout))
 		fail("writing stdout: %s", strerror(errno));

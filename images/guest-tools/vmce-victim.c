@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "procfs.h"
 #include "sigsafe.h"
 
 #define PAGE_SIZE 4096UL
@@ -26,9 +27,6 @@
 #define CACHE_LINE 64
 #define MAX_PAGES (1UL << 20)
 #define MAX_NODE 1023
-
-#define PM_PRESENT (1ULL << 63)
-#define PM_PFN_MASK ((1ULL << 55) - 1)
 
 enum mode { MODE_IDLE, MODE_READ };
 
@@ -68,14 +66,12 @@ static void fail(const char *fmt, ...)
 	exit(2);
 }
 
-static uint64_t parse_u64(const char *opt, const char *s)
+/* The agent checked the number with the same parse_u64. */
+static uint64_t number(const char *opt, const char *s)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-')
+	if (parse_u64(s, &v))
 		fail("%s: '%s' is not a number", opt, s);
 	return v;
 }
@@ -106,7 +102,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 				fail("--mode must be idle or read, not '%s'", optarg);
 			break;
 		case 'n': {
-			uint64_t n = parse_u64("--node", optarg);
+			uint64_t n = number("--node", optarg);
 
 			if (n > MAX_NODE)
 				fail("--node %s is above %d", optarg, MAX_NODE);
@@ -114,7 +110,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 			break;
 		}
 		case 'g':
-			o->min_gpa = parse_u64("--min-gpa", optarg);
+			o->min_gpa = number("--min-gpa", optarg);
 			break;
 		case 'r':
 			o->report = optarg;
