@@ -362,7 +362,9 @@ vmce_forward_send_next (VmceVm *vm)
     inj->ev->via = g_strdup ("qmp");
     /* QEMU answers once the machine check is queued on the vCPU: a held
      * vCPU is let go at the answer, and takes it before anything else */
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL,
+                                   vmce_forward_qmp_cb, inj);
+    inj->ev->to_monitor_us = g_get_monotonic_time () - inj->ev->stop_us;
     if (inj->hold_tid > 0)
       inj->hold_source = g_timeout_add (VMCE_HOLD_QMP_MAX_MS, vmce_forward_hold_expired_cb, inj);
     return;
@@ -370,6 +372,7 @@ vmce_forward_send_next (VmceVm *vm)
   hmp = vmce_mce_to_hmp (&inj->ev->mce);
   g_debug ("vm %s: %s", vmce_vm_get_name (vm), hmp);
   vmce_qmp_client_hmp_async (vmce_vm_get_qmp (vm), hmp, NULL, vmce_forward_hmp_cb, inj);
+  inj->ev->to_monitor_us = g_get_monotonic_time () - inj->ev->stop_us;
   if (inj->hold_tid > 0)
     vmce_forward_start_hold (inj);
 }

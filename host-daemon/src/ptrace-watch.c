@@ -89,6 +89,10 @@ struct _VmcePtraceWatch {
   VmceWatchState state;
   guint n_setup_pending;
   gboolean exit_reported;
+  /* signal-delivery-stops since attach: (tid << 7 | signo) -> count. Each
+   * is a wait for vmced in the thread that got the signal, whatever the
+   * signal: what being QEMU's tracer costs it */
+  GHashTable *signal_stops;
 };
 
 /* every traced thread, of every watch: waitid() answers for all of them */
@@ -348,6 +352,15 @@ vmce_tracee_handle_signal_stop (VmceTracee *t, int sig, gint64 now)
 }
 
 static void
+vmce_ptrace_watch_count_stop (VmcePtraceWatch *self, pid_t tid, int sig)
+{
+  gpointer key = GUINT_TO_POINTER ((guint) tid << 7 | (guint) (sig & 0x7f));
+  gsize n = GPOINTER_TO_SIZE (g_hash_table_lookup (self->signal_stops, key));
+
+  g_hash_table_insert (self->signal_stops, key, GSIZE_TO_POINTER (n + 1));
+}
+
+static void
 vmce_tracee_handle_stop (VmceTracee *t, int status, gint64 now)
 {
   int sig = status & 0xff;
@@ -363,6 +376,8 @@ vmce_tracee_handle_stop (VmceTracee *t, int status, gint64 now)
   }
   t->stop_sig = sig;
   t->stop_time_us = now;
+  if (t->stop_kind == VMCE_STOP_SIGNAL)
+    vmce_ptrace_watch_count_stop (t->watch, t->tid, sig);
   t->signal_dispatched = FALSE;
   t->ops_ran = FALSE;
   t->have_siginfo = FALSE;
@@ -766,6 +781,21 @@ vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self)
   return g_hash_table_size (self->threads);
 }
 
+void
+vmce_ptrace_watch_foreach_signal_stop (VmcePtraceWatch *self,
+                                       VmcePtraceStopCountFunc func,
+                                       gpointer user_data)
+{
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&iter, self->signal_stops);
+  while (g_hash_table_iter_next (&iter, &key, &value)) {
+    guint k = GPOINTER_TO_UINT (key);
+    func ((pid_t) (k >> 7), (int) (k & 0x7f), GPOINTER_TO_SIZE (value), user_data);
+  }
+}
+
 VmcePtraceWatch *
 vmce_ptrace_watch_new (pid_t pid, const VmcePtraceWatchFuncs *funcs, gpointer user_data)
 {
@@ -776,6 +806,7 @@ vmce_ptrace_watch_new (pid_t pid, const VmcePtraceWatchFuncs *funcs, gpointer us
   self->funcs = *funcs;
   self->user_data = user_data;
   self->threads = g_hash_table_new (g_direct_hash, g_direct_equal);
+  self->signal_stops = g_hash_table_new (g_direct_hash, g_direct_equal);
   return self;
 }
 
@@ -801,5 +832,6 @@ vmce_ptrace_watch_free (VmcePtraceWatch *self)
   if (g_hash_table_lookup (vmce_watches, GINT_TO_POINTER (self->pid)) == self)
     g_hash_table_remove (vmce_watches, GINT_TO_POINTER (self->pid));
   g_hash_table_unref (self->threads);
+  g_hash_table_unref (self->signal_stops);
   g_free (self);
 }

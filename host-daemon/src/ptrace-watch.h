@@ -51,6 +51,12 @@ void vmce_ptrace_watch_detach (VmcePtraceWatch *self);
 void vmce_ptrace_watch_detach_sync (VmcePtraceWatch *self);
 
 guint vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self);
+/* Signal-delivery-stops since attach, by thread and signal (every signal a
+ * traced thread takes stops it until vmced lets it go) */
+typedef void (*VmcePtraceStopCountFunc) (pid_t tid, int signo, guint64 count, gpointer user_data);
+void vmce_ptrace_watch_foreach_signal_stop (VmcePtraceWatch *self,
+                                            VmcePtraceStopCountFunc func,
+                                            gpointer user_data);
 
 /* A held thread (signal_stop returned TRUE, or a VmceStoppedFunc held it) */
 gboolean vmce_ptrace_watch_is_held (VmcePtraceWatch *self, pid_t tid);

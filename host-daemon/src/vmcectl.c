@@ -298,32 +298,11 @@ vmcectl_cmd_status (VmcectlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
-static int
-vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
+static void
+vmcectl_print_vm_cpus (JsonObject *vm)
 {
-  GError *error = NULL;
-  g_autoptr(JsonObject) args = json_object_new ();
-  g_autoptr(JsonNode) ret = NULL;
-  JsonObject *vm;
   JsonArray *arr;
 
-  if (!vmcectl_parse ("VM - vCPUs, RAM layout and poisoned pages of one VM", vmcectl_no_options,
-                      &argc, &argv))
-    return EXIT_FAILURE;
-  if (argc != 2) {
-    g_printerr ("vmcectl: error: usage: vmcectl vm VM\n");
-    return EXIT_FAILURE;
-  }
-  json_object_set_string_member (args, "vm", argv[1]);
-  ret = vmcectl_call (c, "query-vm", args, &error);
-  if (ret == NULL)
-    return vmcectl_fail (error);
-  if (opt_json) {
-    vmcectl_print_json (ret);
-    return EXIT_SUCCESS;
-  }
-  vm = json_node_get_object (ret);
-  vmcectl_print_vm_line (vm);
   arr = json_object_get_array_member (vm, "vcpus");
   for (guint i = 0; i < json_array_get_length (arr); i++) {
     JsonObject *v = json_array_get_object_element (arr, i);
@@ -342,6 +321,13 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
                                                                  : vmcectl_str (cpu, "recovery"),
              vmcectl_str (vm, "host_vendor"));
   }
+}
+
+static void
+vmcectl_print_vm_layout (JsonObject *vm)
+{
+  JsonArray *arr;
+
   g_print ("  RAM layout (guest physical -> block, host virtual), from %s:\n",
            vmcectl_str (vm, "layout_via"));
   arr = json_object_get_array_member (vm, "layout");
@@ -355,6 +341,13 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
              vmcectl_str (r, "hva"),
              json_object_get_boolean_member_with_default (r, "rom", FALSE) ? "  (rom)" : "");
   }
+}
+
+static void
+vmcectl_print_vm_poisoned (JsonObject *vm)
+{
+  JsonArray *arr;
+
   if (json_object_has_member (vm, "migration")) {
     JsonObject *mig = json_object_get_object_member (vm, "migration");
     g_print ("  migration: %s with poisoned memory; last status %s%s\n",
@@ -377,6 +370,57 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
                  ? "  (from the journal)"
                  : "");
   }
+}
+
+/* What being QEMU's tracer cost it: each signal a thread took waited for vmced */
+static void
+vmcectl_print_vm_signal_stops (JsonObject *vm)
+{
+  JsonArray *arr = json_object_get_array_member (vm, "signal_stops");
+  gdouble secs = (gdouble) json_object_get_int_member_with_default (vm, "attached_ms", 0) / 1000;
+
+  if (arr == NULL || json_array_get_length (arr) == 0) {
+    g_print ("  signal stops: none since attach\n");
+    return;
+  }
+  g_print ("  signal stops since attach (%.0f s; each a wait for vmced):\n", secs);
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonObject *st = json_array_get_object_element (arr, i);
+    gint64 n = json_object_get_int_member (st, "count");
+    g_print ("    %-6s %-10s %10" G_GINT64_FORMAT "  %.1f/s\n", vmcectl_str (st, "thread"),
+             vmcectl_str (st, "signal"), n, secs > 0 ? (gdouble) n / secs : 0.0);
+  }
+}
+
+static int
+vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  JsonObject *vm;
+
+  if (!vmcectl_parse ("VM - vCPUs, RAM layout and poisoned pages of one VM", vmcectl_no_options,
+                      &argc, &argv))
+    return EXIT_FAILURE;
+  if (argc != 2) {
+    g_printerr ("vmcectl: error: usage: vmcectl vm VM\n");
+    return EXIT_FAILURE;
+  }
+  json_object_set_string_member (args, "vm", argv[1]);
+  ret = vmcectl_call (c, "query-vm", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  if (opt_json) {
+    vmcectl_print_json (ret);
+    return EXIT_SUCCESS;
+  }
+  vm = json_node_get_object (ret);
+  vmcectl_print_vm_line (vm);
+  vmcectl_print_vm_cpus (vm);
+  vmcectl_print_vm_layout (vm);
+  vmcectl_print_vm_poisoned (vm);
+  vmcectl_print_vm_signal_stops (vm);
   return EXIT_SUCCESS;
 }
 

@@ -39,6 +39,7 @@ sample_event (void)
   ev->via = g_strdup ("hmp");
   ev->handled_by = g_strdup ("vmced");
   ev->result = VMCE_RESULT_INJECTED;
+  ev->to_monitor_us = 37;
   ev->latency_us = 412;
   return ev;
 }
@@ -96,7 +97,7 @@ test_mce_event_line (void)
                    "\"status\":\"0xbd000000000000c0\",\"mcg_status\":\"0x5\","
                    "\"addr\":\"0x140005000\",\"misc\":\"0x8c\",\"broadcast\":true},"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
-                   "\"result\":\"injected\",\"detail\":null,\"latency_us\":412,"
+                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"latency_us\":412,"
                    "\"held_us\":null,\"repeats\":0}");
 
   /* no signal, no thread, no GPA, no machine check; QEMU's event kept */
@@ -116,7 +117,7 @@ test_mce_event_line (void)
                    "\"source\":\"simulated\",\"si_code\":null,\"hva\":null,\"lsb\":null,"
                    "\"gpa\":null,\"block\":\"pc.ram\",\"vcpu\":null,\"mce\":null,"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
-                   "\"result\":\"injected\",\"detail\":null,\"latency_us\":null,"
+                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"latency_us\":null,"
                    "\"held_us\":55,\"repeats\":0,\"qemu_event\":{\"event\":\"MEMORY_FAILURE\"}}");
 }
 

@@ -145,4 +145,8 @@ command_fn cmd_meminfo, cmd_translate, cmd_kpageflags, cmd_counters;
 
 command_fn cmd_trace_mf, cmd_inject;
 
+/* ---- a workload that counts what it got done (agent-workload.c) ---- */
+
+command_fn cmd_workload;
+
 #endif

@@ -116,6 +116,8 @@ static const struct command commands[] = {
 	/* agent-trace.c, agent-inject.c */
 	{ "trace-mf", cmd_trace_mf, { "on", "off", "read", NULL } },
 	{ "inject", cmd_inject, { "method", "pid", "va", "pfn", "kind", "flags", "bank", NULL } },
+	/* agent-workload.c */
+	{ "workload", cmd_workload, { "kind", "ms", NULL } },
 };
 
 static bool key_allowed(const struct command *c, const char *key)

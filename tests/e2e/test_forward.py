@@ -12,6 +12,7 @@ import time
 
 from common import (Tap, Vm, Vmced, gpa2hva, paths, prerequisites, start_victim, thread_states,
                     victim_status, wait_for, wait_kmsg, wait_sigbus, workdir)
+from vmcelab.agent import AgentError
 
 BUS_MCEERR_AR = 4
 BUS_MCEERR_AO = 5
@@ -232,6 +233,7 @@ def case_outside_ram():
     """An error in QEMU's own memory is not the guest's: vmced journals it
     and passes the signal on, and QEMU handles it as it would without vmced."""
     heap = heap_address(vm.pid)
+    stops = main_sigbus_stops()
     ev = daemon.poison("e2e-forward", "--hva", hex(heap), "--kind", "ao")
     tap.eq((ev.get("result"), ev.get("handled_by"), ev.get("gpa")), ("passed", "qemu", None),
            "HVA outside guest RAM: journaled and passed on to QEMU")
@@ -242,6 +244,34 @@ def case_outside_ram():
            diag=vm.qemu_log()[-500:])
     tap.ok(vm.alive() and vm.agent.call("ping") is not None,
            "HVA outside guest RAM: QEMU and the guest run on")
+    tap.ok(main_sigbus_stops() > stops,
+           "vmcectl vm counts the signal stop it cost QEMU's main thread (main SIGBUS)",
+           diag=daemon.ctl_json("vm", "e2e-forward").get("signal_stops"))
+
+
+def main_sigbus_stops():
+    stops = daemon.ctl_json("vm", "e2e-forward")["signal_stops"]
+    return sum(s["count"] for s in stops if s["thread"] == "main" and s["signal"] == "SIGBUS")
+
+
+def case_workload():
+    """The agent's timed workload (run/bench --overhead): it counts what it
+    did, and refuses what it cannot run"""
+    r = vm.agent.call("workload", kind="cpu", ms=300)
+    tap.ok(r["kind"] == "cpu" and r["ops"] > 0 and 300e6 <= r["ns"] < 5e9,
+           "agent workload cpu: ops counted over the time asked for", diag=r)
+    try:
+        vm.agent.call("workload", kind="disk", ms=300)
+        tap.ok(False, "agent workload with an unknown kind: refused")
+    except AgentError as e:
+        tap.ok("kind must be cpu, io or ipi" in str(e), "agent workload with an unknown kind: refused",
+               diag=str(e))
+    try:
+        vm.agent.call("workload", kind="ipi", ms=300)
+        tap.ok(False, "agent workload ipi on a 1-vCPU guest: refused")
+    except AgentError as e:
+        tap.ok("needs two online CPUs" in str(e), "agent workload ipi on a 1-vCPU guest: refused",
+               diag=str(e))
 
 
 def case_qemu_exits():
@@ -270,7 +300,8 @@ try:
     for name, func in (("AO early kill", case_ao_early_kill), ("late kill", case_late_kill),
                        ("AR on access", case_ar), ("policies", case_policies),
                        ("bad input", case_bad_input), ("in progress", case_inject_in_progress),
-                       ("outside guest RAM", case_outside_ram), ("QEMU exits", case_qemu_exits)):
+                       ("outside guest RAM", case_outside_ram), ("workload", case_workload),
+                       ("QEMU exits", case_qemu_exits)):
         tap.case(name, func)
 finally:
     if daemon is not None:
