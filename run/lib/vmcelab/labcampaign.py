@@ -62,12 +62,21 @@ def watch_consoles(out, stop):
             out.emit("progress", text=f"{os.path.basename(os.path.dirname(newest))}: {text}")
 
 
-def run(spec, qemu):
-    out = Lines(sys.stdout)
-    if os.path.exists(DISK_GZ):
+def l2_disk():
+    """The L2 guests' data disk L0 sent along (gzipped in the overlay),
+    unpacked into L1's RAM; None if it sent none"""
+    if not os.path.exists(DISK_GZ):
+        return None
+    if not os.path.exists(DISK):
         os.makedirs(os.path.dirname(DISK), exist_ok=True)
         with gzip.open(DISK_GZ, "rb") as src, open(DISK, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
+    return DISK
+
+
+def run(spec, qemu):
+    out = Lines(sys.stdout)
+    if l2_disk():
         os.environ["VMCE_DISK"] = DISK
     os.environ["VMCE_QEMU"] = qemu
     # an L2 under TCG in an L1 under TCG: boots, signals and log lines all
