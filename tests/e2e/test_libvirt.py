@@ -9,7 +9,6 @@ mid-run is let go without error, a libvirtd restarted mid-run is
 reconnected and its domains taken again, the run/virsh/campaign script
 completes and its summary matches the journal; bad input.
 """
-import json
 import os
 import shutil
 import subprocess

@@ -76,13 +76,23 @@ def measure(vm, name, work, rounds=3, ms=3000, kinds=KINDS, vmced_args=()):
     return out
 
 
+def _spread(values):
+    """max/min - 1 of one side's runs: how far apart runs of the same thing fall"""
+    return max(values) / min(values) - 1
+
+
 def print_table(results, title):
     print(title)
-    print(f"  {'workload':<8} {'detached ops/s':>16} {'attached ops/s':>16} {'ratio':>7}  signal stops/s (attached)")
+    print(f"  {'workload':<8} {'detached ops/s':>15} {'attached ops/s':>15} {'ratio':>6} "
+          f"{'run spread':>11}  signal stops/s (attached)")
     for kind, r in results.items():
         if not r["measured"]:
             print(f"  {kind:<8} not measured: {r['why']}")
             continue
         stops = ", ".join(f"{k} {v}" for k, v in r["signal_stops_per_s"].items()) or "none"
-        print(f"  {kind:<8} {statistics.median(r['ops_per_s_detached']):16.0f} "
-              f"{statistics.median(r['ops_per_s_attached']):16.0f} {r['ratio']:7.3f}  {stops}")
+        spread = max(_spread(r["ops_per_s_detached"]), _spread(r["ops_per_s_attached"]))
+        print(f"  {kind:<8} {statistics.median(r['ops_per_s_detached']):15.0f} "
+              f"{statistics.median(r['ops_per_s_attached']):15.0f} {r['ratio']:6.3f} "
+              f"{spread * 100:10.1f}%  {stops}")
+    print("  (ratio: attached over detached, medians; run spread: max/min - 1 of one side's runs,\n"
+          "   the noise a ratio has to be read against)")
