@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-hostlab campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -24,7 +24,8 @@ help:
 	@echo "make fuzz     each libFuzzer target for 10^6 runs (clang; not in make check)"
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
-	@echo "make bench    boot time, forwarding latency and vmced memory figures (and the host lab's)"
+	@echo "make bench    every figure (boot, the injection tail, vmced attached vs not, 64 libvirt"
+	@echo "              guests, the host lab's KVM overhead and P1), then one table (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest: errors/s with nothing lost, vmced's RSS"
 	@echo "              as it goes (about 45 minutes)"
 	@echo "make qemu     QEMU from Debian's source with qemu-patches/ applied (cached)"
@@ -98,12 +99,20 @@ hostlab: image
 campaign: image
 	@run/campaign --quick
 
-bench: kernels
+PATCHED_QEMU := $(BUILD)/qemu/current/build/qemu-system-x86_64
+
+# every figure, then one table of them (build/bench/bench-all.json, with
+# this machine's description); the 10^5-error storm is `make bench-storm`
+bench: kernels qemu
 	@run/bench
+	@run/bench --only tail
+	@run/bench --overhead
 	@run/bench --only kernels
 	@run/campaign --bench
-	@run/libvirt/bench
-	@run/hostlab --bench 10
+	@run/libvirt/bench --domains 64 --mem 128M
+	@run/hostlab --overhead
+	@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
+	@run/bench --table
 
 bench-kernels: kernels
 	@run/bench --only kernels --cold-build
@@ -117,8 +126,11 @@ bench-libvirt: image
 bench-campaign: image
 	@run/campaign --bench
 
-bench-hostlab: image
-	@run/hostlab --bench 10
+bench-hostlab: image qemu
+	@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
+
+bench-table:
+	@run/bench --table
 
 install: build
 	meson configure $(MESON_DIR) -Dprefix=$(PREFIX) >/dev/null
