@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""make bench's table (run/lib/vmcelab/benchtable.py): a figure whose part
+did not run, or could not measure it, is "not measured" with why, never a
+number; a measured one shows its value against its target; the JSON holds
+the machine it was measured on."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
+
+from vmcelab import benchtable  # noqa: E402
+
+
+def s(median, p99):
+    return {"n": 200, "median": median, "p99": p99, "min": median, "max": p99}
+
+
+TAIL = {"tail": {
+    "hmp": {"measured": True, "ao": {"latency_us": s(1200, 5300), "to_monitor_us": s(60, 200),
+                                     "qemu_us": s(1100, 5000), "held_us": s(14, 400)},
+            "ar": {"latency_us": s(1800, 5900), "to_monitor_us": s(200, 900),
+                   "qemu_us": s(1600, 5000), "held_us": s(1500, 4000)}},
+    "inject-mce": {"measured": False, "why": "build/qemu/current/build/qemu-system-x86_64 is not "
+                                             "built (make qemu)"}}}
+OVERHEAD = {"overhead_tcg": {
+    "cpu": {"measured": True, "ratio": 0.995, "signal_stops_per_s": {},
+            "ops_per_s_detached": [1.0], "ops_per_s_attached": [0.995]},
+    "io": {"measured": False, "why": "disk-up: no data disk (/dev/vda) (NotFound)"},
+    "ipi": {"measured": True, "ratio": 0.97, "signal_stops_per_s": {"vcpu SIGUSR1": 12.5},
+            "ops_per_s_detached": [1.0], "ops_per_s_attached": [0.97]}}}
+
+
+class Table(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def write(self, name, data):
+        with open(os.path.join(self.dir, f"bench-{name}.json"), "w") as f:
+            json.dump(data, f)
+
+    def rows(self):
+        return {r["figure"]: r for r in benchtable.build(self.dir).rows}
+
+    def test_nothing_measured_is_said_row_by_row(self):
+        rows = self.rows()
+        self.assertTrue(rows)
+        for r in rows.values():
+            self.assertTrue(r["value"].startswith("not measured: "), r)
+            self.assertIsNone(r["met"], r)
+            self.assertIn(r["how"], r["value"], "says which command measures it")
+
+    def test_a_column_that_could_not_run_says_why(self):
+        self.write("tail", TAIL)
+        rows = self.rows()
+        hmp = rows["AO signal-stop to injection acknowledged, hmp (median / p99)"]
+        self.assertTrue(hmp["value"].startswith("1200 / 5300 us"), hmp)
+        self.assertIn("vmced 60", hmp["value"])
+        qmp = rows["AR signal-stop to injection acknowledged, inject-mce (median / p99)"]
+        self.assertEqual(qmp["value"], "not measured: " + TAIL["tail"]["inject-mce"]["why"])
+        self.assertIsNone(qmp["met"])
+        self.assertNotIn("AO inject-mce over HMP, median", rows, "no ratio without both columns")
+
+    def test_targets_met_and_missed(self):
+        self.write("overhead", OVERHEAD)
+        rows = self.rows()
+        name = "throughput with vmced attached over not, TCG: "
+        self.assertTrue(rows[name + "cpu"]["met"])
+        self.assertEqual(rows[name + "cpu"]["target"], ">= 0.99")
+        self.assertFalse(rows[name + "ipi"]["met"])
+        self.assertIn("12.5 signal stops/s", rows[name + "ipi"]["value"])
+        self.assertIn("no data disk", rows[name + "io"]["value"])
+
+    def test_a_cut_short_file_is_not_measured(self):
+        with open(os.path.join(self.dir, "bench-tail.json"), "w") as f:
+            f.write('{"tail": {"hmp": ')  # a bench interrupted while writing
+        rows = self.rows()
+        r = rows["signal-stop to injection acknowledged (median / p99)"]
+        self.assertTrue(r["value"].startswith("not measured"), r)
+
+    def test_the_json_names_the_machine(self):
+        self.write("overhead", OVERHEAD)
+        with open(os.devnull, "w") as null:
+            out, sys.stdout = sys.stdout, null
+            try:
+                path = benchtable.write(self.dir)
+            finally:
+                sys.stdout = out
+        with open(path) as f:
+            data = json.load(f)
+        m = data["machine"]
+        self.assertEqual(m["cores"], os.cpu_count())
+        self.assertTrue(m["kernel"] and m["cpu_model"])
+        self.assertIn("qemu", m)
+        self.assertEqual(len(data["rows"]), len(benchtable.build(self.dir).rows))
+
+
+if __name__ == "__main__":
+    unittest.main()
