@@ -116,11 +116,14 @@ def _storm(t, d):
         t.missing("storm: errors journaled and injected per second, nothing lost", how)
         return
     s = d["storm"]
+    stopped = s.get("first_failure")
     t.row(f"storm: {s['events']} errors, journaled and injected per second",
-          f"{s['errors_per_s']:.1f}/s, nothing lost: {'yes' if s['nothing_lost'] else 'NO'}",
+          f"{s['errors_per_s']:.1f}/s, nothing lost: {'yes' if s['nothing_lost'] else 'NO'}"
+          + (f" (stopped at error {stopped['event']}: {stopped['detail']})" if stopped else ""),
           "nothing lost", s["nothing_lost"], how)
-    last = s["rss"][-1]
-    t.row(f"storm: vmced RSS after {last['events']} events", f"{last['rss_kb'] / 1024:.1f} MiB", how=how)
+    last = s.get("rss_at_stop") or (s.get("rss") or [None])[-1]
+    if last:
+        t.row(f"storm: vmced RSS after {last['events']} events", f"{last['rss_kb'] / 1024:.1f} MiB", how=how)
 
 
 def _scale(t, d):
