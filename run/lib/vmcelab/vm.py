@@ -344,7 +344,8 @@ class Vm:
             try:
                 self.wait_ready(max(1.0, min(10.0, deadline - time.monotonic())))
                 uptime = self.agent.call("ping", timeout=5)["uptime_ms"] / 1000
-            except agentmod.AgentError:
+            # OSError: the old guest's agent port reset as it went down
+            except (agentmod.AgentError, OSError):
                 if time.monotonic() > deadline or not self.alive():
                     raise
                 continue
