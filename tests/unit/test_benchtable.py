@@ -28,10 +28,12 @@ TAIL = {"tail": {
                                              "built (make qemu)"}}}
 OVERHEAD = {"overhead_tcg": {
     "cpu": {"measured": True, "ratio": 0.995, "signal_stops_per_s": {},
-            "ops_per_s_detached": [1.0], "ops_per_s_attached": [0.995]},
+            "ops_per_s_detached": [1.0, 1.001], "ops_per_s_attached": [0.995, 0.996]},
     "io": {"measured": False, "why": "disk-up: no data disk (/dev/vda) (NotFound)"},
     "ipi": {"measured": True, "ratio": 0.97, "signal_stops_per_s": {"vcpu SIGUSR1": 12.5},
-            "ops_per_s_detached": [1.0], "ops_per_s_attached": [0.97]}}}
+            "ops_per_s_detached": [1.0], "ops_per_s_attached": [0.97]},
+    "noisy": {"measured": True, "ratio": 0.9, "signal_stops_per_s": {},
+              "ops_per_s_detached": [1.0, 1.5], "ops_per_s_attached": [0.9, 1.2]}}}
 
 
 class Table(unittest.TestCase):
@@ -73,6 +75,9 @@ class Table(unittest.TestCase):
         self.assertFalse(rows[name + "ipi"]["met"])
         self.assertIn("12.5 signal stops/s", rows[name + "ipi"]["value"])
         self.assertIn("no data disk", rows[name + "io"]["value"])
+        noisy = rows[name + "noisy"]
+        self.assertIsNone(noisy["met"], "runs 50% apart cannot judge a 1% target")
+        self.assertIn("too noisy to judge", noisy["value"])
 
     def test_a_cut_short_file_is_not_measured(self):
         with open(os.path.join(self.dir, "bench-tail.json"), "w") as f:
