@@ -332,8 +332,10 @@ vmce_reset_guard_decide (const VmceResetFacts *f)
 {
   if (!f->poisoned)
     return VMCE_RESET_PASS_ON;
-  /* rom_reset(): the reset is under way, though not announced yet */
-  if (f->main_thread && f->in_rom)
+  /* rom_reset(): the reset is under way, though not announced yet. Only a
+   * touch says so: an AO on the main thread (the kernel's, or vmcectl
+   * poison's repeat of a known page) is no write by QEMU */
+  if (f->main_thread && f->in_rom && !f->found_only)
     return VMCE_RESET_REPLACE_NOW;
   if (f->pass_running)
     return VMCE_RESET_WAIT;
@@ -361,6 +363,7 @@ vmce_reset_guard_signal (VmceVm *vm, const VmceStop *stop, gboolean again)
     /* a poll of the socket: nothing is read here */
     .monitor_pending = p != NULL && vmce_vm_get_qmp (vm) != NULL && vmce_qmp_client_has_input (vmce_vm_get_qmp (vm)),
     .again = again,
+    .found_only = stop->info.si_signo == SIGBUS && stop->info.si_code == BUS_MCEERR_AO,
   };
 
   switch (vmce_reset_guard_decide (&facts)) {

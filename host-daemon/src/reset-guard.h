@@ -22,6 +22,7 @@ typedef struct {
   gboolean pass_running;    /* a replacement pass holds the vCPUs */
   gboolean monitor_pending; /* QEMU sent something not read yet (RESET?) */
   gboolean again;           /* the stop waited once already */
+  gboolean found_only;      /* an AO: found, not consumed (no touch of the page) */
 } VmceResetFacts;
 
 typedef enum {

@@ -158,14 +158,20 @@ script_attach (Fixture *fx, const gchar *layout_reply)
   script_attach_tail (fx);
 }
 
-/* query-ram-layout's answer for guest RAM that is one page of @child, at GPA 0 */
+/* query-ram-layout's answer for guest RAM that is one page of @child, at @gpa */
+static gchar *
+one_page_layout_at (TestChild *child, guint64 gpa)
+{
+  return g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
+                          "\"page-size\": 4096, \"ranges\": [{\"gpa\": %" G_GUINT64_FORMAT
+                          ", \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]",
+                          child->page, gpa);
+}
+
 static gchar *
 one_page_layout (TestChild *child)
 {
-  return g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
-                          "\"page-size\": 4096, \"ranges\": [{\"gpa\": 0, \"size\": 4096, "
-                          "\"offset\": 0, \"readonly\": false}]}]",
-                          child->page);
+  return one_page_layout_at (child, 0);
 }
 
 static void
@@ -447,6 +453,49 @@ test_vm_monitor_silent (Fixture *fx, gconstpointer data)
   g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, getpid ());
 }
 
+/* The same AO twice on a page inside a ROM blob (the guest kernel's, whose
+ * init pages the guest hands to its processes after boot), on QEMU's main
+ * thread: the second is a repeat to forward, not QEMU rewriting its ROM at
+ * a reset (only a touch says that). It was taken for one, the page
+ * "replaced" and the request never answered (e2e-campaign's repeat case) */
+static void
+test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
+{
+  /* script_attach_tail's ROM blob: vmlinux at 0x1000000, 2 MiB */
+  const guint64 gpa = 0x1010000;
+  g_autofree gchar *layout = NULL;
+  g_autofree gchar *journal = NULL;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  layout = one_page_layout_at (fx->child, gpa);
+  script_attach (fx, layout);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+
+  for (guint i = 0; i < 2; i++) {
+    JsonObject *ev;
+
+    fake_qmp_expect (fx->fake, "inject-mce", "{}");
+    fx->done = FALSE;
+    g_clear_pointer (&fx->event, json_node_unref);
+    vmce_sim_poison_async (fx->vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 3000,
+                           poison_any_cb, fx);
+    test_wait (fx->done);
+    g_assert_true (fx->done);
+    ev = json_node_get_object (fx->event);
+    g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+    g_assert_cmpstr (json_object_get_string_member (ev, "si_code"), ==, "BUS_MCEERR_AO");
+  }
+  g_assert_true (fake_qmp_script_done (fx->fake));
+  journal = journal_text (fx, "\"seq\":2");
+  g_assert_null (strstr (journal, "\"type\":\"page-replaced\""));
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -461,6 +510,8 @@ main (int argc, char **argv)
   g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
   g_test_add ("/vm/reset-unreplaceable", Fixture, NULL, fixture_setup,
               test_vm_reset_unreplaceable, fixture_teardown);
+  g_test_add ("/vm/repeat-in-rom", Fixture, NULL, fixture_setup, test_vm_repeat_in_rom,
+              fixture_teardown);
   g_test_add ("/vm/monitor-silent", Fixture, NULL, fixture_setup, test_vm_monitor_silent,
               fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
