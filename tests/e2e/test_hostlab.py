@@ -159,6 +159,10 @@ def check_reboot(accel, kind, fwd):
         tap.ok(False, f"{label}: the guest was rebooted after the error", diag=r)
         return
     a = r["after_reboot"]
+    # a page in a ROM blob (the -kernel image: the guest kernel's freed
+    # init memory) is written back by QEMU's own main thread at the reset
+    tap.diag(f"{label}: the page {r['gpa']} is " + (f"in ROM blob {r['gpa_in_rom']}" if r.get("gpa_in_rom")
+                                                    else "in no ROM blob"))
     if fwd == "qemu" and qemu:
         # qemu-patches/ 0006 (and 0005's page-aligned list): QEMU punches the
         # page out of the RAM file itself at reset

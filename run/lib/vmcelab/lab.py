@@ -123,6 +123,12 @@ class L2:
     def exit_status(self):
         """How QEMU ended, in words, or None while it runs"""
         rc = self.vm._proc.poll()
+        if rc is None and not self.vm.alive():
+            # gone from /proc a moment before its parent can reap it
+            try:
+                rc = self.vm._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         if rc is None:
             return None
         if rc < 0:
@@ -168,6 +174,26 @@ def first_mce(l2, console_len, t_poison, first_mce_ms):
     if first_mce_ms is None and any(FIRST_MCE.search(ln) for ln in console_lines(l2.vm, console_len)):
         first_mce_ms = (time.monotonic() - t_poison) * 1000
     return first_mce_ms
+
+
+# HMP `info roms`: a blob loaded at a fixed guest address (hw/core/loader.c)
+ROM_BLOB = re.compile(r'^addr=([0-9a-f]+) size=0x([0-9a-f]+) mem=\w+ name="(.*)"\r?$', re.M)
+
+
+def rom_blob(vm, gpa):
+    """The ROM blob that QEMU writes back over @gpa at every reset
+    (rom_reset()), or None: a poisoned page there is written by QEMU's main
+    thread itself at the guest's reboot, unless replaced first"""
+    try:
+        with vm.qmp() as q:
+            text = q.hmp("info roms")
+    except Exception:  # noqa: BLE001 - evidence only
+        return None
+    for m in ROM_BLOB.finditer(text):
+        start, size = int(m.group(1), 16), int(m.group(2), 16)
+        if start <= gpa < start + size:
+            return m.group(3)
+    return None
 
 
 def observe(l2, sc, victim, t_poison, console_len, timeout):
@@ -238,21 +264,26 @@ def reboot_after(l2, sc, result):
     console_len = len(l2.vm.console())
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     t = time.monotonic()
-    how = "guest"
+    how, back, detail = "guest", True, None
     try:
         l2.vm.agent.call("reboot", timeout=5)
     except Exception:
         how = "qmp"
-        with l2.vm.qmp() as q:
-            q.execute("system_reset")
-            if q.execute("query-status")["status"] == "paused":
-                q.execute("cont")
+        try:
+            with l2.vm.qmp() as q:
+                q.execute("system_reset")
+                if q.execute("query-status")["status"] == "paused":
+                    q.execute("cont")
+        except Exception as e:  # noqa: BLE001 - recorded
+            # QEMU itself may die of the reset: rom_reset() writes the
+            # -kernel image back, onto the page if it is still poisoned
+            back, detail = False, f"QMP system_reset: {type(e).__name__}: {e}"
     progress(f"{sc['name']}: the guest reboots ({'itself' if how == 'guest' else 'QMP system_reset'})")
-    back, detail = True, None
-    try:
-        l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 60)
-    except Exception as e:
-        back, detail = False, str(e).splitlines()[0][:300]
+    if back:
+        try:
+            l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 60)
+        except Exception as e:  # noqa: BLE001 - recorded
+            back, detail = False, str(e).splitlines()[0][:300]
     lines = console_lines(l2.vm, console_len)
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
     result["after_reboot"] = {
@@ -295,6 +326,7 @@ def run_scenario(sc, l2, l1log):
         policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
         l2.daemon.ctl("policy", l2.name, policy)
     offset, hva = l2.vm.ram_file_offset(gpa)
+    in_rom = rom_blob(l2.vm, gpa)
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
     l1log.new_lines()
@@ -346,7 +378,7 @@ def run_scenario(sc, l2, l1log):
         "scenario": sc, "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
         # False: L1's memory_failure() poisoned the page but could not isolate it
         "l1_isolated": poisoned.get("isolated", True),
-        "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"],
+        "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"], "gpa_in_rom": in_rom,
         "l1_memory_failure": [ln for ln in l1log.new_lines() if "Memory failure" in ln],
         "guest_log": guest_log[:40], "journal": journal,
         "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,

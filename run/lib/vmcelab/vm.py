@@ -346,7 +346,9 @@ class Vm:
                 uptime = self.agent.call("ping", timeout=5)["uptime_ms"] / 1000
             # OSError: the old guest's agent port reset as it went down
             except (agentmod.AgentError, OSError):
-                if time.monotonic() > deadline or not self.alive():
+                if not self.alive():
+                    raise agentmod.AgentError(f"vm {self.name}: QEMU exited during the reboot") from None
+                if time.monotonic() > deadline:
                     raise
                 continue
             if uptime <= time.monotonic() - since + 1:
