@@ -50,6 +50,7 @@ struct _VmceInjection {
   guint hold_source;
   gint64 hold_deadline_us;
   GTask *task; /* for vmcectl inject */
+  gint64 queued_at_us;
 };
 
 /* The forwarder's own, per VM (layer data of the session) */
@@ -354,6 +355,7 @@ vmce_forward_send_next (VmceVm *vm)
     return;
   }
   inj = g_queue_pop_head (&f->injections);
+  inj->ev->queued_us = g_get_monotonic_time () - inj->queued_at_us;
   f->inflight = inj;
   if (vmce_forward_use_qmp (vm, inj->ev)) {
     g_autoptr(JsonNode) args = vmce_forward_inject_args (inj->ev);
@@ -384,6 +386,7 @@ vmce_forward_enqueue (VmceVm *vm, VmceInjection *inj)
 
   if (f->inflight != NULL)
     vmce_injection_release_hold (inj);
+  inj->queued_at_us = g_get_monotonic_time ();
   g_queue_push_tail (&f->injections, inj);
   vmce_forward_send_next (vm);
 }

@@ -18,6 +18,7 @@ vmce_mce_event_new (void)
 
   ev->latency_us = -1;
   ev->to_monitor_us = -1;
+  ev->queued_us = -1;
   ev->held_us = -1;
   return ev;
 }
@@ -184,6 +185,7 @@ vmce_mce_event_add_outcome (JsonBuilder *b, const VmceMceEvent *ev)
   vmce_json_builder_add_string (b, "detail", ev->detail);
   /* where the time to the answer went: vmced's (to the monitor), then QEMU's */
   vmce_mce_event_add_int_or_null (b, "to_monitor_us", ev->to_monitor_us >= 0, ev->to_monitor_us);
+  vmce_mce_event_add_int_or_null (b, "queued_us", ev->queued_us >= 0, ev->queued_us);
   vmce_mce_event_add_int_or_null (b, "latency_us", ev->latency_us >= 0, ev->latency_us);
   vmce_mce_event_add_int_or_null (b, "held_us", ev->held_us >= 0, ev->held_us);
   vmce_json_builder_add_int (b, "repeats", ev->repeats);

@@ -51,6 +51,7 @@ typedef struct {
   VmceResult result;
   gchar *detail; /* why it failed or was passed on; what was done */
   gint64 to_monitor_us; /* signal-stop to the machine check written to the monitor */
+  gint64 queued_us;  /* of that, waiting in the forwarder's queue: an injection in flight, the gap */
   gint64 latency_us; /* signal-stop to the monitor's answer */
   gint64 held_us;    /* signal-stop to the thread running again */
   guint repeats; /* coalesced repeats of this error */

@@ -40,6 +40,7 @@ sample_event (void)
   ev->handled_by = g_strdup ("vmced");
   ev->result = VMCE_RESULT_INJECTED;
   ev->to_monitor_us = 37;
+  ev->queued_us = 5;
   ev->latency_us = 412;
   return ev;
 }
@@ -97,7 +98,7 @@ test_mce_event_line (void)
                    "\"status\":\"0xbd000000000000c0\",\"mcg_status\":\"0x5\","
                    "\"addr\":\"0x140005000\",\"misc\":\"0x8c\",\"broadcast\":true},"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
-                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"latency_us\":412,"
+                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"queued_us\":5,\"latency_us\":412,"
                    "\"held_us\":null,\"repeats\":0}");
 
   /* no signal, no thread, no GPA, no machine check; QEMU's event kept */
@@ -107,6 +108,7 @@ test_mce_event_line (void)
   ev->have_gpa = FALSE;
   ev->have_mce = FALSE;
   ev->latency_us = -1;
+  ev->queued_us = -1;
   ev->held_us = 55;
   ev->qemu_event = json_from_string ("{\"event\":\"MEMORY_FAILURE\"}", NULL);
   bare_node = vmce_mce_event_to_json (ev);
@@ -117,7 +119,7 @@ test_mce_event_line (void)
                    "\"source\":\"simulated\",\"si_code\":null,\"hva\":null,\"lsb\":null,"
                    "\"gpa\":null,\"block\":\"pc.ram\",\"vcpu\":null,\"mce\":null,"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
-                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"latency_us\":null,"
+                   "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"queued_us\":null,\"latency_us\":null,"
                    "\"held_us\":55,\"repeats\":0,\"qemu_event\":{\"event\":\"MEMORY_FAILURE\"}}");
 }
 

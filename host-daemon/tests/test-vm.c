@@ -489,6 +489,11 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
     ev = json_node_get_object (fx->event);
     g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
     g_assert_cmpstr (json_object_get_string_member (ev, "si_code"), ==, "BUS_MCEERR_AO");
+    /* the time to the monitor, and of it the wait in the queue (the second
+     * one's behind the gap after the first) */
+    g_assert_cmpint (json_object_get_int_member (ev, "queued_us"), >=, 0);
+    g_assert_cmpint (json_object_get_int_member (ev, "queued_us"), <=,
+                     json_object_get_int_member (ev, "to_monitor_us"));
   }
   g_assert_true (fake_qmp_script_done (fx->fake));
   journal = journal_text (fx, "\"seq\":2");

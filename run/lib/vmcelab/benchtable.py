@@ -72,8 +72,9 @@ def _tail(t, d, how):
                 continue
             lat = c[kind]["latency_us"]
             target = "p99 < 1000 us" if label == "inject-mce" else ""
-            t.row(name, _us(lat) + f" (vmced {c[kind]['to_monitor_us']['median']}, QEMU "
-                  f"{c[kind]['qemu_us']['median']} us at the median)",
+            parts = [("vmced", "to_monitor_us"), ("of it queued", "queued_us"), ("QEMU", "qemu_us")]
+            t.row(name, _us(lat) + " (" + ", ".join(f"{who} {c[kind][key]['median']} / {c[kind][key]['p99']}"
+                                                    for who, key in parts if key in c[kind]) + ")",
                   target, lat["p99"] < 1000 if target else None, how)
         h, q = cols.get("hmp", {}), cols.get("inject-mce", {})
         if h.get("measured") and q.get("measured"):
