@@ -11,7 +11,7 @@
 #include "config.h"
 
 static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy",
-                                           "migration", NULL };
+                                           "migration", "realtime-priority", NULL };
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
 static const gchar *const domain_keys[] = { "policy", "migration", NULL };
 
@@ -146,6 +146,13 @@ vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **
                                vmce_config_line_of (lines, "vmced", "inject-gap-ms"),
                                "inject-gap-ms must be a number of milliseconds, 0 or more");
   }
+  if (g_key_file_has_key (kf, "vmced", "realtime-priority", NULL)) {
+    self->realtime_priority = g_key_file_get_integer (kf, "vmced", "realtime-priority", &local);
+    if (local != NULL || self->realtime_priority < 0 || self->realtime_priority > 99)
+      return vmce_config_fail (error, self->path,
+                               vmce_config_line_of (lines, "vmced", "realtime-priority"),
+                               "realtime-priority must be 0 (off) or a SCHED_FIFO priority, 1 to 99");
+  }
   if (g_key_file_has_key (kf, "vmced", "policy", NULL)) {
     if (!vmce_config_policy (kf, lines, self->path, "vmced", &self->policy, error))
       return FALSE;
@@ -223,6 +230,7 @@ vmce_config_load (const gchar *path, GError **error)
 
   self->path = g_strdup (path);
   self->inject_gap_ms = -1;
+  self->realtime_priority = -1;
   self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_migration = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!g_file_get_contents (path, &text, NULL, error)) {

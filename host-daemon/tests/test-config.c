@@ -29,6 +29,7 @@ test_config_good (void)
                                          "[vmced]\n"
                                          "journal = /var/lib/vmce/j.jsonl\n"
                                          "inject-gap-ms = 5\n"
+                                         "realtime-priority = 1\n"
                                          "policy = ignore-ao\n"
                                          "migration = allow-zero\n"
                                          "\n"
@@ -46,6 +47,7 @@ test_config_good (void)
   g_assert_cmpstr (config->journal_path, ==, "/var/lib/vmce/j.jsonl");
   g_assert_null (config->socket_path);
   g_assert_cmpint (config->inject_gap_ms, ==, 5);
+  g_assert_cmpint (config->realtime_priority, ==, 1);
   g_assert_cmpstr (config->uri, ==, "qemu:///system");
   g_assert_cmpuint (g_strv_length (config->domains), ==, 2);
   g_assert_false (config->all_domains);
@@ -82,6 +84,8 @@ test_config_errors (void)
   expect_error ("[vmced]\njournal = /j\ncolour = red\n", "3: unknown key 'colour' in [vmced]");
   expect_error ("[vmced]\n\npolicy = sometimes\n", "3: policy must be forward");
   expect_error ("[vmced]\ninject-gap-ms = soon\n", "2: inject-gap-ms must be");
+  expect_error ("[vmced]\nrealtime-priority = 100\n", "2: realtime-priority must be 0 (off)");
+  expect_error ("[vmced]\n\nrealtime-priority = high\n", "3: realtime-priority must be");
   expect_error ("[libvirt]\nuri = qemu:///system\n", "1: [libvirt] needs domains or all-domains");
   expect_error ("[libvirt]\nall-domains = true\n", "1: [libvirt] needs uri");
   expect_error ("[vmced]\npolicy = forward\n[domain web]\npolicy = maybe\n", "4: policy must be");
@@ -102,6 +106,19 @@ test_config_missing (void)
   g_assert_nonnull (strstr (error->message, "/nonexistent/vmced.conf"));
 }
 
+/* The vmced.conf that is installed loads, and says what the unit expects */
+static void
+test_config_shipped (void)
+{
+  g_autofree gchar *path = g_test_build_filename (G_TEST_DIST, "..", "data", "vmced.conf", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpint (config->realtime_priority, ==, 1); /* vmced.service: LimitRTPRIO=1 */
+  g_assert_true (config->all_domains);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -109,5 +126,6 @@ main (int argc, char **argv)
   g_test_add_func ("/config/good", test_config_good);
   g_test_add_func ("/config/errors", test_config_errors);
   g_test_add_func ("/config/missing", test_config_missing);
+  g_test_add_func ("/config/shipped", test_config_shipped);
   return g_test_run ();
 }

@@ -285,10 +285,15 @@ def case_qemu_exits():
 try:
     vm.wait_ready()
     tap.diag(f"guest ready {vm.ready_seconds:.1f} s after QEMU started")
+    # at SCHED_FIFO 1, as the shipped vmced.conf runs it
     daemon = Vmced(os.path.join(work, "vmced"),
                    args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "e2e-forward",
-                         "--agent", vm.vmced_agent_path])
+                         "--agent", vm.vmced_agent_path, "--realtime-priority", "1"])
     daemon.wait_attached("e2e-forward")
+    with open(f"/proc/{daemon.proc.pid}/stat") as f:
+        stat = f.read().rsplit(") ", 1)[1].split()
+    tap.ok(stat[38] == "1" and stat[37] == "1", "vmced runs at SCHED_FIFO priority 1 (--realtime-priority)",
+           diag=f"policy {stat[38]}, rt_priority {stat[37]}")
     att = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "attach"], 10)
     tap.ok(att and att[0]["vm"]["name"] == "e2e-forward", "vmced attached to the running QEMU",
            diag=daemon.log_text())
