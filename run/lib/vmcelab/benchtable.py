@@ -123,8 +123,11 @@ def _scale(t, d, how):
     t.row(f"{s['domains']} libvirt guests: vmced RSS", f"{s['rss_kb'] / 1024:.1f} MiB", "< 48 MiB",
           s["rss_kb"] < 48 * 1024, how)
     lat = s["latency_ms"]
+    own = s.get("vmced_ms")
     t.row(f"{s['domains']} errors at once (one per guest): latency p50 / p99",
-          f"{lat['median']:.1f} / {lat['p99']:.1f} ms", "p99 < 50 ms", lat["p99"] < 50, how)
+          f"{lat['median']:.1f} / {lat['p99']:.1f} ms"
+          + (f" (vmced {own['median']:.2f} / {own['p99']:.2f} ms)" if own else ""),
+          "p99 < 50 ms", lat["p99"] < 50, how)
 
 
 def _p1(t, d, how):
