@@ -403,8 +403,8 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
 int
 main (int argc, char **argv)
 {
-  g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT, .policy = VMCE_POLICY_FORWARD,
-                             .migration = VMCE_MIGRATION_REFUSE };
+  g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT,
+                             .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_REFUSE };
   g_autoptr(GError) error = NULL;
   sigset_t mask;
 
