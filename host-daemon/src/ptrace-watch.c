@@ -63,6 +63,8 @@ typedef struct {
   VmceStopKind stop_kind; /* of the current stop, while stopped */
   int stop_sig;
   gint64 stop_time_us;
+  /* what this stop is counted under (NULL: not counted, e.g. a group-stop) */
+  VmcePtraceStopTally *stop_tally;
   /* a signal-delivery-stop's siginfo, read when it stopped: a remote
    * system call made at this stop replaces the kernel's copy with its
    * single-step trap's */
@@ -89,10 +91,11 @@ struct _VmcePtraceWatch {
   VmceWatchState state;
   guint n_setup_pending;
   gboolean exit_reported;
-  /* signal-delivery-stops since attach: (tid << 7 | signo) -> count. Each
-   * is a wait for vmced in the thread that got the signal, whatever the
-   * signal: what being QEMU's tracer costs it */
-  GHashTable *signal_stops;
+  /* stops since attach: (tid << 8 | VMCE_PTRACE_STOP_CODE) ->
+   * VmcePtraceStopTally, owned. Each is a wait for vmced in that thread,
+   * whatever stopped it (a signal, a clone, vmced's own interrupt): what
+   * being QEMU's tracer costs it */
+  GHashTable *stops;
 };
 
 /* every traced thread, of every watch: waitid() answers for all of them */
@@ -254,6 +257,16 @@ vmce_tracee_restore_mask (VmceTracee *t)
 }
 
 /* At a stop: let the thread go for good */
+/* The thread runs again: what it waited is a cost of this stop's kind */
+static void
+vmce_tracee_account_stop (VmceTracee *t)
+{
+  if (t->stop_tally == NULL)
+    return;
+  t->stop_tally->stopped_us += (guint64) MAX (0, g_get_monotonic_time () - t->stop_time_us);
+  t->stop_tally = NULL;
+}
+
 static void
 vmce_tracee_detach_now (VmceTracee *t)
 {
@@ -261,6 +274,7 @@ vmce_tracee_detach_now (VmceTracee *t)
   int signo = t->stop_kind == VMCE_STOP_SIGNAL ? t->stop_sig : 0;
 
   vmce_tracee_restore_mask (t);
+  vmce_tracee_account_stop (t);
   if (ptrace (PTRACE_DETACH, t->tid, NULL, GINT_TO_POINTER (signo)) < 0 && errno != ESRCH)
     g_warning ("thread %d: cannot detach: %s", t->tid, g_strerror (errno));
   vmce_ptrace_watch_remove_thread (watch, t);
@@ -285,6 +299,7 @@ vmce_tracee_continue (VmceTracee *t, int signo)
   }
   /* a group-stop must stay a stop: LISTEN waits for SIGCONT without
    * hiding later events from us */
+  vmce_tracee_account_stop (t);
   if (t->stop_kind == VMCE_STOP_GROUP)
     rc = ptrace (PTRACE_LISTEN, t->tid, NULL, NULL);
   else
@@ -351,13 +366,18 @@ vmce_tracee_handle_signal_stop (VmceTracee *t, int sig, gint64 now)
   vmce_tracee_continue (t, sig);
 }
 
-static void
-vmce_ptrace_watch_count_stop (VmcePtraceWatch *self, pid_t tid, int sig)
+static VmcePtraceStopTally *
+vmce_ptrace_watch_count_stop (VmcePtraceWatch *self, pid_t tid, guint code)
 {
-  gpointer key = GUINT_TO_POINTER ((guint) tid << 7 | (guint) (sig & 0x7f));
-  gsize n = GPOINTER_TO_SIZE (g_hash_table_lookup (self->signal_stops, key));
+  gpointer key = GUINT_TO_POINTER ((guint) tid << 8 | (code & 0xff));
+  VmcePtraceStopTally *tally = g_hash_table_lookup (self->stops, key);
 
-  g_hash_table_insert (self->signal_stops, key, GSIZE_TO_POINTER (n + 1));
+  if (tally == NULL) {
+    tally = g_new0 (VmcePtraceStopTally, 1);
+    g_hash_table_insert (self->stops, key, tally);
+  }
+  tally->count++;
+  return tally;
 }
 
 static void
@@ -376,8 +396,11 @@ vmce_tracee_handle_stop (VmceTracee *t, int status, gint64 now)
   }
   t->stop_sig = sig;
   t->stop_time_us = now;
+  /* a group-stop is whoever stopped QEMU's doing, not vmced's */
   if (t->stop_kind == VMCE_STOP_SIGNAL)
-    vmce_ptrace_watch_count_stop (t->watch, t->tid, sig);
+    t->stop_tally = vmce_ptrace_watch_count_stop (t->watch, t->tid, (guint) sig & 0x7f);
+  else if (t->stop_kind == VMCE_STOP_EVENT)
+    t->stop_tally = vmce_ptrace_watch_count_stop (t->watch, t->tid, VMCE_PTRACE_STOP_EVENT | ((guint) event & 0x7f));
   t->signal_dispatched = FALSE;
   t->ops_ran = FALSE;
   t->have_siginfo = FALSE;
@@ -782,17 +805,29 @@ vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self)
 }
 
 void
-vmce_ptrace_watch_foreach_signal_stop (VmcePtraceWatch *self,
-                                       VmcePtraceStopCountFunc func,
-                                       gpointer user_data)
+vmce_ptrace_watch_foreach_stop (VmcePtraceWatch *self, VmcePtraceStopCountFunc func, gpointer user_data)
 {
   GHashTableIter iter;
   gpointer key, value;
 
-  g_hash_table_iter_init (&iter, self->signal_stops);
+  g_hash_table_iter_init (&iter, self->stops);
   while (g_hash_table_iter_next (&iter, &key, &value)) {
     guint k = GPOINTER_TO_UINT (key);
-    func ((pid_t) (k >> 7), (int) (k & 0x7f), GPOINTER_TO_SIZE (value), user_data);
+    func ((pid_t) (k >> 8), k & 0xff, value, user_data);
+  }
+}
+
+const gchar *
+vmce_ptrace_stop_event_name (guint code)
+{
+  switch (code & ~VMCE_PTRACE_STOP_EVENT) {
+  case PTRACE_EVENT_CLONE:
+    return "clone";
+  case PTRACE_EVENT_STOP & 0x7f:
+    /* PTRACE_INTERRUPT (vmced's own work at a stop) or a new thread's first stop */
+    return "interrupt";
+  default:
+    return NULL;
   }
 }
 
@@ -806,7 +841,7 @@ vmce_ptrace_watch_new (pid_t pid, const VmcePtraceWatchFuncs *funcs, gpointer us
   self->funcs = *funcs;
   self->user_data = user_data;
   self->threads = g_hash_table_new (g_direct_hash, g_direct_equal);
-  self->signal_stops = g_hash_table_new (g_direct_hash, g_direct_equal);
+  self->stops = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   return self;
 }
 
@@ -832,6 +867,6 @@ vmce_ptrace_watch_free (VmcePtraceWatch *self)
   if (g_hash_table_lookup (vmce_watches, GINT_TO_POINTER (self->pid)) == self)
     g_hash_table_remove (vmce_watches, GINT_TO_POINTER (self->pid));
   g_hash_table_unref (self->threads);
-  g_hash_table_unref (self->signal_stops);
+  g_hash_table_unref (self->stops);
   g_free (self);
 }

@@ -51,12 +51,24 @@ void vmce_ptrace_watch_detach (VmcePtraceWatch *self);
 void vmce_ptrace_watch_detach_sync (VmcePtraceWatch *self);
 
 guint vmce_ptrace_watch_get_n_threads (VmcePtraceWatch *self);
-/* Signal-delivery-stops since attach, by thread and signal (every signal a
- * traced thread takes stops it until vmced lets it go) */
-typedef void (*VmcePtraceStopCountFunc) (pid_t tid, int signo, guint64 count, gpointer user_data);
-void vmce_ptrace_watch_foreach_signal_stop (VmcePtraceWatch *self,
-                                            VmcePtraceStopCountFunc func,
-                                            gpointer user_data);
+/* Stops since attach, by thread and what stopped it: every signal a traced
+ * thread takes, every clone it makes and every interrupt vmced sends stops
+ * it until vmced lets it go. @code is the signal number, or
+ * VMCE_PTRACE_STOP_EVENT | the PTRACE_EVENT_* number (its low 7 bits);
+ * @stopped_us is the time the thread waited, summed over the stops that
+ * have ended. */
+#define VMCE_PTRACE_STOP_EVENT 0x80u
+typedef struct {
+  guint64 count;
+  guint64 stopped_us;
+} VmcePtraceStopTally;
+typedef void (*VmcePtraceStopCountFunc) (pid_t tid,
+                                         guint code,
+                                         const VmcePtraceStopTally *tally,
+                                         gpointer user_data);
+void vmce_ptrace_watch_foreach_stop (VmcePtraceWatch *self, VmcePtraceStopCountFunc func, gpointer user_data);
+/* "clone", "interrupt"; NULL for an event vmced does not ask for */
+const gchar *vmce_ptrace_stop_event_name (guint code);
 
 /* A held thread (signal_stop returned TRUE, or a VmceStoppedFunc held it) */
 gboolean vmce_ptrace_watch_is_held (VmcePtraceWatch *self, pid_t tid);

@@ -63,7 +63,7 @@ vmce_vm_vcpus_to_json (VmceVm *self, JsonBuilder *b)
 
 typedef struct {
   VmceVm *vm;
-  GHashTable *by_kind; /* (thread kind << 7 | signo) -> count */
+  GHashTable *by_kind; /* (thread kind << 8 | stop code) -> VmcePtraceStopTally */
 } VmceStopTally;
 
 /* vCPU, QEMU's main thread, or any other (I/O, RCU, workers) */
@@ -76,24 +76,39 @@ vmce_vm_thread_kind (VmceVm *self, pid_t tid)
 }
 
 static void
-vmce_vm_tally_stop (pid_t tid, int signo, guint64 count, gpointer user_data)
+vmce_vm_tally_stop (pid_t tid, guint code, const VmcePtraceStopTally *tally, gpointer user_data)
 {
   VmceStopTally *t = user_data;
-  gpointer key = GUINT_TO_POINTER (vmce_vm_thread_kind (t->vm, tid) << 7 | (guint) signo);
-  guint64 *n = g_hash_table_lookup (t->by_kind, key);
+  gpointer key = GUINT_TO_POINTER (vmce_vm_thread_kind (t->vm, tid) << 8 | code);
+  VmcePtraceStopTally *sum = g_hash_table_lookup (t->by_kind, key);
 
-  if (n == NULL) {
-    n = g_new0 (guint64, 1);
-    g_hash_table_insert (t->by_kind, key, n);
+  if (sum == NULL) {
+    sum = g_new0 (VmcePtraceStopTally, 1);
+    g_hash_table_insert (t->by_kind, key, sum);
   }
-  *n += count;
+  sum->count += tally->count;
+  sum->stopped_us += tally->stopped_us;
 }
 
-/* Every signal a traced thread takes is a stop that waits for vmced: by
- * thread kind and signal, with the time they were counted over, so that an
- * operator sees what vmced costs this QEMU (run/bench --overhead) */
+static gchar *
+vmce_vm_stop_name (guint code)
+{
+  const gchar *abbrev;
+
+  if (code & VMCE_PTRACE_STOP_EVENT) {
+    const gchar *event = vmce_ptrace_stop_event_name (code);
+    return event != NULL ? g_strdup (event) : g_strdup_printf ("event %u", code & 0x7f);
+  }
+  abbrev = sigabbrev_np ((int) code);
+  return abbrev != NULL ? g_strdup_printf ("SIG%s", abbrev) : g_strdup_printf ("%u", code);
+}
+
+/* Every stop of a traced thread waits for vmced: by thread kind and what
+ * stopped it (a signal, a clone, vmced's own interrupt), with the time the
+ * threads waited and the time they were counted over, so that an operator
+ * sees what vmced costs this QEMU (run/bench --overhead) */
 static void
-vmce_vm_signal_stops_to_json (VmceVm *self, JsonBuilder *b)
+vmce_vm_stops_to_json (VmceVm *self, JsonBuilder *b)
 {
   static const gchar *const kinds[] = { "vcpu", "main", "other" };
   g_autoptr(GHashTable) by_kind = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
@@ -102,23 +117,23 @@ vmce_vm_signal_stops_to_json (VmceVm *self, JsonBuilder *b)
   gpointer key, value;
 
   if (self->watch != NULL)
-    vmce_ptrace_watch_foreach_signal_stop (self->watch, vmce_vm_tally_stop, &t);
+    vmce_ptrace_watch_foreach_stop (self->watch, vmce_vm_tally_stop, &t);
   vmce_json_builder_add_int (b, "attached_ms", self->attached_time_us != 0
                                                    ? (g_get_real_time () - self->attached_time_us) / 1000
                                                    : 0);
-  json_builder_set_member_name (b, "signal_stops");
+  json_builder_set_member_name (b, "stops");
   json_builder_begin_array (b);
   g_hash_table_iter_init (&iter, by_kind);
   while (g_hash_table_iter_next (&iter, &key, &value)) {
     guint k = GPOINTER_TO_UINT (key);
-    const gchar *abbrev = sigabbrev_np ((int) (k & 0x7f));
-    g_autofree gchar *name = abbrev != NULL ? g_strdup_printf ("SIG%s", abbrev)
-                                            : g_strdup_printf ("%u", k & 0x7f);
+    const VmcePtraceStopTally *sum = value;
+    g_autofree gchar *name = vmce_vm_stop_name (k & 0xff);
 
     json_builder_begin_object (b);
-    vmce_json_builder_add_string (b, "thread", kinds[k >> 7]);
-    vmce_json_builder_add_string (b, "signal", name);
-    vmce_json_builder_add_int (b, "count", (gint64) * (guint64 *) value);
+    vmce_json_builder_add_string (b, "thread", kinds[k >> 8]);
+    vmce_json_builder_add_string (b, "stop", name);
+    vmce_json_builder_add_int (b, "count", (gint64) sum->count);
+    vmce_json_builder_add_int (b, "stopped_us", (gint64) sum->stopped_us);
     json_builder_end_object (b);
   }
   json_builder_end_array (b);
@@ -185,7 +200,7 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   vmce_json_builder_add_int (b, "threads", self->watch != NULL
                                                ? vmce_ptrace_watch_get_n_threads (self->watch)
                                                : 0);
-  vmce_vm_signal_stops_to_json (self, b);
+  vmce_vm_stops_to_json (self, b);
   vmce_json_builder_add_int (b, "events", (gint64) self->n_events);
   vmce_vm_poisoned_to_json (self, b);
   vmce_json_builder_add_int (b, "rom_blobs",

@@ -372,23 +372,26 @@ vmcectl_print_vm_poisoned (JsonObject *vm)
   }
 }
 
-/* What being QEMU's tracer cost it: each signal a thread took waited for vmced */
+/* What being QEMU's tracer cost it: each stop (a signal, a clone, vmced's
+ * own interrupt) was a wait for vmced */
 static void
-vmcectl_print_vm_signal_stops (JsonObject *vm)
+vmcectl_print_vm_stops (JsonObject *vm)
 {
-  JsonArray *arr = json_object_get_array_member (vm, "signal_stops");
+  JsonArray *arr = json_object_get_array_member (vm, "stops");
   gdouble secs = (gdouble) json_object_get_int_member_with_default (vm, "attached_ms", 0) / 1000;
 
   if (arr == NULL || json_array_get_length (arr) == 0) {
-    g_print ("  signal stops: none since attach\n");
+    g_print ("  ptrace stops: none since attach\n");
     return;
   }
-  g_print ("  signal stops since attach (%.0f s; each a wait for vmced):\n", secs);
+  g_print ("  ptrace stops since attach (%.0f s; each a wait for vmced):\n", secs);
   for (guint i = 0; i < json_array_get_length (arr); i++) {
     JsonObject *st = json_array_get_object_element (arr, i);
     gint64 n = json_object_get_int_member (st, "count");
-    g_print ("    %-6s %-10s %10" G_GINT64_FORMAT "  %.1f/s\n", vmcectl_str (st, "thread"),
-             vmcectl_str (st, "signal"), n, secs > 0 ? (gdouble) n / secs : 0.0);
+    gint64 us = json_object_get_int_member_with_default (st, "stopped_us", 0);
+    g_print ("    %-6s %-10s %10" G_GINT64_FORMAT "  %.1f/s, stopped %.3f ms in all\n",
+             vmcectl_str (st, "thread"), vmcectl_str (st, "stop"), n, secs > 0 ? (gdouble) n / secs : 0.0,
+             (gdouble) us / 1000);
   }
 }
 
@@ -420,7 +423,7 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
   vmcectl_print_vm_cpus (vm);
   vmcectl_print_vm_layout (vm);
   vmcectl_print_vm_poisoned (vm);
-  vmcectl_print_vm_signal_stops (vm);
+  vmcectl_print_vm_stops (vm);
   return EXIT_SUCCESS;
 }
 

@@ -181,26 +181,35 @@ test_ptrace_watch_new_thread (void)
 
 typedef struct {
   pid_t tid;
-  int signo;
+  guint code;
   guint64 count;
+  guint64 stopped_us;
 } StopCount;
 
 static void
-count_stops_cb (pid_t tid, int signo, guint64 count, gpointer user_data)
+count_stops_cb (pid_t tid, guint code, const VmcePtraceStopTally *tally, gpointer user_data)
 {
   StopCount *c = user_data;
 
-  if (tid == c->tid && signo == c->signo)
-    c->count += count;
+  if (tid == c->tid && code == c->code) {
+    c->count += tally->count;
+    c->stopped_us += tally->stopped_us;
+  }
+}
+
+static StopCount
+stops_of (VmcePtraceWatch *watch, pid_t tid, guint code)
+{
+  StopCount c = { tid, code, 0, 0 };
+
+  vmce_ptrace_watch_foreach_stop (watch, count_stops_cb, &c);
+  return c;
 }
 
 static guint64
 signal_stops (VmcePtraceWatch *watch, pid_t tid, int signo)
 {
-  StopCount c = { tid, signo, 0 };
-
-  vmce_ptrace_watch_foreach_signal_stop (watch, count_stops_cb, &c);
-  return c.count;
+  return stops_of (watch, tid, (guint) signo).count;
 }
 
 /* Signals the watch does not take go on unchanged, each counted as a stop
@@ -224,6 +233,8 @@ test_ptrace_watch_passes_other_signals (void)
     test_wait (signal_stops (watch, child->pid, SIGWINCH) == i);
   }
   g_assert_cmpuint (signal_stops (watch, child->pid, SIGWINCH), ==, 3);
+  /* each waited for the main loop to see it: the cost is counted */
+  g_assert_cmpuint (stops_of (watch, child->pid, SIGWINCH).stopped_us, >, 0);
   g_assert_true (test_child_command (child, 'p'));
   g_assert_cmpuint (signal_stops (watch, child->pid, SIGTERM), ==, 0);
   /* SIGTERM is passed on: the child dies of it */
@@ -234,6 +245,37 @@ test_ptrace_watch_passes_other_signals (void)
   g_assert_cmpint (WTERMSIG (w.exit_status), ==, SIGTERM);
   g_assert_cmpuint (signal_stops (watch, child->pid, SIGTERM), ==, 1);
   child->pid = 0; /* reaped */
+}
+
+/* A thread the process makes while traced is a stop too (PTRACE_EVENT_CLONE
+ * in its maker, then the new thread's first stop): counted by what
+ * stopped it, not as a signal */
+static void
+test_ptrace_watch_counts_clone_stops (void)
+{
+  g_autoptr(TestChild) child = NULL;
+  g_autoptr(VmcePtraceWatch) watch = NULL;
+  Watched w = { 0 };
+  guint clone = VMCE_PTRACE_STOP_EVENT | PTRACE_EVENT_CLONE;
+
+  if (skip_without_ptrace ())
+    return;
+  child = test_child_spawn ();
+  watch = attach_watch (child, &w);
+  g_assert_cmpuint (stops_of (watch, child->pid, clone).count, ==, 0);
+  g_assert_true (test_child_command (child, 't'));
+  test_wait (stops_of (watch, child->pid, clone).count == 1);
+  g_assert_cmpstr (vmce_ptrace_stop_event_name (clone), ==, "clone");
+  g_assert_cmpstr (vmce_ptrace_stop_event_name (VMCE_PTRACE_STOP_EVENT | (PTRACE_EVENT_STOP & 0x7f)), ==,
+                   "interrupt");
+  g_assert_null (vmce_ptrace_stop_event_name (VMCE_PTRACE_STOP_EVENT | PTRACE_EVENT_EXEC));
+  /* a clone is not a signal: no signal stop was counted for it */
+  g_assert_cmpuint (signal_stops (watch, child->pid, SIGTRAP), ==, 0);
+  /* the new thread's first stop may come after its maker's clone event:
+   * let go only once the watch knows it, or it stays traced by us */
+  test_wait (vmce_ptrace_watch_get_n_threads (watch) == 2);
+  vmce_ptrace_watch_detach (watch);
+  g_assert_true (test_run_until (&w.detached));
 }
 
 static void
@@ -276,6 +318,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ptrace-watch/mask-and-stop", test_ptrace_watch_mask_and_stop);
   g_test_add_func ("/ptrace-watch/new-thread", test_ptrace_watch_new_thread);
   g_test_add_func ("/ptrace-watch/passes-other-signals", test_ptrace_watch_passes_other_signals);
+  g_test_add_func ("/ptrace-watch/counts-clone-stops", test_ptrace_watch_counts_clone_stops);
   g_test_add_func ("/ptrace-watch/errors", test_ptrace_watch_errors);
   return g_test_run ();
 }

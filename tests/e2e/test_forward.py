@@ -246,12 +246,12 @@ def case_outside_ram():
            "HVA outside guest RAM: QEMU and the guest run on")
     tap.ok(main_sigbus_stops() > stops,
            "vmcectl vm counts the signal stop it cost QEMU's main thread (main SIGBUS)",
-           diag=daemon.ctl_json("vm", "e2e-forward").get("signal_stops"))
+           diag=daemon.ctl_json("vm", "e2e-forward").get("stops"))
 
 
 def main_sigbus_stops():
-    stops = daemon.ctl_json("vm", "e2e-forward")["signal_stops"]
-    return sum(s["count"] for s in stops if s["thread"] == "main" and s["signal"] == "SIGBUS")
+    stops = daemon.ctl_json("vm", "e2e-forward")["stops"]
+    return sum(s["count"] for s in stops if s["thread"] == "main" and s["stop"] == "SIGBUS")
 
 
 def case_workload():
