@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-hostlab bench-table campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -25,7 +25,8 @@ help:
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    every figure (boot, the injection tail, vmced attached vs not, 64 libvirt"
-	@echo "              guests, the host lab's KVM overhead and P1), then one table (bench-all.json)"
+	@echo "              guests, libvirtd restarts under load, the host lab's KVM overhead and P1),"
+	@echo "              then one table (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest: errors/s with nothing lost, vmced's RSS"
 	@echo "              as it goes (about 45 minutes)"
 	@echo "make qemu     QEMU from Debian's source with qemu-patches/ applied (cached)"
@@ -110,6 +111,7 @@ bench: kernels qemu
 	@run/bench --only kernels
 	@run/campaign --bench
 	@run/libvirt/bench --domains 64 --mem 128M
+	@run/libvirt/restarts
 	@run/hostlab --overhead
 	@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
 	@run/bench --table
@@ -122,6 +124,10 @@ bench-storm: image
 
 bench-libvirt: image
 	@run/libvirt/bench
+
+# libvirtd restarted 20 times under a CPU hog per core, without and with vmced
+bench-libvirt-restarts: image
+	@run/libvirt/restarts
 
 bench-campaign: image
 	@run/campaign --bench

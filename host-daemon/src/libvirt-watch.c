@@ -20,6 +20,10 @@
 
 #define VMCE_AGENT_PORT "org.vmce.agent.1"
 #define VMCE_RECONNECT_SECONDS 1
+/* a domain libvirt cannot yet answer for (its reconnect to QEMU after a
+ * libvirtd restart holds the domain's job; a loaded host) is asked again
+ * after 1, 2, 4, 8 and 16 s: past libvirt's own 30 s job wait */
+#define VMCE_PROBE_TRIES 6
 
 struct _VmceLibvirtWatch {
   VmceDaemon *daemon;
@@ -69,8 +73,11 @@ vmce_domain_qemu_pid (virDomainPtr dom, GError **error)
   gint64 tgid = 0;
 
   if (virDomainQemuMonitorCommand (dom, "{\"execute\":\"query-cpus-fast\"}", &result, 0) < 0) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "query-cpus-fast through libvirt: %s",
-                 virGetLastErrorMessage ());
+    /* not QEMU (libvirt's test driver, say): asking again cannot help */
+    int code = virGetLastErrorCode ();
+    gboolean never = code == VIR_ERR_NO_SUPPORT || code == VIR_ERR_ARGUMENT_UNSUPPORTED;
+    g_set_error (error, G_IO_ERROR, never ? G_IO_ERROR_NOT_SUPPORTED : G_IO_ERROR_FAILED,
+                 "query-cpus-fast through libvirt: %s", virGetLastErrorMessage ());
     return 0;
   }
   if (!json_parser_load_from_data (parser, result, -1, error))
@@ -155,11 +162,17 @@ typedef struct {
   GCancellable *cancellable;
   virDomainPtr dom;
   gchar *name;
+  guint tries;
+  guint retry_source;
 } VmceDomainAttach;
+
+static void vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data);
 
 static void
 vmce_domain_attach_free (VmceDomainAttach *att)
 {
+  if (att->retry_source != 0)
+    g_source_remove (att->retry_source);
   g_hash_table_remove (att->attaching, att->name);
   g_hash_table_unref (att->attaching);
   g_object_unref (att->cancellable);
@@ -184,6 +197,51 @@ vmce_domain_attached_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+vmce_domain_probe (VmceDomainAttach *att)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, NULL, vmce_domain_probed_cb, att);
+
+  att->tries++;
+  virDomainRef (att->dom);
+  g_task_set_task_data (task, att->dom, vmce_domain_unref);
+  g_task_run_in_thread (task, vmce_domain_probe_thread);
+}
+
+static gboolean
+vmce_domain_probe_again_cb (gpointer user_data)
+{
+  VmceDomainAttach *att = user_data;
+
+  att->retry_source = 0;
+  /* a domain of a connection since lost is taken again by the rescan of
+   * the next one */
+  if (g_cancellable_is_cancelled (att->cancellable) || att->watch->conn != virDomainGetConnect (att->dom)) {
+    vmce_domain_attach_free (att);
+    return G_SOURCE_REMOVE;
+  }
+  vmce_domain_probe (att);
+  return G_SOURCE_REMOVE;
+}
+
+/* Whether to ask libvirt again: it may be busy with the domain (its
+ * reconnect after a restart holds the domain's job, and a loaded host makes
+ * that slow); vmced must not give up on the domain, nor get in the way */
+static gboolean
+vmce_domain_probe_retry (VmceDomainAttach *att, const GError *error)
+{
+  guint wait_s;
+
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED) || att->tries >= VMCE_PROBE_TRIES ||
+      att->watch->conn != virDomainGetConnect (att->dom))
+    return FALSE;
+  wait_s = 1u << (att->tries - 1);
+  g_message ("domain %s: libvirt cannot answer for it yet (%s): asking again in %u s", att->name,
+             error->message, wait_s);
+  att->retry_source = g_timeout_add_seconds (wait_s, vmce_domain_probe_again_cb, att);
+  return TRUE;
+}
+
+static void
 vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   VmceDomainAttach *att = user_data;
@@ -197,6 +255,8 @@ vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vmce_domain_attach_free (att);
     return;
   }
+  if (info == NULL && self->conn != NULL && vmce_domain_probe_retry (att, error))
+    return;
   if (info == NULL || self->conn == NULL) {
     if (info == NULL)
       g_warning ("domain %s: cannot attach: %s", att->name, error->message);
@@ -219,7 +279,6 @@ static void
 vmce_libvirt_watch_attach (VmceLibvirtWatch *self, virDomainPtr dom)
 {
   const gchar *name = virDomainGetName (dom);
-  g_autoptr(GTask) task = NULL;
   VmceDomainAttach *att;
 
   if (!vmce_libvirt_watch_wants (self, name) || g_hash_table_contains (self->attaching, name))
@@ -235,10 +294,7 @@ vmce_libvirt_watch_attach (VmceLibvirtWatch *self, virDomainPtr dom)
   virDomainRef (dom);
   att->dom = dom;
   g_hash_table_add (self->attaching, g_strdup (name));
-  task = g_task_new (NULL, NULL, vmce_domain_probed_cb, att);
-  virDomainRef (dom);
-  g_task_set_task_data (task, dom, vmce_domain_unref);
-  g_task_run_in_thread (task, vmce_domain_probe_thread);
+  vmce_domain_probe (att);
 }
 
 static void
