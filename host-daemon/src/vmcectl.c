@@ -9,113 +9,19 @@
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
 #include <locale.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ctl-connect.h"
 #include "json-util.h"
 
-#define VMCE_DEFAULT_SOCKET "/run/vmce/vmced.sock"
-
-typedef struct {
-  GSocketConnection *conn;
-  GDataInputStream *in;
-  GOutputStream *out;
-  gint64 next_id;
-} VmcectlConn;
-
-static gchar *opt_socket = NULL;
 static gboolean opt_json = FALSE;
 
-static void
-vmcectl_conn_free (VmcectlConn *c)
-{
-  g_clear_object (&c->in);
-  g_clear_object (&c->conn);
-  g_free (c);
-}
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcectlConn, vmcectl_conn_free)
-
 static JsonNode *
-vmcectl_read_message (VmcectlConn *c, GError **error)
+vmcectl_call (VmceCtlConn *c, const gchar *command, JsonObject *args, GError **error)
 {
-  g_autofree gchar *line = NULL;
-  gsize len = 0;
-
-  line = g_data_input_stream_read_line (c->in, &len, NULL, error);
-  if (line == NULL) {
-    if (error != NULL && *error == NULL)
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CLOSED, "vmced closed the connection");
-    return NULL;
-  }
-  return vmce_json_parse_object (line, (gssize) len, "vmced", error);
-}
-
-static VmcectlConn *
-vmcectl_connect (GError **error)
-{
-  g_autoptr(VmcectlConn) c = g_new0 (VmcectlConn, 1);
-  g_autoptr(GSocketClient) client = g_socket_client_new ();
-  g_autoptr(GSocketAddress) addr = NULL;
-  g_autoptr(JsonNode) greeting = NULL;
-  const gchar *path = opt_socket != NULL ? opt_socket : g_getenv ("VMCE_SOCKET");
-
-  if (path == NULL)
-    path = VMCE_DEFAULT_SOCKET;
-  addr = g_unix_socket_address_new (path);
-  c->conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
-  if (c->conn == NULL) {
-    g_prefix_error (error, "cannot reach vmced at %s (is it running?): ", path);
-    return NULL;
-  }
-  c->in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (c->conn)));
-  c->out = g_io_stream_get_output_stream (G_IO_STREAM (c->conn));
-  greeting = vmcectl_read_message (c, error);
-  if (greeting == NULL || !json_object_has_member (json_node_get_object (greeting), "vmced")) {
-    if (greeting != NULL)
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s is not vmced's socket",
-                   path);
-    return NULL;
-  }
-  return g_steal_pointer (&c);
-}
-
-/* Sends a command, returns its "return" member; events are skipped */
-static JsonNode *
-vmcectl_call (VmcectlConn *c, const gchar *command, JsonObject *args, GError **error)
-{
-  g_autoptr(JsonObject) msg = json_object_new ();
-  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
-  g_autofree gchar *json = NULL;
-  g_autofree gchar *line = NULL;
-  gint64 id = ++c->next_id;
-
-  json_object_set_string_member (msg, "execute", command);
-  if (args != NULL)
-    json_object_set_object_member (msg, "arguments", json_object_ref (args));
-  json_object_set_int_member (msg, "id", id);
-  json_node_set_object (node, msg);
-  json = vmce_json_to_line (node);
-  line = g_strconcat (json, "\n", NULL);
-  if (!g_output_stream_write_all (c->out, line, strlen (line), NULL, NULL, error))
-    return NULL;
-  for (;;) {
-    g_autoptr(JsonNode) reply = vmcectl_read_message (c, error);
-    JsonObject *obj;
-    JsonNode *err;
-
-    if (reply == NULL)
-      return NULL;
-    obj = json_node_get_object (reply);
-    if (json_object_has_member (obj, "event"))
-      continue;
-    err = json_object_get_member (obj, "error");
-    if (err != NULL && JSON_NODE_HOLDS_OBJECT (err)) {
-      const gchar *desc = vmce_json_object_get_string_opt (json_node_get_object (err), "desc");
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", desc != NULL ? desc : "failed");
-      return NULL;
-    }
-    if (json_object_has_member (obj, "return"))
-      return json_node_copy (json_object_get_member (obj, "return"));
-  }
+  return vmce_ctl_conn_call (c, command, args, error);
 }
 
 static void
@@ -236,7 +142,7 @@ vmcectl_print_vm_line (JsonObject *vm)
 
 /* --- commands -------------------------------------------------------------- */
 
-typedef int (*VmcectlCommandFunc) (VmcectlConn *c, int argc, char **argv);
+typedef int (*VmcectlCommandFunc) (VmceCtlConn *c, int argc, char **argv);
 
 static gboolean
 vmcectl_parse (const gchar *usage, GOptionEntry *entries, int *argc, char ***argv)
@@ -263,7 +169,7 @@ vmcectl_fail (GError *error)
 static GOptionEntry vmcectl_no_options[] = { { NULL } };
 
 static int
-vmcectl_cmd_status (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_status (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonNode) ret = NULL;
@@ -396,7 +302,7 @@ vmcectl_print_vm_stops (JsonObject *vm)
 }
 
 static int
-vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_vm (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -428,7 +334,7 @@ vmcectl_cmd_vm (VmcectlConn *c, int argc, char **argv)
 }
 
 static int
-vmcectl_cmd_events (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_events (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -468,16 +374,10 @@ vmcectl_cmd_events (VmcectlConn *c, int argc, char **argv)
     }
   }
   while (follow) {
-    g_autoptr(JsonNode) msg = vmcectl_read_message (c, &error);
-    JsonObject *obj;
-    JsonNode *data;
+    g_autoptr(JsonNode) data = vmce_ctl_conn_read_event (c, &error);
 
-    if (msg == NULL)
+    if (data == NULL)
       return vmcectl_fail (error);
-    obj = json_node_get_object (msg);
-    data = json_object_get_member (obj, "data");
-    if (data == NULL || !JSON_NODE_HOLDS_OBJECT (data))
-      continue;
     if (vm != NULL) {
       const gchar *name = vmce_json_object_get_string_opt (json_node_get_object (data), "vm");
       if (name != NULL && g_strcmp0 (name, vm) != 0)
@@ -494,7 +394,7 @@ vmcectl_cmd_events (VmcectlConn *c, int argc, char **argv)
 }
 
 static int
-vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -536,7 +436,7 @@ vmcectl_cmd_attach (VmcectlConn *c, int argc, char **argv)
 }
 
 static int
-vmcectl_cmd_detach (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_detach (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -556,7 +456,7 @@ vmcectl_cmd_detach (VmcectlConn *c, int argc, char **argv)
 }
 
 static int
-vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -592,7 +492,7 @@ vmcectl_cmd_policy (VmcectlConn *c, int argc, char **argv)
 /* One request to the VM's vmce guest agent (its socket from vmced); the
  * answer's "return" member */
 static JsonNode *
-vmcectl_guest_call (VmcectlConn *c, const gchar *vm, const gchar *request, GError **error)
+vmcectl_guest_call (VmceCtlConn *c, const gchar *vm, const gchar *request, GError **error)
 {
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) info = NULL;
@@ -655,7 +555,7 @@ vmcectl_guest_call (VmcectlConn *c, const gchar *vm, const gchar *request, GErro
 
 /* The guest agent's answer to "translate": the guest process's page */
 static gboolean
-vmcectl_guest_va_to_gpa (VmcectlConn *c,
+vmcectl_guest_va_to_gpa (VmceCtlConn *c,
                          const gchar *vm,
                          gint guest_pid,
                          const gchar *guest_va,
@@ -686,7 +586,7 @@ vmcectl_guest_va_to_gpa (VmcectlConn *c,
 /* vmcectl guest VM COMMAND [KEY=VALUE...]: for scripts, the answer as
  * KEY=VALUE lines (nested values as JSON), or as JSON with --json */
 static int
-vmcectl_cmd_guest (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_guest (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonNode) ret = NULL;
@@ -729,7 +629,7 @@ vmcectl_cmd_guest (VmcectlConn *c, int argc, char **argv)
 }
 
 static int
-vmcectl_cmd_poison_or_inject (VmcectlConn *c, int argc, char **argv, gboolean poison)
+vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean poison)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -809,19 +709,19 @@ vmcectl_cmd_poison_or_inject (VmcectlConn *c, int argc, char **argv, gboolean po
 }
 
 static int
-vmcectl_cmd_poison (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_poison (VmceCtlConn *c, int argc, char **argv)
 {
   return vmcectl_cmd_poison_or_inject (c, argc, argv, TRUE);
 }
 
 static int
-vmcectl_cmd_inject (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_inject (VmceCtlConn *c, int argc, char **argv)
 {
   return vmcectl_cmd_poison_or_inject (c, argc, argv, FALSE);
 }
 
 static int
-vmcectl_cmd_translate (VmcectlConn *c, int argc, char **argv)
+vmcectl_cmd_translate (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
@@ -882,20 +782,208 @@ static const struct {
 static void
 vmcectl_usage (void)
 {
-  g_print ("Usage: vmcectl [--socket PATH] [--json] COMMAND [ARGS]\n\nCommands:\n");
+  g_print ("Usage: vmcectl [--connect TARGET]... [--socket PATH] [--json] COMMAND [ARGS]\n\nCommands:\n");
   for (guint i = 0; i < G_N_ELEMENTS (vmcectl_commands); i++)
     g_print ("  %-10s %s\n", vmcectl_commands[i].name, vmcectl_commands[i].help);
-  g_print ("\n'vmcectl COMMAND --help' tells more. The socket is %s unless --socket or "
-           "$VMCE_SOCKET says otherwise.\n",
-           VMCE_DEFAULT_SOCKET);
+  g_print ("\n'vmcectl COMMAND --help' tells more. The vmced is the one at %s unless --socket or\n"
+           "$VMCE_SOCKET says otherwise; --connect ssh://[user@]host[:port][?socket=PATH] reaches the\n"
+           "vmced of another host over ssh (its vmcectl --stdio-bridge). status and events take\n"
+           "several --connect: one line per record, with the host first, merged by time.\n",
+           VMCE_CTL_DEFAULT_SOCKET);
+}
+
+/* --- several hosts --------------------------------------------------------- */
+
+/* With several hosts every line printed starts with its host's name */
+static const gchar *vmcectl_host = NULL;
+static int vmcectl_host_width = 0;
+static gboolean vmcectl_line_start = TRUE;
+
+static void
+vmcectl_print_with_host (const gchar *text)
+{
+  for (const gchar *p = text; *p != '\0';) {
+    const gchar *nl = strchr (p, '\n');
+    gsize len = nl != NULL ? (gsize) (nl - p) + 1 : strlen (p);
+
+    if (vmcectl_line_start && vmcectl_host != NULL)
+      fprintf (stdout, "%-*s  ", vmcectl_host_width, vmcectl_host);
+    fwrite (p, 1, len, stdout);
+    vmcectl_line_start = nl != NULL;
+    p += len;
+  }
+  fflush (stdout);
+}
+
+static void
+vmcectl_print_host_event (const gchar *host, JsonNode *ev)
+{
+  if (opt_json) {
+    g_autofree gchar *line = NULL;
+    json_object_set_string_member (json_node_get_object (ev), "host", host);
+    line = vmce_json_to_line (ev);
+    g_print ("%s\n", line);
+    return;
+  }
+  vmcectl_host = host;
+  vmcectl_print_event (json_node_get_object (ev));
+  vmcectl_host = NULL;
+}
+
+typedef struct {
+  gchar *host;
+  JsonNode *ev;
+} VmcectlHostEvent;
+
+static void
+vmcectl_host_event_free (VmcectlHostEvent *he)
+{
+  json_node_unref (he->ev);
+  g_free (he);
+}
+
+static gint
+vmcectl_host_event_cmp (gconstpointer a, gconstpointer b)
+{
+  JsonObject *x = json_node_get_object ((*(VmcectlHostEvent *const *) a)->ev);
+  JsonObject *y = json_node_get_object ((*(VmcectlHostEvent *const *) b)->ev);
+
+  /* the journal's times are UTC, ISO 8601, to the microsecond: as strings
+   * they sort as times */
+  return g_strcmp0 (vmce_json_object_get_string_opt (x, "time"), vmce_json_object_get_string_opt (y, "time"));
+}
+
+typedef struct {
+  VmceCtlConn *conn;
+  const gchar *vm;
+  guint *live;
+  int *rc;
+} VmcectlFollow;
+
+static void
+vmcectl_follow_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmcectlFollow *f = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ev = vmce_ctl_conn_read_event_finish (f->conn, res, &error);
+  const gchar *name;
+
+  if (ev == NULL) {
+    /* one host gone: say so, follow the others */
+    g_printerr ("vmcectl: error: %s\n", error->message);
+    *f->rc = EXIT_FAILURE;
+    (*f->live)--;
+    return;
+  }
+  name = vmce_json_object_get_string_opt (json_node_get_object (ev), "vm");
+  if (f->vm == NULL || name == NULL || g_strcmp0 (name, f->vm) == 0)
+    vmcectl_print_host_event (vmce_ctl_conn_get_label (f->conn), ev);
+  vmce_ctl_conn_read_event_async (f->conn, NULL, vmcectl_follow_cb, f);
+}
+/* vmcectl events over several hosts: their records merged by time, then
+ * (--follow) each new one as it comes, the host first. A host that cannot
+ * be reached, or goes, is one error line; the others go on. */
+static int
+vmcectl_events_hosts (GPtrArray *targets, int argc, char **argv)
+{
+  g_autoptr(GPtrArray) conns = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_ctl_conn_free);
+  g_autoptr(GPtrArray) past = g_ptr_array_new_with_free_func ((GDestroyNotify) vmcectl_host_event_free);
+  g_autofree VmcectlFollow *follows = NULL;
+  g_autofree gchar *vm = NULL;
+  gboolean follow = FALSE;
+  gint limit = 20;
+  guint live = 0;
+  int rc = EXIT_SUCCESS;
+  GOptionEntry entries[] = {
+    { "vm", 0, 0, G_OPTION_ARG_STRING, &vm, "Only this VM", "VM" },
+    { "limit", 'n', 0, G_OPTION_ARG_INT, &limit, "How many past records per host (default 20, 0: all)",
+      "N" },
+    { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow, "Then wait for new ones", NULL },
+    { NULL },
+  };
+
+  if (!vmcectl_parse ("- recent journal records of several hosts, merged by time", entries, &argc, &argv))
+    return EXIT_FAILURE;
+  for (guint i = 0; i < targets->len; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) args = json_object_new ();
+    g_autoptr(VmceCtlConn) c = vmce_ctl_conn_open (g_ptr_array_index (targets, i), &error);
+    g_autoptr(JsonNode) sub = NULL;
+    g_autoptr(JsonNode) ret = NULL;
+    JsonArray *arr;
+
+    if (c != NULL && follow)
+      sub = vmcectl_call (c, "subscribe", NULL, &error);
+    if (vm != NULL)
+      json_object_set_string_member (args, "vm", vm);
+    json_object_set_int_member (args, "limit", MAX (limit, 0));
+    if (c != NULL && (!follow || sub != NULL))
+      ret = vmcectl_call (c, "query-events", args, &error);
+    if (ret == NULL || !JSON_NODE_HOLDS_ARRAY (ret)) {
+      g_printerr ("vmcectl: error: %s%s%s\n", c != NULL ? vmce_ctl_conn_get_label (c) : "",
+                  c != NULL ? ": " : "", error != NULL ? error->message : "no records");
+      rc = EXIT_FAILURE;
+      continue;
+    }
+    arr = json_node_get_array (ret);
+    for (guint j = 0; j < json_array_get_length (arr); j++) {
+      VmcectlHostEvent *he = g_new0 (VmcectlHostEvent, 1);
+      he->host = (gchar *) vmce_ctl_conn_get_label (c);
+      he->ev = json_node_ref (json_array_get_element (arr, j));
+      g_ptr_array_add (past, he);
+    }
+    g_ptr_array_add (conns, g_steal_pointer (&c));
+  }
+  g_ptr_array_sort (past, vmcectl_host_event_cmp);
+  for (guint i = 0; i < past->len; i++) {
+    VmcectlHostEvent *he = g_ptr_array_index (past, i);
+    vmcectl_print_host_event (he->host, he->ev);
+  }
+  if (!follow || conns->len == 0)
+    return conns->len == 0 ? EXIT_FAILURE : rc;
+  follows = g_new0 (VmcectlFollow, conns->len);
+  for (guint i = 0; i < conns->len; i++) {
+    follows[i] = (VmcectlFollow) { g_ptr_array_index (conns, i), vm, &live, &rc };
+    live++;
+    vmce_ctl_conn_read_event_async (follows[i].conn, NULL, vmcectl_follow_cb, &follows[i]);
+  }
+  while (live > 0)
+    g_main_context_iteration (NULL, TRUE);
+  return rc;
+}
+
+/* vmcectl status of several hosts, one after the other */
+static int
+vmcectl_status_hosts (GPtrArray *targets, int argc, char **argv)
+{
+  int rc = EXIT_SUCCESS;
+
+  for (guint i = 0; i < targets->len; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(VmceCtlConn) c = vmce_ctl_conn_open (g_ptr_array_index (targets, i), &error);
+    g_auto(GStrv) args = g_strdupv (argv);
+
+    if (c == NULL) {
+      g_printerr ("vmcectl: error: %s\n", error->message);
+      rc = EXIT_FAILURE;
+      continue;
+    }
+    vmcectl_host = vmce_ctl_conn_get_label (c);
+    if (vmcectl_cmd_status (c, argc, args) != EXIT_SUCCESS)
+      rc = EXIT_FAILURE;
+    vmcectl_host = NULL;
+  }
+  return rc;
 }
 
 int
 main (int argc, char **argv)
 {
-  g_autoptr(VmcectlConn) c = NULL;
+  g_autoptr(VmceCtlConn) c = NULL;
+  g_autoptr(GPtrArray) targets = g_ptr_array_new ();
   GError *error = NULL;
-  gboolean version = FALSE;
+  gboolean version = FALSE, bridge = FALSE;
+  const gchar *socket = NULL;
   int i;
 
   setlocale (LC_ALL, "");
@@ -904,9 +992,15 @@ main (int argc, char **argv)
     if (g_strcmp0 (argv[i], "--json") == 0) {
       opt_json = TRUE;
     } else if (g_strcmp0 (argv[i], "--socket") == 0 && i + 1 < argc) {
-      opt_socket = argv[++i];
+      socket = argv[++i];
     } else if (g_str_has_prefix (argv[i], "--socket=")) {
-      opt_socket = argv[i] + strlen ("--socket=");
+      socket = argv[i] + strlen ("--socket=");
+    } else if (g_strcmp0 (argv[i], "--connect") == 0 && i + 1 < argc) {
+      g_ptr_array_add (targets, argv[++i]);
+    } else if (g_str_has_prefix (argv[i], "--connect=")) {
+      g_ptr_array_add (targets, argv[i] + strlen ("--connect="));
+    } else if (g_strcmp0 (argv[i], "--stdio-bridge") == 0) {
+      bridge = TRUE;
     } else if (g_strcmp0 (argv[i], "--version") == 0) {
       version = TRUE;
     } else if (g_strcmp0 (argv[i], "--help") == 0 || g_strcmp0 (argv[i], "-h") == 0) {
@@ -921,6 +1015,17 @@ main (int argc, char **argv)
     g_print ("vmcectl %s\n", PACKAGE_VERSION);
     return EXIT_SUCCESS;
   }
+  if (socket == NULL)
+    socket = g_getenv ("VMCE_SOCKET");
+  if (bridge) {
+    /* the far end of --connect ssh://: ssh's standard input and output
+     * joined to this host's vmced */
+    if (!vmce_ctl_bridge_stdio (socket, &error))
+      return vmcectl_fail (error);
+    return EXIT_SUCCESS;
+  }
+  if (targets->len == 0)
+    g_ptr_array_add (targets, (gpointer) (socket != NULL ? socket : VMCE_CTL_DEFAULT_SOCKET));
   if (i >= argc) {
     vmcectl_usage ();
     return EXIT_FAILURE;
@@ -933,7 +1038,21 @@ main (int argc, char **argv)
       if (g_strcmp0 (argv[k], "--help") == 0 || g_strcmp0 (argv[k], "-h") == 0)
         return vmcectl_commands[j].func (NULL, argc - i, argv + i);
     }
-    c = vmcectl_connect (&error);
+    if (targets->len > 1) {
+      for (guint t = 0; t < targets->len; t++) {
+        g_autofree gchar *label = vmce_ctl_target_label (g_ptr_array_index (targets, t));
+        vmcectl_host_width = MAX (vmcectl_host_width, (int) strlen (label));
+      }
+      if (!opt_json)
+        g_set_print_handler (vmcectl_print_with_host);
+      if (vmcectl_commands[j].func == vmcectl_cmd_events)
+        return vmcectl_events_hosts (targets, argc - i, argv + i);
+      if (vmcectl_commands[j].func == vmcectl_cmd_status)
+        return vmcectl_status_hosts (targets, argc - i, argv + i);
+      g_printerr ("vmcectl: error: %s takes one --connect (status and events take several)\n", argv[i]);
+      return EXIT_FAILURE;
+    }
+    c = vmce_ctl_conn_open (g_ptr_array_index (targets, 0), &error);
     if (c == NULL)
       return vmcectl_fail (error);
     return vmcectl_commands[j].func (c, argc - i, argv + i);

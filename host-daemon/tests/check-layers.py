@@ -13,7 +13,7 @@ LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
              "proc-maps line-socket config"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
-                 "poison-scan poison-index page-replace rom-blobs control"),
+                 "poison-scan poison-index page-replace rom-blobs control ctl-connect"),
     ("vm session", "vm vm-json"),
     ("simulator", "sim-poison"),
     ("forwarder and guards", "forward reset-guard migration-guard"),
