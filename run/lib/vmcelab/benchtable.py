@@ -54,7 +54,8 @@ class Table:
         self.rows.append({"figure": figure, "value": value, "target": target, "met": met, "how": how})
 
     def missing(self, figure, how, why=None):
-        self.row(figure, f"not measured: {why or '`' + how + '` has not run here'}", how=how)
+        self.row(figure, f"not measured: {why or '`' + how + '` has not run here, or did not finish (its output says why)'}",
+                 how=how)
 
 
 def _us(s):
