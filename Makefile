@@ -107,13 +107,14 @@ PATCHED_QEMU := $(BUILD)/qemu/current/build/qemu-system-x86_64
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail overhead overhead-kvm p1 scale libvirt-restarts
+BENCH_PARTS := main tail overhead overhead-kvm p1 scale libvirt-restarts remote
 bench: kernels qemu
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
 	-@run/bench
 	-@run/bench --only tail
 	-@run/bench --overhead
+	-@run/bench --only remote
 	-@run/bench --only kernels
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M

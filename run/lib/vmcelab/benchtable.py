@@ -147,6 +147,15 @@ def _restarts(t, d, how):
         t.row(name, f"{ok} of {len(r[side])}", "all", ok == len(r[side]), how)
 
 
+def _remote(t, d, how):
+    r = d["remote"]
+    name = "vmcectl status over ssh vs here (median)"
+    if not r.get("measured"):
+        t.missing(name, how, r.get("why"))
+        return
+    t.row(name, f"{r['ssh']['median']:.1f} vs {r['local']['median']:.1f} ms ({r['ratio']:.0f}x)", how=how)
+
+
 def _p1(t, d, how):
     for r in d["p1"]:
         name = f"{r['accel']} {r['kind']}: host poison to {r['to']}, vmced over QEMU's own (median of {r['n']})"
@@ -172,6 +181,7 @@ PARTS = [
      _scale),
     ("libvirt-restarts", "run/libvirt/restarts", "libvirtd restarts survived under load, with and without vmced",
      _restarts),
+    ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),
 ]
