@@ -107,7 +107,7 @@ PATCHED_QEMU := $(BUILD)/qemu/current/build/qemu-system-x86_64
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail overhead overhead-kvm p1 scale libvirt-restarts remote
+BENCH_PARTS := main tail overhead overhead-kvm p1 scale libvirt-restarts remote fleet
 bench: kernels qemu
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
@@ -119,6 +119,7 @@ bench: kernels qemu
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M
 	-@run/libvirt/restarts
+	-@run/fleet bench
 	-@run/hostlab --overhead
 	-@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
 	@run/bench --table

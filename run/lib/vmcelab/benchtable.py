@@ -156,6 +156,16 @@ def _remote(t, d, how):
     t.row(name, f"{r['ssh']['median']:.1f} vs {r['local']['median']:.1f} ms ({r['ratio']:.0f}x)", how=how)
 
 
+def _fleet(t, d, how):
+    f = d["fleet"]
+    for label, r in f.items():
+        if not isinstance(r, dict):
+            continue
+        t.row(f"virsh campaign across the fleet, {label}: cases per hour",
+              f"{r['cases_per_hour']} ({r['cases']} cases in {r['s']:.0f} s"
+              + ("" if r["all_passed"] else ", NOT all passed") + ")", how=how)
+
+
 def _p1(t, d, how):
     for r in d["p1"]:
         name = f"{r['accel']} {r['kind']}: host poison to {r['to']}, vmced over QEMU's own (median of {r['n']})"
@@ -181,6 +191,7 @@ PARTS = [
      _scale),
     ("libvirt-restarts", "run/libvirt/restarts", "libvirtd restarts survived under load, with and without vmced",
      _restarts),
+    ("fleet", "run/fleet bench", "virsh campaign across the fleet: cases per hour, 1 host and 3", _fleet),
     ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),

@@ -56,7 +56,13 @@ class Sshd:
                     f"AuthorizedKeysFile {os.path.join(workdir, 'authorized_keys')}\n"
                     "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                     "KbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
-                    f"PidFile {self.pidfile}\n")
+                    f"PidFile {self.pidfile}\n"
+                    # Sessions skip the login user's ~/.bashrc (bash reads it
+                    # for ssh only at SHLVL 0): this machine's runs pyenv
+                    # rehash under a lock, and a session killed with its host
+                    # (run/fleet kill) left the lock behind, so every later
+                    # session waited 60 s for it.
+                    "SetEnv SHLVL=1\n")
         os.makedirs("/run/sshd", exist_ok=True)  # its privilege-separation directory
         argv = [SSHD, "-f", self.config, "-E", self.log]
         if netns:
