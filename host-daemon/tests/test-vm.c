@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "forward.h"
 #include "sim-poison.h"
 #include "fake-qmp.h"
 #include "test-child.h"
@@ -501,6 +502,49 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
   g_assert_true (test_child_command (fx->child, 'p'));
 }
 
+/* An SRAR right after another injection, with its vCPU held: it goes to
+ * inject-mce at once instead of waiting for the injection gap, and its vCPU
+ * stays held until QEMU's answer (let go for the gap, a TCG vCPU took a
+ * pending timer interrupt before the machine check, and the guest panicked:
+ * forward.c, vmce_forward_jumps_gap()) */
+static void
+test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *layout = NULL;
+  JsonObject *ev;
+  static const VmceMceKind kinds[] = { VMCE_MCE_KIND_AO, VMCE_MCE_KIND_AR };
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  layout = one_page_layout (fx->child);
+  script_attach (fx, layout);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  vmce_forward_set_gap (fx->vm, 1000); /* vmced's is 20 ms: well past the test's pace */
+
+  for (guint i = 0; i < G_N_ELEMENTS (kinds); i++) {
+    fake_qmp_expect (fx->fake, "inject-mce", "{}");
+    fx->done = FALSE;
+    g_clear_pointer (&fx->event, json_node_unref);
+    vmce_sim_poison_async (fx->vm, 0, FALSE, kinds[i], VMCE_SIM_TRIGGER_NOW, 0, 3000, poison_any_cb, fx);
+    test_wait (fx->done);
+    g_assert_true (fx->done);
+  }
+  g_assert_true (fake_qmp_script_done (fx->fake));
+  ev = json_node_get_object (fx->event);
+  g_assert_cmpstr (json_object_get_string_member (ev, "si_code"), ==, "BUS_MCEERR_AR");
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  /* not queued behind the gap the AO just opened */
+  g_assert_cmpint (json_object_get_int_member (ev, "queued_us"), <, 500000);
+  /* held past the command's sending, until the answer */
+  g_assert_cmpint (json_object_get_int_member (ev, "held_us"), >=,
+                   json_object_get_int_member (ev, "to_monitor_us"));
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -519,6 +563,7 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/vm/monitor-silent", Fixture, NULL, fixture_setup, test_vm_monitor_silent,
               fixture_teardown);
+  g_test_add ("/vm/ar-jumps-gap", Fixture, NULL, fixture_setup, test_vm_ar_jumps_gap, fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
   return g_test_run ();
