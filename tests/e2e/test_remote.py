@@ -121,24 +121,23 @@ try:
     follow = subprocess.Popen([VMCECTL, "--connect", a, "--connect", b, "events", "--follow", "-n", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)  # both subscribed (over ssh)
-    victim = start_victim(agent, mode="idle")
-    ev_b = daemons[1].poison("e2e-remote", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
-                             "--kind", "ao")
-    got = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not any(ev_b["gpa"] in ln for ln in got):
-        got.append(follow.stdout.readline())
+
+    def poison_on_b_and_follow():
+        """an AO on the second host; the lines --follow printed up to it"""
+        victim = start_victim(agent, mode="idle")
+        ev = daemons[1].poison("e2e-remote", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
+                               "--kind", "ao")
+        lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(ev["gpa"] in ln for ln in lines):
+            lines.append(follow.stdout.readline())
+        return ev, lines
+    ev_b, got = poison_on_b_and_follow()
     tap.ok(any(ln.startswith(lb) and f"GPA {ev_b['gpa']}" in ln for ln in got),
            "--follow over two hosts: the new record, led by its host", diag=got[-4:])
     hosts[0].stop()  # the first host is gone: its sshd and its sessions
     daemons[0].stop()
-    victim = start_victim(agent, mode="idle")
-    ev_b = daemons[1].poison("e2e-remote", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
-                             "--kind", "ao")
-    got = []
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not any(ev_b["gpa"] in ln for ln in got):
-        got.append(follow.stdout.readline())
+    ev_b, got = poison_on_b_and_follow()
     tap.ok(any(ln.startswith(lb) and f"GPA {ev_b['gpa']}" in ln for ln in got) and follow.poll() is None,
            "--follow: one host gone, the other still followed", diag=got[-4:])
     follow.terminate()
