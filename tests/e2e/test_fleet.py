@@ -123,7 +123,10 @@ try:
 finally:
     d = fleet("down", timeout=300)
 left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-qemus = subprocess.run(["pgrep", "-f", "build/fleet/h"], capture_output=True, text=True).stdout.split()
+# the fleet's guests are named hN-gM (libvirt hands QEMU its files as
+# descriptors: the fleet's directory is not on its command line)
+qemus = subprocess.run(["pgrep", "-f", r"qemu-system.*guest=h[0-9]+-g[0-9]+"], capture_output=True,
+                       text=True).stdout.split()
 tap.ok(d.returncode == 0 and "vmce-fleet" not in left and not qemus,
        "run/fleet down: no namespace and no QEMU of the fleet left", diag=(d.stderr, left, qemus))
 tap.done()
