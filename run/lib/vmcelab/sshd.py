@@ -103,7 +103,7 @@ class Sshd:
                 pid = int(f.read())
         except (OSError, ValueError):
             return
-        doomed = [pid] + (_descendants(pid) if sessions else [])
+        doomed = [pid] + (descendants(pid) if sessions else [])
         for p in doomed:
             try:
                 os.kill(p, 15)
@@ -111,7 +111,8 @@ class Sshd:
                 pass
 
 
-def _descendants(pid):
+def descendants(pid):
+    """every process below @pid (an sshd's sessions and what they run)"""
     children = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
