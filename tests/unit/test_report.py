@@ -1,24 +1,39 @@
 #!/usr/bin/env python3
-"""The report writer: one HTML file, well-formed inline SVG, every case in it."""
+"""The report writer: what the guest did and the verdict apart, the summary
+in words, kernels and hosts side by side, one self-contained HTML file, and
+what it does with results it cannot use."""
+import copy
+import html
+import json
 import os
+import re
 import sys
+import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
-from vmcelab.report import (COLOURS, kernel_section, matrix_svg, outcome, render,  # noqa: E402
+from vmcelab.report import (OUTCOMES, classify, kernel_section, load, matrix_html,  # noqa: E402
+                            matrix_svg, outcome, outcome_label, render,
                             timeline_svg, times_svg)
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+# recorded by `run/campaign --quick` on debian-6.1 (and a case the bench
+# could not set up): tests/unit/data/README.md
+RECORDED = os.path.join(DATA, "quick-results.jsonl")
 
 
 def result(page, kind, verdict, ms=120.0, kill="early", inject="host"):
     case = dict(id=f"m/{page}/{kind}/{kill}/{inject}/recovery1/0", page=page, kind=kind, kill=kill,
                 inject=inject, recovery=1, burst=1, repeat=False)
     obs = dict(actions={"0x42": ["dirty LRU page", "Recovered"]}, ms_to_action=ms,
-               signals=[{"pid": 1, "code_name": "BUS_MCEERR_AO", "addr": "0x1000", "lsb": 12}],
-               checks=[], panic=None, trouble=["WARNING: <odd> & \"quoted\""], hardware_corrupted_kb=4)
-    return dict(case=case, verdict=verdict, observed=obs, reasons=["because <reasons>"],
-                expected={"summary": "dirty LRU page: Recovered"}, not_run=None)
+               signals=[{"pid": 1, "code": 5, "code_name": "BUS_MCEERR_AO", "addr": "0x1000", "lsb": 12}],
+               checks=[], panic=None, trouble=["WARNING: <odd> & \"quoted\""], hardware_corrupted_kb=4,
+               guest_alive=True, qemu_alive=True)
+    return dict(case=case, verdict=verdict, observed=obs if verdict != "not run" else None,
+                reasons=["because <reasons>"], expected={"summary": "dirty LRU page: Recovered"},
+                not_run="no hugepages" if verdict == "not run" else None)
 
 
 RESULTS = [result("anon-dirty", "ao", "pass"), result("anon-dirty", "ar", "fail", 300),
@@ -29,19 +44,207 @@ TIMELINE = [dict(vm="g-0", event="boot", start=0.0, end=3.0, boot=1),
             dict(vm="g-1", event="case", start=1.0, end=9.0, case="y", verdict="fail")]
 
 
+def text(page):
+    """The page's words, as a reader sees them"""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def summary_of(page):
+    m = re.search(r'<section id="summary">(.*?)</section>', page, re.S)
+    return text(m.group(1)) if m else ""
+
+
+def recorded():
+    meta, results, timeline, skipped = load(RECORDED)
+    return meta, {r["case"]["id"].split("/")[0]: r for r in results}, timeline, skipped
+
+
+class Recorded(unittest.TestCase):
+    """Real results: a guest that panics, one that recovers, one that killed
+    the process, and a case that did not run"""
+
+    def test_outcome_labels(self):
+        _, by, _, skipped = recorded()
+        self.assertEqual(skipped, [])
+        want = {"ksm": "guest panicked", "pagetable": "guest panicked", "recovery-off": "guest panicked",
+                "slab": "guest doomed", "late-kill": "process killed (AR)", "consumed": "not run"}
+        for name, label in want.items():
+            self.assertEqual(outcome_label(by[name]), label, name)
+        # one of page-types/* recovered (free, clean page cache), another killed (anon-dirty)
+        page_types = [r for r in load(RECORDED)[1] if r["case"]["id"].startswith("page-types/")]
+        labels = {r["case"]["page"]: outcome_label(r) for r in page_types}
+        self.assertEqual(labels, {"anon-dirty": "process killed (AO)", "pagecache-clean": "recovered",
+                                  "free": "recovered"})
+        # a panic the guest was expected to have is still a panic, and still a pass
+        self.assertEqual(by["ksm"]["verdict"], "pass")
+
+    def test_summary_in_words(self):
+        meta, by, timeline, skipped = recorded()
+        results = load(RECORDED)[1]
+        page = render(meta, results, timeline, skipped)
+        s = summary_of(page)
+        self.assertIn("Guest kernel debian-6.1 (6.1.0-57-amd64) survives 4 of 8 error kinds", s)
+        self.assertIn("it panics on: ksm (ksmd reads the page), pagetable (at process exit), "
+                      "anon-dirty AO recovery=0 (memory_failure_recovery=0)", s)
+        self.assertIn("it is left to panic on: slab (the kernel still uses the page)", s)
+        self.assertIn("1 case did not run: pagecache-dirty AR (the page did not reach the "
+                      "pagecache-dirty state", s)
+        # each named case links to its row
+        for name in ("ksm", "pagetable", "slab", "consumed"):
+            anchor = re.search(rf'<a href="#(case-{name}[^"]*)">', page)
+            self.assertTrue(anchor, name)
+            self.assertIn(f'<tr id="{anchor.group(1)}">', page)
+
+    def test_cells_say_what_the_guest_did_and_the_verdict_apart(self):
+        meta, by, timeline, _ = recorded()
+        html = matrix_html(list(by.values()))
+        ksm = re.search(r'<th class="row" title="ksm">ksm</th><td>(.*?)</td>', html).group(1)
+        self.assertIn(">guest panicked<", ksm)
+        self.assertIn("\u2713 as expected", ksm)
+        self.assertIn(OUTCOMES["panicked"][1], ksm)
+        self.assertIn(">not run<", html)
+        self.assertIn("\u2013 not run", html)
+        page = render(meta, list(by.values()), timeline)
+        for key, (label, _, _) in OUTCOMES.items():
+            if key != "unknown":
+                self.assertIn(f">{label}</span>", page, "the legend names every outcome")
+        for verdict in ("as expected", "not as expected", "no expectation", "not run"):
+            self.assertIn(verdict, page)
+
+    def test_evidence_folded_log_first(self):
+        meta, by, timeline, _ = recorded()
+        page = render(meta, list(by.values()), timeline)
+        row = re.search(r'<tr id="case-ksm[^"]*">(.*?)</tr>', page, re.S).group(1)
+        details = row[row.index("<details>"):]
+        self.assertTrue(details.startswith("<details><summary>8 kernel log lines"))
+        self.assertLess(details.index('<pre class="log">'), details.index("<ul>"))
+        self.assertIn("Memory failure: 0x6e07: recovery action for unmapping failed page: Ignored", details)
+        self.assertIn("(afterwards, ksm-merge) Fatal machine check", details)
+
+    def test_truncated_last_line(self):
+        with open(RECORDED) as f:
+            lines = f.readlines()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "results.jsonl")
+            # an interrupted run: the last case record half written
+            case = next(line for line in lines if '"type": "case"' in line)
+            with open(path, "w") as f:
+                f.writelines(lines[:-1])
+                f.write(case[:len(case) // 2])
+            meta, results, timeline, skipped = load(path)
+        # the start record, the cases, not the end record nor the half case
+        self.assertEqual(len(results), len(lines) - 2)
+        self.assertEqual(timeline, [])
+        self.assertEqual(skipped, [f"results.jsonl line {len(lines)}: cut short (an interrupted run): left out"])
+        page = render(meta, results, timeline, skipped)
+        self.assertIn("Left out or shown as is", page)
+        self.assertIn("cut short (an interrupted run)", summary_of(page))
+        self.assertIn("No timeline.", page)
+
+
+class BadInput(unittest.TestCase):
+    def test_empty_campaign(self):
+        page = render({"name": "empty"}, [], [])
+        self.assertTrue(page.rstrip().endswith("</html>"))
+        self.assertIn("No case ran", page)
+        self.assertIn("0 cases: none", page)
+
+    def test_unknown_outcomes(self):
+        odd = result("shmem", "ao", "flaky")
+        said = result("anon-dirty", "ao", "pass")
+        said["observed"]["actions"] = {"0x42": ["dirty LRU page", "Postponed"]}
+        said["observed"]["signals"] = []
+        junk = {"verdict": "pass"}  # no case at all
+        page = render({"name": "odd"}, [odd, said, junk, "not a record"], [{"vm": "g", "start": "x"}])
+        s = summary_of(page)
+        self.assertIn("1 case(s) with a verdict this report does not know ('flaky'): shown as such", s)
+        self.assertIn("handler said Postponed, an answer this report does not know", s)
+        self.assertIn("result 3: no case id: left out", s)
+        self.assertIn("result 4: no case id: left out", s)
+        self.assertIn("1 timeline entr(y/ies) without a VM or times: left out", s)
+        self.assertIn("verdict &#x27;flaky&#x27;", page)
+        self.assertEqual(classify(said), "unknown")
+
+
+def on_host(r, host, **obs):
+    r = copy.deepcopy(r)
+    r["host"] = host
+    r["observed"] = dict(r["observed"] or {}, **obs) if obs or r["observed"] else None
+    return r
+
+
+class Hosts(unittest.TestCase):
+    """Cases spread over hosts, one case on two of them, a host lost"""
+
+    def setUp(self):
+        _, by, _, _ = recorded()
+        ksm, pc, late, nr = by["ksm"], by["page-types"], by["late-kill"], by["consumed"]
+        self.results = [on_host(ksm, "h1"), on_host(pc, "h2"), on_host(late, "h1"),
+                        # the same case on h2: its QEMU went away
+                        on_host(late, "h2", qemu_alive=False),
+                        dict(on_host(nr, "h3"), not_run="host lost: ssh: connection refused",
+                             reasons=["host lost: ssh: connection refused"])]
+        t = 100.0
+        self.timeline = [dict(vm="small-0", host="h1", event="boot", start=t, end=t + 3, boot=1),
+                         dict(vm="small-0", host="h1", event="case", start=t + 3, end=t + 4,
+                              case=ksm["case"]["id"], verdict="pass"),
+                         dict(vm="small-0", host="h2", event="boot", start=t, end=t + 5, boot=1)]
+        self.meta = {"name": "spread", "hosts": [{"name": "h1", "target": "ssh://root@10.0.0.1", "lost": None},
+                                                 {"name": "h2", "target": "ssh://root@10.0.0.2", "lost": None},
+                                                 {"name": "h3", "target": "ssh://root@10.0.0.3",
+                                                  "lost": "ssh: connection refused"}]}
+
+    def test_host_column_side_by_side_and_lanes(self):
+        page = render(self.meta, self.results, self.timeline)
+        self.assertIn("<th>host</th>", page)
+        self.assertIn("h3 (ssh://root@10.0.0.3) <b>lost: ssh: connection refused</b>", page)
+        side = kernel_section(self.results)
+        self.assertIn("<th>h1</th><th>h2</th>", side)
+        self.assertEqual(side.count("<li>"), 1, "one case ran on two hosts, and it differs")
+        self.assertIn("h1: <i>process killed (AR)</i>", side)
+        self.assertIn("h2: <i>QEMU died</i>", side)
+        s = summary_of(page)
+        self.assertIn("QEMU dies on: anon-dirty AO late on h2 (QEMU exited)", s)
+        self.assertIn("did not run: pagecache-dirty AR on h3 (host lost: ssh: connection refused)", s)
+        svg = timeline_svg(self.timeline, self.results)
+        ET.fromstring(svg)
+        self.assertIn(">host h1<", svg)
+        self.assertIn(">host h2<", svg)
+        self.assertLess(svg.index(">host h1<"), svg.index(">host h2<"))
+        # the case on two hosts: two rows, two anchors
+        late = [m for m in re.findall(r'<tr id="(case-late-kill[^"]*)">', page)]
+        self.assertEqual(len(set(late)), 2)
+
+    def test_spread_without_replicas_is_no_comparison(self):
+        spread = [r for r in self.results if not (r["host"] == "h2" and r["case"]["page"] == "anon-dirty")]
+        self.assertEqual(kernel_section(spread), "")
+        self.assertIn("<th>host</th>", render({}, spread, []))
+
+    def test_without_hosts(self):
+        page = render({}, RESULTS, TIMELINE)
+        self.assertNotIn("<th>host</th>", page)
+        self.assertNotIn(">host ", timeline_svg(TIMELINE))
+
+
 class Report(unittest.TestCase):
     def test_svgs_are_well_formed(self):
         for svg in (matrix_svg(RESULTS), times_svg(RESULTS), timeline_svg(TIMELINE)):
             root = ET.fromstring(svg)
             self.assertTrue(root.tag.endswith("svg"))
+            self.assertIn("viewBox", svg)  # scales to the page
 
-    def test_matrix_cells_coloured_by_verdict(self):
-        svg = matrix_svg(RESULTS)
-        for verdict in ("pass", "fail", "unexpected", "not run"):
-            self.assertIn(COLOURS[verdict], svg)
+    def test_matrix(self):
+        html = matrix_html(RESULTS)
         # page types are rows, injections columns
-        self.assertIn(">anon-dirty<", svg)
-        self.assertIn(">AO late<", svg)
+        self.assertIn('<th class="row" title="anon-dirty">anon-dirty</th>', html)
+        self.assertIn(">AO late<", html)
+        self.assertIn("\u2717 not as expected", html)
+        self.assertIn("? unexpected extras", html)
+        # many injections: the columns wrap into more tables, none too wide
+        many = [result("anon-dirty", "ao", "pass", inject=f"guest-x{i}") for i in range(20)]
+        wide = matrix_html(many)
+        self.assertEqual(wide.count("<table"), 3)
+        self.assertEqual(max(t.count("<th title=") for t in wide.split("<table")[1:]), 7)
 
     def test_whole_report(self):
         page = render({"name": "t & <x>", "seed": 1, "time": 0}, RESULTS, TIMELINE)
@@ -49,11 +252,16 @@ class Report(unittest.TestCase):
         self.assertIn("t &amp; &lt;x&gt;", page)
         self.assertNotIn("<odd>", page)  # escaped
         for r in RESULTS:
-            self.assertIn(r["case"]["id"], page)
-        self.assertEqual(page.count("<svg"), 3)
-        # self-contained: nothing fetched from elsewhere
+            self.assertIn(r["case"]["id"].replace("/", "/<wbr>"), page)
+        self.assertEqual(page.count("<svg"), 2)
+        # self-contained: nothing fetched from elsewhere, links only within
         self.assertNotIn("src=", page)
-        self.assertNotIn("href=", page)
+        self.assertEqual(re.findall(r'href="[^#]', page), [])
+        self.assertNotIn("@import", page)
+        # printed: every <details> open, colours kept, labels carry the meaning
+        self.assertIn("@media print", page)
+        self.assertIn("details::details-content", page)
+        self.assertIn('d.open = true', page)
 
     def test_one_kernel_no_comparison(self):
         self.assertEqual(kernel_section(RESULTS), "")
@@ -65,6 +273,7 @@ class Report(unittest.TestCase):
             r["observed"]["actions"] = {"0x2baf": list(action)}
             r["observed"]["signals"] = [{"pid": p, "code_name": c} for p, c in codes]
             r["observed"]["aftermath"] = {"how": "ksm-merge", "crash": crash}
+            r["observed"]["trouble"] = []
             r["expected"] = {"summary": "-", "nearest": nearest, "table": "debian-6.12"}
             return r
         same = [on(k, ("dirty LRU page", "Recovered"), [(1, "BUS_MCEERR_AO")]) for k in ("a", "b")]
@@ -84,12 +293,24 @@ class Report(unittest.TestCase):
         self.assertEqual(html.count("<li>"), 1, "one case, and it differs")
         self.assertEqual(outcome(results[2]), outcome(results[3]))
         self.assertIn("unmapping failed page: Ignored · no signal · then Fatal machine check", html)
+        self.assertIn("vmce-6.1: <i>process killed (AO)</i>", html)
+        self.assertIn("debian-6.1: <i>guest panicked</i>", html)
         self.assertIn("nothing: every case came out the same", kernel_section(same))
         page = render({"name": "k"}, results, [])
-        self.assertIn("Guest kernels side by side", page)
+        self.assertIn("Side by side: debian-6.1, vmce-6.1", page)
+        # one sentence per kernel
+        s = summary_of(page)
+        self.assertIn("Guest kernel vmce-6.1 survives 1 of 1 error kind: every one.", s)
+        self.assertIn("Guest kernel debian-6.1 survives 0 of 1 error kind; it panics on: ksm "
+                      "(ksmd reads the page).", s)
 
     def test_empty_times(self):
         self.assertIn("No case", times_svg([result("ksm", "ao", "not run", None)]))
+
+    def test_recorded_data_is_json_lines(self):
+        with open(RECORDED) as f:
+            for line in f:
+                json.loads(line)
 
 
 if __name__ == "__main__":

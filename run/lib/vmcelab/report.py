@@ -1,60 +1,457 @@
 """The campaign report: one self-contained HTML file, charts as inline SVG.
 
-  1. the outcome matrix: page type x injection, each cell coloured by the
-     verdicts of its cases
-  2. time from injection to the guest's recovery, per case
-  3. the timeline of each guest: boots and cases
-  4. every case: expected, observed, the evidence, the verdict
-With more than one guest kernel, first: the same cases side by side, one
-column per kernel, and what differs between them.
+It answers first what an operator asks: what does this guest kernel survive?
+  1. a summary in words: how many error kinds the guest survives, and the
+     ones it panics on, each linked to its case
+  2. the outcome matrix: page type x injection; each cell says what the
+     guest did (its label and colour) and, apart from that, the verdict
+     (a mark: as expected or not)
+  3. with more than one guest kernel, or the same case on more than one
+     host: the same cases side by side, and what differs
+  4. time from injection to the guest's recovery, per case
+  5. the timeline of each guest, grouped per host
+  6. every case: what the guest did, expected, the evidence (folded, the
+     kernel's log lines first), the verdict
+
+Records it cannot use (a line cut short by an interrupted run, a verdict it
+does not know) are left out or shown as they are, and the report says so.
+
+  python3 report.py RESULTS.jsonl [-o report.html]   renders a results file again
 """
+import argparse
 import html
 import json
+import math
+import os
 import re
+import sys
 import time
 
-COLOURS = {"pass": "#2e9d4a", "fail": "#d23c3c", "unexpected": "#e89a1c", "not run": "#9a9a9a"}
+# the verdict: was it what the guest kernel is expected to do (a mark on the
+# cell, apart from what the guest did)
+VERDICTS = {
+    "pass": ("as expected", "\u2713", "#2e7d32"),
+    "fail": ("not as expected", "\u2717", "#c62828"),
+    "unexpected": ("no expectation", "?", "#b25d00"),
+    "not run": ("not run", "\u2013", "#757575"),
+}
 ORDER = ("fail", "unexpected", "not run", "pass")
+# kept for the charts that still colour by verdict
+COLOURS = {v: c for v, (_, _, c) in VERDICTS.items()}
+
+# what the guest did: key -> (label, colour, what it means). Order: worst
+# first, as a cell with several cases shows the worst
+OUTCOMES = {
+    "qemu-died": ("QEMU died", "#212121", "the whole VM went away: QEMU exited"),
+    "panicked": ("guest panicked", "#b71c1c",
+                 "the guest kernel panicked or oopsed: at once, or when it read the bad page "
+                 "again later (ksmd, a process exit)"),
+    "hung": ("guest hung", "#6a1b9a", "the guest stopped answering, without a panic line"),
+    "doomed": ("guest doomed", "#880e4f",
+               "the handler left a bad page the kernel itself still uses: its next read panics "
+               "the guest (the campaign reboots the guest first)"),
+    "killed-ar": ("process killed (AR)", "#0d47a1",
+                  "a process touched the bad page and got SIGBUS BUS_MCEERR_AR, which ends it "
+                  "unless it handles it; the guest lives on"),
+    "killed-ao": ("process killed (AO)", "#1565c0",
+                  "the page was taken from the processes that map it and they got SIGBUS "
+                  "BUS_MCEERR_AO at once, which ends a process that does not handle it; the "
+                  "guest lives on"),
+    "dropped": ("page dropped silently", "#8d6e00",
+                "a dirty page's data was dropped and nobody was told"),
+    "ignored": ("ignored", "#a84300",
+                "the handler gave up on the page (\"Ignored\" or \"Failed\") and the guest lived on"),
+    "unknown": ("unknown outcome", "#546e7a",
+                "the handler's answer is not one this report knows: shown as the log says it"),
+    "nothing": ("no handler line", "#546e7a",
+                "the guest kernel logged no \"recovery action\" line for the page"),
+    "recovered": ("recovered", "#2e7d32",
+                  "the handler took the page out of use and nobody lost anything: a free page, "
+                  "or a clean one read again from disk when needed"),
+    "not-run": ("not run", "#757575", "the case could not be carried out here (the reason is given)"),
+}
+# what an operator counts as the guest surviving the error
+FATAL = ("qemu-died", "panicked", "hung", "doomed")
+# why the guest went down, by how the campaign brought the aftermath about
+WHY = {"ksm-merge": "ksmd reads the page", "exit": "at process exit",
+       "in-use": "the kernel still uses the page"}
 
 
 def esc(value):
     return html.escape(str(value), quote=True)
 
 
+def _elide(text, n):
+    text = str(text)
+    return text if len(text) <= n else text[:n - 1] + "\u2026"
+
+
 def column_of(case):
     """How a case was injected, as a matrix column"""
-    col = case["kind"].upper()
-    if case["inject"] != "host":
-        col += " " + case["inject"].replace("guest-", "guest ")
-    if case["kill"] != "early":
-        col += " " + case["kill"]
-    if case["recovery"] == 0:
+    col = str(case.get("kind", "?")).upper()
+    inject = case.get("inject", "host")
+    if inject != "host":
+        col += " " + str(inject).replace("guest-", "guest ")
+    if case.get("kill", "early") != "early":
+        col += f" {case['kill']}"
+    if case.get("recovery", 1) == 0:
         col += " recovery=0"
-    if case.get("burst", 1) > 1:
+    if (case.get("burst") or 1) > 1:
         col += f" burst {case['burst']}"
     if case.get("repeat"):
         col += " repeat"
     return col
 
 
-def _cell_colour(verdicts):
-    for v in ORDER:
-        if v in verdicts:
-            return COLOURS[v]
-    return "#ffffff"
+def _signal_code(s):
+    name = s.get("code_name") or ""
+    if s.get("code") == 4 or name.endswith("_AR"):
+        return "AR"
+    if s.get("code") == 5 or name.endswith("_AO"):
+        return "AO"
+    return None
+
+
+def _crash(obs):
+    """The guest kernel's own end: a panic, an oops, or one brought about
+    afterwards (ksmd, a process exit)"""
+    after = obs.get("aftermath") or {}
+    if after.get("crash"):
+        return after["crash"]
+    if obs.get("panic"):
+        return obs["panic"]
+    return next((t for t in obs.get("trouble") or [] if str(t).startswith("BUG:")), None)
+
+
+def classify(r):
+    """What the guest did, as a key of OUTCOMES: from the evidence alone,
+    not from the verdict"""
+    if r.get("verdict") == "not run" or r.get("not_run"):
+        return "not-run"
+    obs = r.get("observed") or {}
+    if obs.get("qemu_alive") is False:
+        return "qemu-died"
+    if _crash(obs):
+        return "panicked"
+    if obs.get("guest_alive") is False:
+        return "hung"
+    after = obs.get("aftermath") or {}
+    if after.get("how") == "in-use":
+        return "doomed"
+    codes = {_signal_code(s) for s in obs.get("signals") or [] if isinstance(s, dict)}
+    if "AR" in codes:
+        return "killed-ar"
+    if "AO" in codes:
+        return "killed-ao"
+    actions = [a for a in (obs.get("actions") or {}).values() if a]
+    results = {str(a[1]) for a in actions if len(a) > 1}
+    if results & {"Ignored", "Failed"}:
+        return "ignored"
+    if results - {"Recovered", "Delayed"}:
+        return "unknown"
+    if not actions:
+        return "nothing"
+    # a dirty page without a signal: its data is gone and nobody heard
+    if any("dirty" in str(a[0]) for a in actions) and not obs.get("checks"):
+        return "dropped"
+    return "recovered"
+
+
+def outcome_label(r, key=None):
+    key = key or classify(r)
+    if key == "unknown":
+        obs = r.get("observed") or {}
+        said = sorted({str(a[1]) for a in (obs.get("actions") or {}).values() if a and len(a) > 1}
+                      - {"Recovered", "Delayed"})
+        return "handler said " + ", ".join(said)
+    return OUTCOMES[key][0]
+
+
+def verdict_of(r):
+    """(key, label, symbol, colour): a verdict this report does not know is
+    shown as written"""
+    v = r.get("verdict")
+    if v in VERDICTS:
+        label, sym, colour = VERDICTS[v]
+        if v == "unexpected" and r.get("expected"):
+            label = "unexpected extras"
+        return v, label, sym, colour
+    return "?", f"verdict {v!r}", "?", "#546e7a"
+
+
+def _case(r):
+    return r["case"]
+
+
+def _key(r):
+    case = _case(r)
+    return case.get("key") or case["id"]
+
+
+def _anchor(r):
+    host = r.get("host")
+    raw = _case(r)["id"] + (f"@@{host}" if host else "")
+    return "case-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", raw)
+
+
+def _short_name(r):
+    """A case as the summary names it: its page type, and how it was
+    injected when not the plain AO"""
+    col = column_of(_case(r))
+    page = _case(r).get("page", "?")
+    return page if col == "AO" else f"{page} {col}"
+
+
+def _why_down(r, key):
+    case, obs = _case(r), r.get("observed") or {}
+    if case.get("recovery", 1) == 0:
+        return "memory_failure_recovery=0"
+    how = (obs.get("aftermath") or {}).get("how")
+    if how in WHY:
+        return WHY[how]
+    if key == "panicked":
+        return _elide(_crash(obs), 48)
+    if key == "qemu-died":
+        return "QEMU exited"
+    return None
+
+
+# -- what went into the report, and what did not ---------------------------
+
+def load(path):
+    """(meta, results, timeline, skipped) from a results.jsonl: a line cut
+    short (an interrupted run) or not a record is skipped, and said so"""
+    meta, results, timeline, skipped = {}, {}, [], []
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                what = "cut short (an interrupted run)" if not line.endswith("\n") else "not JSON"
+                skipped.append(f"{os.path.basename(path)} line {n}: {what}: left out")
+                continue
+            if not isinstance(rec, dict):
+                skipped.append(f"{os.path.basename(path)} line {n}: not a record: left out")
+                continue
+            if rec.get("type") == "start":
+                meta.setdefault("name", rec.get("campaign"))
+                meta.setdefault("time", rec.get("time"))
+                meta.setdefault("seed", rec.get("seed"))
+                meta.setdefault("reuse", rec.get("reuse", True))
+            elif rec.get("type") == "end":
+                timeline += rec.get("timeline") or []
+            elif rec.get("type") == "case":
+                # a resumed run may record a case again: the last one counts
+                case = rec.get("case") if isinstance(rec.get("case"), dict) else {}
+                results[(case.get("id"), rec.get("host"), n if not case.get("id") else 0)] = rec
+    return meta, list(results.values()), timeline, skipped
+
+
+def _usable(results, timeline):
+    """The records the report can draw, and what it left out and why"""
+    good, skipped, unknown = [], [], {}
+    for i, r in enumerate(results or []):
+        case = r.get("case") if isinstance(r, dict) else None
+        if not isinstance(case, dict) or not case.get("id"):
+            skipped.append(f"result {i + 1}: no case id: left out")
+            continue
+        # a copy: the caller's records stay as they were
+        r = dict(r, case={"page": "?", "kind": "?", **case})
+        if r.get("verdict") not in VERDICTS:
+            unknown.setdefault(str(r.get("verdict")), []).append(case["id"])
+        if r.get("observed") is not None and not isinstance(r.get("observed"), dict):
+            skipped.append(f"{case['id']}: its evidence is not a record: shown without it")
+            r = dict(r, observed=None)
+        good.append(r)
+    for v, ids in unknown.items():
+        skipped.append(f"{len(ids)} case(s) with a verdict this report does not know ({v!r}): "
+                       f"shown as such: {', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}")
+    for r in good:
+        if classify(r) == "unknown":
+            skipped.append(f"{_case(r)['id']}: {outcome_label(r)}, an answer this report does not "
+                           "know: shown as such")
+    keep = [e for e in timeline or [] if isinstance(e, dict) and _num(e.get("start")) is not None
+            and _num(e.get("end")) is not None and e.get("vm")]
+    if len(keep) < len(timeline or []):
+        skipped.append(f"{len(timeline) - len(keep)} timeline entr(y/ies) without a VM or times: "
+                       "left out")
+    return good, keep, skipped
+
+
+def _num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+# -- variants: the same case on other kernels or hosts ---------------------
+
+def kernels_of(results):
+    return list(dict.fromkeys(_case(r).get("kernel") or "?" for r in results))
+
+
+def _replicated_hosts(results):
+    """Whether some case ran on more than one host: only then is a host a
+    variant to compare (spread over hosts, each case ran once)"""
+    seen = {}
+    for r in results:
+        if r.get("host"):
+            seen.setdefault(_key(r), set()).add(r["host"])
+    return any(len(h) > 1 for h in seen.values())
+
+
+def variants_of(results):
+    """(variant of a result, the variants in order, their labels)"""
+    kernels = len(kernels_of(results)) > 1
+    hosts = _replicated_hosts(results)
+
+    def variant(r):
+        return (_case(r).get("kernel") if kernels else None, r.get("host") if hosts else None)
+    order = list(dict.fromkeys(variant(r) for r in results))
+    labels = {v: " @ ".join(str(x) for x in v if x) for v in order}
+    return variant, order, labels
+
+
+# -- pieces ----------------------------------------------------------------
+
+def chip(r, tag=None, link=True):
+    """A result as the matrix and the tables show it: what the guest did
+    (label, colour) and the verdict apart (a mark)"""
+    key = classify(r)
+    label, colour = outcome_label(r, key), OUTCOMES[key][1]
+    _, vlabel, sym, vcolour = verdict_of(r)
+    tip = f"{_case(r)['id']}{' on ' + r['host'] if r.get('host') else ''}: {label}; verdict: {vlabel}"
+    reasons = "; ".join(str(x) for x in r.get("reasons") or [])
+    if reasons:
+        tip += f" ({_elide(reasons, 300)})"
+    body = (f'<span class="o" style="background:{colour}">{esc(label)}</span>'
+            f'<span class="m" style="color:{vcolour};border-color:{vcolour}">{sym} {esc(vlabel)}</span>')
+    if tag:
+        body = f'<span class="t">{esc(tag)}</span>' + body
+    cls = f"chip v-{verdict_of(r)[0].replace(' ', '-').replace('?', 'x')}"
+    if link:
+        return f'<a class="{cls}" href="#{_anchor(r)}" title="{esc(tip)}">{body}</a>'
+    return f'<span class="{cls}" title="{esc(tip)}">{body}</span>'
+
+
+def legend():
+    outs = "".join(f'<li><span class="o" style="background:{c}">{esc(label)}</span> {esc(what)}</li>'
+                   for k, (label, c, what) in OUTCOMES.items() if k != "unknown")
+    marks = "".join(f'<li><span class="m" style="color:{c};border-color:{c}">{s} {esc(label)}</span> '
+                    f'{esc(what)}</li>' for (label, s, c), what in zip(VERDICTS.values(), (
+                        "what the guest kernel is expected to do (run/lib/vmcelab/expect.py), it did",
+                        "something expected did not happen",
+                        "nothing is written down for this case, or something else happened too "
+                        "(a BUG or WARNING, an extra signal): \"unexpected extras\"",
+                        "the case could not be carried out here")))
+    return f"""<div class="legend"><div><b>What the guest did</b> (the cell's label and colour)
+<ul>{outs}</ul></div><div><b>Verdict</b> (the mark under it; a dashed border: not as expected)
+<ul>{marks}</ul></div></div>"""
+
+
+def summary_section(results, notes):
+    """In words, per guest kernel: what it survives and what it panics on"""
+    if not results:
+        return '<section id="summary"><h2>Summary</h2><p>No case ran: there is nothing to ' \
+               'summarise.</p></section>'
+    variant, order, labels = variants_of(results)
+    info = {}
+    for r in results:
+        ki = _case(r).get("kernel_info") or {}
+        info.setdefault(variant(r), ki.get("release"))
+    paras = []
+    for v in order:
+        rs = [r for r in results if variant(r) == v]
+        cells = {}
+        for r in rs:
+            cells.setdefault((_case(r).get("page"), column_of(_case(r))), []).append(r)
+        ran = {k: c for k, c in cells.items() if any(classify(r) != "not-run" for r in c)}
+        down = {"panicked": [], "doomed": [], "hung": [], "qemu-died": []}
+        for c in ran.values():
+            for r in c:
+                key = classify(r)
+                if key in down:
+                    down[key].append(r)
+        survived = sum(1 for c in ran.values() if not any(classify(r) in FATAL for r in c))
+        who = labels[v] or (rs[0] and _case(rs[0]).get("kernel")) or ""
+        release = info.get(v)
+        name = f"guest kernel {who}" + (f" ({release})" if release and release != who else "") \
+            if who else "this guest kernel"
+        s = f"<b>{esc(name[0].upper() + name[1:])}</b> survives <b>{survived} of {len(ran)}</b> " \
+            f"error kind{'s' if len(ran) != 1 else ''}"
+        parts = []
+        for key, words in (("panicked", "it panics on"), ("doomed", "it is left to panic on"),
+                           ("hung", "it stops answering on"), ("qemu-died", "QEMU dies on")):
+            if down[key]:
+                parts.append(f"{words}: " + ", ".join(_named(r, key) for r in down[key]))
+        s += ("; " + "; ".join(parts) if parts else ": every one") + "."
+        missing = [r for r in rs if classify(r) == "not-run"]
+        if missing:
+            s += f" {len(missing)} case{'s' if len(missing) != 1 else ''} did not run: " + \
+                ", ".join(_named(r, "not-run") for r in missing[:8]) + (" …" if len(missing) > 8 else "") + "."
+        counts = {}
+        for r in rs:
+            counts[verdict_of(r)[1]] = counts.get(verdict_of(r)[1], 0) + 1
+        s += " Verdicts: " + ", ".join(f"{n} {esc(label)}" for label, n in counts.items()) + "."
+        paras.append(f"<p>{s}</p>")
+    skipped = ""
+    if notes:
+        skipped = '<div class="skipped"><b>Left out or shown as is:</b><ul>' + \
+            "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul></div>"
+    return f'<section id="summary"><h2>Summary</h2>{"".join(paras)}{skipped}</section>'
+
+
+def _named(r, key):
+    why = _why_down(r, key) if key != "not-run" else _elide(r.get("not_run") or "", 60)
+    host = f" on {r['host']}" if r.get("host") else ""
+    return f'<a href="#{_anchor(r)}">{esc(_short_name(r))}</a>{esc(host)}' + \
+        (f" ({esc(why)})" if why else "")
+
+
+def matrix_html(results, per_table=8):
+    """Page type x injection, as tables that fit the page: more columns
+    than per_table wrap into another table"""
+    if not results:
+        return "<p>No case ran.</p>"
+    variant, order, labels = variants_of(results)
+    rows = sorted({_case(r)["page"] for r in results}, key=str)
+    cols = sorted({column_of(_case(r)) for r in results}, key=lambda c: (len(c.split()), c))
+    cells = {}
+    for r in results:
+        cells.setdefault((_case(r)["page"], column_of(_case(r))), []).append(r)
+    chunks = math.ceil(len(cols) / per_table)
+    size = math.ceil(len(cols) / chunks)
+    out = []
+    for part in range(chunks):
+        these = cols[part * size:(part + 1) * size]
+        head = "".join(f'<th title="{esc(c)}">{esc(c)}</th>' for c in these)
+        body = []
+        for row in rows:
+            if not any((row, c) in cells for c in these):
+                continue
+            tds = []
+            for c in these:
+                rs = cells.get((row, c), [])
+                rs = sorted(rs, key=lambda r: order.index(variant(r)))
+                tds.append("<td>" + "".join(chip(r, labels[variant(r)] or None) for r in rs) + "</td>")
+            body.append(f'<tr><th class="row" title="{esc(row)}">{esc(row)}</th>{"".join(tds)}</tr>')
+        out.append(f'<table class="matrix"><colgroup><col class="rowh">{"<col>" * len(these)}'
+                   f'</colgroup><tr><th class="row">page \\ injection</th>{head}</tr>{"".join(body)}</table>')
+    return "\n".join(out)
 
 
 def matrix_svg(results):
-    rows = sorted({r["case"]["page"] for r in results})
-    cols = sorted({column_of(r["case"]) for r in results}, key=lambda c: (len(c.split()), c))
+    """The matrix as a picture (kept for whoever embeds it elsewhere):
+    cells carry what the guest did, and the verdict's mark"""
+    rows = sorted({_case(r)["page"] for r in results}, key=str)
+    cols = sorted({column_of(_case(r)) for r in results}, key=lambda c: (len(c.split()), c))
     cells = {}
     for r in results:
-        cells.setdefault((r["case"]["page"], column_of(r["case"])), []).append(r)
+        cells.setdefault((_case(r)["page"], column_of(_case(r))), []).append(r)
     cw, ch, left, top = 118, 26, 130, 120
-    # the last column's slanted label reaches about 130 px to the right
     width, height = left + cw * len(cols) + 140, top + ch * len(rows) + 10
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'role="img" aria-label="outcome matrix">']
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="outcome matrix">']
     for j, col in enumerate(cols):
         x = left + j * cw + cw / 2
         out.append(f'<text x="{x:.0f}" y="{top - 8}" font-size="11" transform="rotate(-35 {x:.0f} '
@@ -68,216 +465,397 @@ def matrix_svg(results):
             if not rs:
                 out.append(f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="#f4f4f4"/>')
                 continue
-            verdicts = [r["verdict"] for r in rs]
-            label = ", ".join(f"{verdicts.count(v)} {v}" for v in ORDER if v in verdicts)
-            tip = "; ".join(f"{r['case']['id']}: {r['verdict']}" for r in rs)
+            worst = min((classify(r) for r in rs), key=list(OUTCOMES).index)
+            marks = "".join(sorted({verdict_of(r)[2] for r in rs}))
+            tip = "; ".join(f"{_case(r)['id']}: {outcome_label(r)}, {verdict_of(r)[1]}" for r in rs)
             out.append(f'<g><title>{esc(tip)}</title><rect x="{x}" y="{y}" width="{cw - 2}" '
-                       f'height="{ch - 2}" fill="{_cell_colour(verdicts)}"/>'
-                       f'<text x="{x + (cw - 2) / 2:.0f}" y="{y + 17}" font-size="11" fill="#fff" '
-                       f'text-anchor="middle">{esc(label)}</text></g>')
+                       f'height="{ch - 2}" fill="{OUTCOMES[worst][1]}"/>'
+                       f'<text x="{x + (cw - 2) / 2:.0f}" y="{y + 17}" font-size="10" fill="#fff" '
+                       f'text-anchor="middle">{esc(_elide(OUTCOMES[worst][0], 17))} {esc(marks)}</text></g>')
     out.append("</svg>")
     return "\n".join(out)
 
 
 def times_svg(results):
-    rows = [r for r in results if r.get("observed") and r["observed"].get("ms_to_action")]
+    rows = [r for r in results if _num((r.get("observed") or {}).get("ms_to_action"))]
     if not rows:
         return "<p>No case reached the guest's recovery.</p>"
-    longest = max(r["observed"]["ms_to_action"] for r in rows)
-    bh, left, width = 16, 330, 820
+    longest = max(r["observed"]["ms_to_action"] for r in rows) or 1
+    bh, left, width = 16, 330, 900
     scale = (width - left - 70) / longest
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{bh * len(rows) + 30}" '
-           f'role="img" aria-label="time to recovery">']
+    height = bh * len(rows) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="time to recovery">']
     for i, r in enumerate(rows):
         ms = r["observed"]["ms_to_action"]
         y = i * bh + 4
-        out.append(f'<text x="{left - 6}" y="{y + 11}" font-size="10" text-anchor="end">'
-                   f'{esc(r["case"]["id"])}</text>')
-        out.append(f'<g><title>{esc(r["case"]["id"])}: {ms:.0f} ms</title><rect x="{left}" y="{y}" '
-                   f'width="{max(1, ms * scale):.1f}" height="{bh - 4}" '
-                   f'fill="{COLOURS.get(r["verdict"], "#666")}"/></g>')
+        name = _case(r)["id"] + (f" on {r['host']}" if r.get("host") else "")
+        key = classify(r)
+        out.append(f'<g><title>{esc(name)}</title><text x="{left - 6}" y="{y + 11}" font-size="10" '
+                   f'text-anchor="end">{esc(_elide(name, 58))}</text></g>')
+        out.append(f'<g><title>{esc(name)}: {ms:.0f} ms, {esc(outcome_label(r, key))}</title>'
+                   f'<rect x="{left}" y="{y}" width="{max(1, ms * scale):.1f}" height="{bh - 4}" '
+                   f'fill="{OUTCOMES[key][1]}"/></g>')
         out.append(f'<text x="{left + ms * scale + 4:.1f}" y="{y + 11}" font-size="10">{ms:.0f} ms</text>')
     out.append(f'<text x="{left}" y="{bh * len(rows) + 24}" font-size="10">injection to the guest '
-               f'kernel\'s "recovery action" line</text>')
+               f'kernel\'s "recovery action" line; bars coloured by what the guest did</text>')
     out.append("</svg>")
     return "\n".join(out)
 
 
-def timeline_svg(timeline):
-    if not timeline:
+def timeline_svg(timeline, results=()):
+    """One lane per guest; with hosts, the lanes grouped under each host"""
+    events = [e for e in timeline if e.get("event") in ("boot", "case")]
+    if not events:
         return "<p>No timeline.</p>"
-    vms = sorted({e["vm"] for e in timeline})
-    t0 = min(e["start"] for e in timeline)
-    t1 = max(e["end"] for e in timeline)
-    left, width, lane = 120, 900, 30
+    by_case = {(_case(r)["id"], r.get("host")): r for r in results}
+    lanes = sorted({(e.get("host") or "", e["vm"]) for e in events})
+    hosts = list(dict.fromkeys(h for h, _ in lanes))
+    grouped = hosts != [""]
+    t0 = min(e["start"] for e in events)
+    t1 = max(e["end"] for e in events)
+    left, width, lane, head = 150, 1000, 30, 18
     scale = (width - left - 20) / max(t1 - t0, 1e-3)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{lane * len(vms) + 40}" '
-           f'role="img" aria-label="per-VM timeline">']
-    for i, vm in enumerate(vms):
-        y = i * lane + 6
-        out.append(f'<text x="{left - 6}" y="{y + 15}" font-size="12" text-anchor="end">{esc(vm)}</text>')
-        for e in timeline:
-            if e["vm"] != vm:
-                continue
-            if e["event"] not in ("boot", "case"):
-                continue
-            x = left + (e["start"] - t0) * scale
-            w = max(1.5, (e["end"] - e["start"]) * scale)
-            top, height = y, lane - 10
-            if e["event"] == "boot" and e.get("spare"):
-                # booted while cases ran: a thin bar under them
-                colour, top, height = "#9fb4ea", y + lane - 14, 4
-                tip = f"spare boot {e.get('boot')}, in the background: {e['end'] - e['start']:.1f} s"
-            elif e["event"] == "boot":
-                colour, tip = "#4a6fd2", f"boot {e.get('boot')}: {e['end'] - e['start']:.1f} s"
-            else:
-                colour = COLOURS.get(e.get("verdict"), "#666")
-                tip = f"{e.get('case')}: {e.get('verdict')} ({e['end'] - e['start']:.1f} s)"
-            out.append(f'<g><title>{esc(tip)}</title><rect x="{x:.1f}" y="{top}" width="{w:.1f}" '
-                       f'height="{height}" fill="{colour}"/></g>')
-    axis_y = lane * len(vms) + 20
+    y, rows, out_lanes = 4, [], {}
+    for h in hosts:
+        if grouped:
+            rows.append(f'<text x="4" y="{y + 13}" font-size="12" font-weight="bold">host '
+                        f'{esc(_elide(h, 40))}<title>{esc(h)}</title></text>')
+            y += head
+        for lh, vm in lanes:
+            if lh == h:
+                out_lanes[(lh, vm)] = y
+                rows.append(f'<text x="{left - 6}" y="{y + 15}" font-size="12" text-anchor="end">'
+                            f'{esc(_elide(vm, 22))}<title>{esc(vm)}</title></text>')
+                y += lane
+    height = y + 36
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="per-VM timeline">'] + rows
+    for e in events:
+        ly = out_lanes[(e.get("host") or "", e["vm"])]
+        x = left + (e["start"] - t0) * scale
+        w = max(1.5, (e["end"] - e["start"]) * scale)
+        top, height_ = ly, lane - 10
+        if e["event"] == "boot" and e.get("spare"):
+            # booted while cases ran: a thin bar under them
+            colour, top, height_ = "#9fb4ea", ly + lane - 14, 4
+            tip = f"spare boot {e.get('boot')}, in the background: {e['end'] - e['start']:.1f} s"
+        elif e["event"] == "boot":
+            colour, tip = "#4a6fd2", f"boot {e.get('boot')}: {e['end'] - e['start']:.1f} s"
+        else:
+            r = by_case.get((e.get("case"), e.get("host"))) or by_case.get((e.get("case"), None))
+            key = classify(r) if r else None
+            colour = OUTCOMES[key][1] if key else COLOURS.get(e.get("verdict"), "#666")
+            what = outcome_label(r, key) if r else e.get("verdict")
+            tip = f"{e.get('case')}: {what}, {e.get('verdict')} ({e['end'] - e['start']:.1f} s)"
+        out.append(f'<g><title>{esc(tip)}</title><rect x="{x:.1f}" y="{top}" width="{w:.1f}" '
+                   f'height="{height_}" fill="{colour}"/></g>')
+    axis_y = y + 14
     for k in range(6):
         x = left + (width - left - 20) * k / 5
         out.append(f'<text x="{x:.0f}" y="{axis_y}" font-size="10">{(t1 - t0) * k / 5:.0f} s</text>')
     out.append(f'<text x="{left}" y="{axis_y + 14}" font-size="10">blue: a boot (thin, light: a spare '
-               f'booting in the background); the rest: cases, coloured by verdict</text>')
+               f'booting in the background); the rest: cases, coloured by what the guest did</text>')
     out.append("</svg>")
     return "\n".join(out)
-
-
-def kernels_of(results):
-    return list(dict.fromkeys(r["case"].get("kernel") or "?" for r in results))
 
 
 def outcome(r):
     """What the guest kernel did, in words that compare across kernels: the
     recovery action, who got which signal, what came after (addresses and
     pfns left out: they differ from run to run)"""
-    if r["verdict"] == "not run":
+    if r.get("verdict") == "not run" or r.get("not_run"):
         return "not run"
     obs = r.get("observed") or {}
     actions = sorted({f"{a[0]}: {a[1]}" for a in (obs.get("actions") or {}).values() if a})
-    codes = sorted({s.get("code_name") or str(s.get("code")) for s in obs.get("signals") or []})
+    codes = sorted({str(s.get("code_name") or s.get("code")) for s in obs.get("signals") or []})
     parts = ["; ".join(actions) or "no recovery action"]
     parts.append(", ".join(codes) if codes else "no signal")
-    after = obs.get("aftermath") or {}
-    crash = after.get("crash") or obs.get("panic")
+    crash = _crash(obs)
     if crash:
-        parts.append("then " + re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", crash))
+        parts.append("then " + re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", str(crash)))
     return " · ".join(parts)
 
 
 def kernel_section(results):
-    """The kernel comparison: a table of the same cases, one column per
-    kernel, and the list of cases whose outcome differs. Empty with one
-    kernel"""
-    kernels = kernels_of(results)
-    if len(kernels) < 2:
+    """The same cases side by side, one column per guest kernel (and per
+    host, where a case ran on several), and the cases whose outcome
+    differs. Empty with one of each"""
+    variant, order, labels = variants_of(results)
+    if len(order) < 2:
         return ""
     by_key = {}
     for r in results:
-        by_key.setdefault(r["case"].get("key") or r["case"]["id"], {})[r["case"].get("kernel")] = r
-    nearest = {r["case"].get("kernel"): (r.get("expected") or {}).get("table")
-               for r in results if (r.get("expected") or {}).get("nearest")}
-    head = "".join(f"<th>{esc(k)}{esc(f' (judged as {nearest[k]})') if k in nearest else ''}</th>"
-                   for k in kernels)
+        by_key.setdefault(_key(r), {})[variant(r)] = r
+    nearest = {}
+    for r in results:
+        if (r.get("expected") or {}).get("nearest"):
+            nearest[variant(r)] = r["expected"].get("table")
+    head = "".join(f"<th>{esc(labels[v])}{esc(f' (judged as {nearest[v]})') if v in nearest else ''}</th>"
+                   for v in order)
     rows, differs = [], []
-    for key in sorted(by_key, key=lambda k: (by_key[k][next(iter(by_key[k]))]["case"]["page"], k)):
+    for key in sorted(by_key, key=lambda k: (str(_case(next(iter(by_key[k].values())))["page"]), k)):
         cells = by_key[key]
         tds = []
-        for k in kernels:
-            r = cells.get(k)
+        for v in order:
+            r = cells.get(v)
             if r is None:
                 tds.append('<td class="k">-</td>')
                 continue
             mark = " &asymp;" if (r.get("expected") or {}).get("nearest") else ""
-            tds.append(f'<td class="k" style="border-left:5px solid {COLOURS[r["verdict"]]}" '
-                       f'title="{esc(r["verdict"])}: {esc("; ".join(r.get("reasons") or []))}">'
-                       f'{esc(outcome(r))}{mark}</td>')
-        rows.append(f"<tr><td>{esc(key)}</td>{''.join(tds)}</tr>")
-        said = {k: outcome(r) for k, r in cells.items()}
+            tds.append(f'<td class="k">{chip(r)}<div>{esc(outcome(r))}{mark}</div></td>')
+        first = next(iter(cells.values()))
+        rows.append(f'<tr><td class="el" title="{esc(key)}"><a href="#{_anchor(first)}">{esc(key)}</a></td>'
+                    f'{"".join(tds)}</tr>')
+        said = {labels[v]: (outcome_label(r), outcome(r)) for v, r in cells.items()}
         if len(set(said.values())) > 1:
             differs.append(f"<li><b>{esc(key)}</b>: " + "; ".join(
-                f"{esc(k)}: {esc(v)}" for k, v in said.items()) + "</li>")
-    return f"""<h2>Guest kernels side by side: {esc(", ".join(kernels))}</h2>
-<p>The same cases on each kernel: what its HWPOISON handler said (the "recovery action" line),
-who got which signal, and what came after; the border is the verdict against that kernel's own
-expectations{" (&asymp;: a kernel vmce has none for, judged by the nearest known one)" if nearest else ""}.</p>
+                f"{esc(k)}: <i>{esc(label)}</i> ({esc(v)})" for k, (label, v) in said.items()) + "</li>")
+    what = "guest kernels" if any(v[0] for v in order) else "hosts"
+    if any(v[0] for v in order) and any(v[1] for v in order):
+        what = "guest kernels and hosts"
+    return f"""<section id="side-by-side"><h2>Side by side: {esc(", ".join(labels[v] for v in order))}</h2>
+<p>The same cases on each of the {what}: what the guest did, what its HWPOISON handler said (the
+"recovery action" line), who got which signal, and what came after; the mark is the verdict against
+that kernel's own expectations{" (&asymp;: a kernel vmce has none for, judged by the nearest known one)" if nearest else ""}.</p>
 <h3>What differs</h3>
-<ul>{"".join(differs) or "<li>nothing: every case came out the same on every kernel</li>"}</ul>
-<table><tr><th>case</th>{head}</tr>
+<ul>{"".join(differs) or "<li>nothing: every case came out the same on each</li>"}</ul>
+<table class="side"><colgroup><col class="key">{"<col>" * len(order)}</colgroup>
+<tr><th>case</th>{head}</tr>
 {"".join(rows)}
-</table>"""
+</table></section>"""
+
+
+def kernel_log(r):
+    """The guest kernel's lines this case's verdict rests on, in the
+    kernel's words (time stamps left out: vmce keeps what it parsed)"""
+    obs = r.get("observed") or {}
+    lines = []
+    for pfn, action in (obs.get("actions") or {}).items():
+        if action:
+            lines.append(f"Memory failure: {pfn}: recovery action for {action[0]}: {action[1]}")
+    for pfn, kills in (obs.get("kills") or {}).items():
+        for k in kills or []:
+            if isinstance(k, (list, tuple)) and len(k) == 2:
+                lines.append(f"Memory failure: {pfn}: Sending SIGBUS to {k[0]}:{k[1]} due to hardware "
+                             "memory corruption")
+    for pfn in obs.get("already") or []:
+        lines.append(f"Memory failure: {pfn}: already hardware poisoned")
+    for pfn in obs.get("overflows") or []:
+        lines.append(f"buffer overflow when queuing memory failure at {pfn}")
+    for t in obs.get("trace") or []:
+        if isinstance(t, dict) and t.get("raw"):
+            lines.append(str(t["raw"]).strip())
+    for m in obs.get("mce_reports") or []:
+        lines.append(f"mce: [Hardware Error]: {m}")
+    for t in obs.get("trouble") or []:
+        lines.append(str(t))
+    if obs.get("panic"):
+        lines.append(f"Kernel panic - not syncing: {obs['panic']}")
+    after = obs.get("aftermath") or {}
+    if after.get("crash") and after.get("crash") != obs.get("panic"):
+        lines.append(f"(afterwards, {after.get('how')}) {after['crash']}")
+    return lines
 
 
 def _evidence(r):
     obs = r.get("observed") or {}
     bits = []
-    for pfn, action in (obs.get("actions") or {}).items():
-        if action:
-            bits.append(f"pfn {pfn}: {action[0]}: {action[1]}")
     for s in obs.get("signals") or []:
         bits.append(f"pid {s.get('pid')}: {s.get('code_name')} at {s.get('addr')} lsb {s.get('lsb')}")
+    dead = sorted(str(p) for p, alive in (obs.get("victims_alive") or {}).items() if alive is False)
+    if dead:
+        bits.append(f"process(es) {', '.join(dead)} ended")
     for c in obs.get("checks") or []:
         bits.append(f"check: {json.dumps(c)}")
-    if obs.get("panic"):
-        bits.append(f"panic: {obs['panic']}")
-    for t in obs.get("trouble") or []:
-        bits.append(t)
     if obs.get("hardware_corrupted_kb") is not None:
         bits.append(f"HardwareCorrupted +{obs['hardware_corrupted_kb']} kB")
+    if _num(obs.get("ms_to_action")):
+        bits.append(f"{obs['ms_to_action']:.0f} ms from injection to the recovery action line")
     after = obs.get("aftermath")
     if after:
         bits.append(f"afterwards ({after.get('how')}): {after.get('crash') or 'the guest lived on'}")
+    for label, alive in (("the guest", obs.get("guest_alive")), ("QEMU", obs.get("qemu_alive"))):
+        if alive is False:
+            bits.append(f"{label} was not alive at the end")
     return bits
 
 
-def render(meta, results, timeline):
-    counts = {v: sum(1 for r in results if r["verdict"] == v) for v in ORDER}
+def case_rows(results, hosts):
     rows = []
-    for r in sorted(results, key=lambda r: (ORDER.index(r["verdict"]), r["case"]["id"])):
+
+    def order(r):
+        return (list(OUTCOMES).index(classify(r)), ORDER.index(r["verdict"]) if r.get("verdict") in ORDER
+                else -1, _case(r)["id"])
+    for r in sorted(results, key=order):
         exp = r.get("expected") or {}
-        reasons = "<br>".join(esc(x) for x in r.get("reasons") or [])
-        evidence = "<br>".join(esc(x) for x in _evidence(r)) or esc(r.get("not_run") or "")
-        rows.append(
-            f'<tr><td><span class="v" style="background:{COLOURS[r["verdict"]]}">{esc(r["verdict"])}'
-            f'</span></td><td>{esc(r["case"]["id"])}</td><td>{esc(exp.get("summary", "none written"))}'
-            f'</td><td>{evidence}</td><td>{reasons}</td></tr>')
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(meta.get("time", time.time())))
-    summary = ", ".join(f"{counts[v]} {v}" for v in ORDER if counts[v])
+        log = kernel_log(r)
+        ev = _evidence(r)
+        reasons = [str(x) for x in r.get("reasons") or []]
+        inner = []
+        if log:
+            inner.append("<pre class=\"log\">" + "\n".join(esc(x) for x in log) + "</pre>")
+        if r.get("not_run"):
+            inner.append(f"<p>not run: {esc(r['not_run'])}</p>")
+        if ev:
+            inner.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in ev) + "</ul>")
+        if reasons:
+            inner.append("<p><b>why this verdict:</b> " + "<br>".join(esc(x) for x in reasons) + "</p>")
+        head = f"{len(log)} kernel log line{'s' if len(log) != 1 else ''}" if log else \
+            ("why not run" if r.get("not_run") else "evidence")
+        details = f"<details><summary>{esc(head)}: {esc(_elide(outcome(r), 70))}</summary>" \
+                  f"{''.join(inner) or '<p>no evidence recorded</p>'}</details>"
+        host = f'<td class="el" title="{esc(r.get("host") or "")}">{esc(r.get("host") or "-")}</td>' \
+            if hosts else ""
+        cid = _case(r)["id"]
+        rows.append(f'<tr id="{_anchor(r)}"><td>{chip(r, link=False)}</td>'
+                    f'<td><span class="el2" title="{esc(cid)}">{_breakable(cid)}</span></td>{host}'
+                    f'<td>{esc(exp.get("summary", "none written"))}</td><td>{details}</td></tr>')
+    return "".join(rows)
+
+
+def _breakable(text):
+    return "/<wbr>".join(esc(p) for p in str(text).split("/"))
+
+
+def _hosts_line(meta):
+    hosts = meta.get("hosts") or []
+    if not hosts:
+        return ""
+    said = []
+    for h in hosts:
+        if not isinstance(h, dict):
+            continue
+        s = esc(h.get("name", "?"))
+        if h.get("target"):
+            s += f" ({esc(h['target'])})"
+        if h.get("refused"):
+            s += f" <b>refused: {esc(h['refused'])}</b>"
+        if h.get("lost"):
+            s += f" <b>lost: {esc(h['lost'])}</b>"
+        said.append(s)
+    return f"<p class=\"meta\">hosts: {', '.join(said)}</p>"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; padding: 0 1em; color: #222;
+       max-width: 1200px; overflow-wrap: anywhere }
+h1 { font-size: 1.5em } h2 { font-size: 1.15em; margin-top: 2em }
+table { border-collapse: collapse; font-size: 0.85em; width: 100%; table-layout: fixed }
+td, th { border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top }
+svg { max-width: 100%; height: auto }
+a { color: inherit }
+.meta { color: #555 }
+.el { overflow: hidden; text-overflow: ellipsis; white-space: nowrap }
+.el2 { display: -webkit-box; -webkit-line-clamp: 2; line-clamp: 2; -webkit-box-orient: vertical;
+       overflow: hidden }
+#summary p { font-size: 1.05em; line-height: 1.5 }
+.skipped { background: #fff8e1; border-left: 4px solid #b25d00; padding: 4px 10px; margin: 1em 0 }
+.chip { display: block; text-decoration: none; margin: 2px 0; border: 2px solid transparent;
+        border-radius: 4px; line-height: 1.25 }
+.chip.v-fail, .chip.v-x { border: 2px dashed #c62828 }
+.chip .t { display: block; font-size: 0.8em; color: #444 }
+.o { display: inline-block; color: #fff; padding: 1px 5px; border-radius: 3px; font-size: 0.9em }
+.chip .o { display: block }
+.m { display: inline-block; font-size: 0.8em; border: 1px solid; border-radius: 3px; padding: 0 4px;
+     margin-top: 2px; background: #fff; white-space: nowrap }
+table.matrix { margin-bottom: 1em }
+table.matrix th { font-weight: normal; font-size: 0.9em }
+table.matrix col.rowh { width: 9em }
+table.matrix th.row { font-weight: bold }
+table.side col.key { width: 22% }
+table.cases col.o { width: 11em } table.cases col.id { width: 24% } table.cases col.h { width: 8% }
+table.cases col.e { width: 26% }
+.legend { display: flex; flex-wrap: wrap; gap: 1em 2em; font-size: 0.85em }
+.legend > div { flex: 1 1 30em }
+.legend ul { list-style: none; padding: 0 } .legend li { margin: 3px 0 }
+details summary { cursor: pointer }
+pre.log { white-space: pre-wrap; font-size: 0.9em; background: #f6f6f6; padding: 4px; margin: 4px 0 }
+td.k div { font-size: 0.9em }
+@media print {
+  body { max-width: none; margin: 0 }
+  .el { white-space: normal; overflow: visible }
+  .el2 { display: block; overflow: visible }
+  .chip, .o, .m { -webkit-print-color-adjust: exact; print-color-adjust: exact }
+  details > summary { list-style: none }
+  details::details-content { content-visibility: visible; display: block }
+  svg { break-inside: avoid }
+  tr { break-inside: avoid }
+}
+"""
+
+
+def render(meta, results, timeline, skipped=None):
+    """The report's HTML. @skipped: what the caller left out (lines of a
+    results file it could not read), said at the top with what the
+    report itself could not use"""
+    meta = meta if isinstance(meta, dict) else {}
+    results, timeline, own = _usable(results, timeline)
+    notes = list(skipped or []) + list(meta.get("skipped") or []) + own
+    hosts = any(r.get("host") for r in results)
+    counts = {}
+    for r in results:
+        counts[verdict_of(r)[1]] = counts.get(verdict_of(r)[1], 0) + 1
+    when_t = _num(meta.get("time"))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(when_t if when_t is not None else time.time()))
+    verdicts = ", ".join(f"{n} {v}" for v, n in counts.items()) or "none"
+    kernel = meta.get("guest_kernel") or ", ".join(dict.fromkeys(
+        " ".join(str(x) for x in (_case(r).get("kernel"), (_case(r).get("kernel_info") or {}).get("release"))
+                 if x) for r in results if _case(r).get("kernel")))
+    # what is not known (a report rendered again from its results file) is left out
+    facts = [when, f"{len(results)} case{'s' if len(results) != 1 else ''}: {verdicts}"]
+    facts += [f"guest kernel {kernel}"] if kernel else []
+    facts += [meta["qemu"]] if meta.get("qemu") else []
+    facts += [f"guest reuse {'on' if meta.get('reuse', True) else 'off'}"]
+    facts += [f"seed {meta['seed']}"] if meta.get("seed") is not None else []
+    facts += [meta["host"]] if meta.get("host") else []
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>vmce campaign {esc(meta.get("name"))}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px }}
-h1 {{ font-size: 1.5em }} h2 {{ font-size: 1.15em; margin-top: 2em }}
-table {{ border-collapse: collapse; font-size: 0.85em; width: 100% }}
-td, th {{ border-bottom: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top }}
-.v {{ color: #fff; padding: 1px 6px; border-radius: 3px; white-space: nowrap }}
-.meta {{ color: #555 }}
-td.k {{ font-size: 0.95em }}
-</style></head><body>
+<style>{STYLE}</style></head><body>
 <h1>vmce campaign {esc(meta.get("name"))}</h1>
-<p class="meta">{esc(when)} &middot; {len(results)} cases: {esc(summary)} &middot;
-guest kernel {esc(meta.get("guest_kernel", "?"))} &middot; {esc(meta.get("qemu", "?"))} &middot;
-guest reuse {"on" if meta.get("reuse", True) else "off"} &middot; seed {esc(meta.get("seed"))}
-{f"&middot; {esc(meta['host'])}" if meta.get("host") else ""}</p>
-<p>Each case puts a guest page in a known state, injects a memory error into it, and compares
-what the guest did with what Linux's HWPOISON handler is expected to do for that page state
-(written down per kernel version in <code>run/lib/vmcelab/expect.py</code>).
-<b>pass</b>: as expected; <b>fail</b>: something expected did not happen; <b>unexpected</b>: no
-expectation is written for it, or something else happened too (a BUG/WARNING, an extra signal);
-<b>not run</b>: the case could not be set up here (the reason is given).</p>
-{kernel_section(results)}
+<p class="meta">{" &middot; ".join(esc(x) for x in facts)}</p>
+{_hosts_line(meta)}
+{summary_section(results, notes)}
+<p>Each case puts a guest page in a known state, injects a memory error into it, and records what
+the guest did. Separately, that is compared with what Linux's HWPOISON handler is expected to do for
+that page state (written down per kernel version in <code>run/lib/vmcelab/expect.py</code>): the
+verdict. A guest that panics can be <i>as expected</i>: the verdict says the harness agrees with the
+kernel, the outcome says what your guest survives.</p>
 <h2>Outcome matrix: page type &times; injection</h2>
-{matrix_svg(results)}
+{legend()}
+{matrix_html(results)}
+{kernel_section(results)}
 <h2>Time from injection to the guest's recovery</h2>
 {times_svg(results)}
-<h2>Per-VM timeline</h2>
-{timeline_svg(timeline)}
+<h2>Per-VM timeline{" by host" if any(e.get("host") for e in timeline) else ""}</h2>
+{timeline_svg(timeline, results)}
 <h2>Cases</h2>
-<table><tr><th>verdict</th><th>case</th><th>expected</th><th>evidence</th><th>why</th></tr>
-{"".join(rows)}
+<table class="cases"><colgroup><col class="o"><col class="id">{'<col class="h">' if hosts else ''}
+<col class="e"><col></colgroup>
+<tr><th>what the guest did / verdict</th><th>case</th>{"<th>host</th>" if hosts else ""}<th>expected</th>
+<th>evidence (kernel log first)</th></tr>
+{case_rows(results, hosts) or '<tr><td colspan="4">no case ran</td></tr>'}
 </table>
+<script>window.addEventListener("beforeprint", function () {{
+  document.querySelectorAll("details").forEach(function (d) {{ d.open = true; }});
+}});</script>
 </body></html>
 """
+
+
+def main():
+    p = argparse.ArgumentParser(description="Render a campaign's report from its results.jsonl again")
+    p.add_argument("results", help="results.jsonl")
+    p.add_argument("-o", "--out", help="the HTML file (default: report.html next to the results)")
+    args = p.parse_args()
+    meta, results, timeline, skipped = load(args.results)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.results)), "report.html")
+    with open(out, "w") as f:
+        f.write(render(meta, results, timeline, skipped))
+    print(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
