@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""A campaign report as a browser draws it: Debian's chromium, headless, at
+1280 px. A copy of the report gets a small script that measures the page
+(with every <details> folded, then unfolded) and writes what it found into
+the page, which chromium prints (--dump-dom). The report itself has no such
+script.
+
+e2e-campaign checks the quick campaign's report this way. Run alone (the
+report-browser test), it renders the results recorded in tests/unit/data/
+and a made-up worst case (three kernels, two hosts, many injections, long
+names) and checks those; exit 77 (a skip) without chromium.
+
+  python3 report_browser.py [REPORT.html]   the measurements as JSON
+"""
+import copy
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
+
+from tap import Tap  # noqa: E402
+from vmcelab import report as vmce_report  # noqa: E402
+
+WIDTH = 1280
+
+# how wide the page's content is, and any element past the window's right
+# edge that nothing clips (an ellipsis clips; a scroll bar inside counts)
+PROBE = r"""<script>
+addEventListener("load", function () {
+  function measure() {
+    var de = document.documentElement, w = de.clientWidth, over = [];
+    document.querySelectorAll("body *").forEach(function (el) {
+      var r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) return;
+      var cs = getComputedStyle(el);
+      if ((cs.overflowX === "auto" || cs.overflowX === "scroll") && el.scrollWidth > el.clientWidth + 1)
+        over.push("scrolls inside: " + el.tagName + " " + el.scrollWidth + " > " + el.clientWidth);
+      if (r.right <= w + 0.5 && r.left >= -0.5) return;
+      for (var a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+        var ox = getComputedStyle(a).overflowX;
+        if (ox !== "visible" && a.getBoundingClientRect().right <= w + 0.5) return;
+      }
+      over.push(el.tagName + (el.id ? "#" + el.id : "") + " " + Math.round(r.left) + ".." +
+                Math.round(r.right) + ": " + (el.textContent || "").slice(0, 60));
+    });
+    return {width: w, scrollWidth: Math.max(de.scrollWidth, document.body.scrollWidth),
+            over: over.slice(0, 20)};
+  }
+  var folded = measure();
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var unfolded = measure();
+  var s = document.getElementById("summary");
+  var out = document.createElement("pre");
+  out.id = "vmce-probe";
+  out.textContent = JSON.stringify({folded: folded, unfolded: unfolded,
+                                    details: document.querySelectorAll("details").length,
+                                    summary: s ? s.innerText : null});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def measure(report, width=WIDTH, timeout=120):
+    """What chromium found in @report, as a dict; RuntimeError when it says
+    nothing usable"""
+    with tempfile.TemporaryDirectory(prefix="vmce-report-") as tmp:
+        with open(report) as f:
+            page = f.read()
+        copy_ = os.path.join(tmp, "report.html")
+        with open(copy_, "w") as f:
+            f.write(page.replace("</body>", PROBE + "\n</body>", 1))
+        res = subprocess.run(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--window-size={width},1000", f"--user-data-dir={os.path.join(tmp, 'profile')}",
+             "--virtual-time-budget=5000", "--dump-dom", "file://" + copy_],
+            capture_output=True, text=True, timeout=timeout)
+        m = re.search(r'<pre id="vmce-probe">(.*?)</pre>', res.stdout, re.S)
+        if not m:
+            raise RuntimeError(f"chromium exit {res.returncode}, no measurements: {res.stderr[-1500:]}")
+        return json.loads(html.unescape(m.group(1)))
+
+
+def went_down(results):
+    """The page types whose guest went down, from the evidence (not from
+    the report's own reading of it): a panic, a crash afterwards, a kernel
+    page left poisoned in use, the guest or QEMU gone"""
+    pages = set()
+    for r in results:
+        obs = r.get("observed") or {}
+        after = obs.get("aftermath") or {}
+        if obs.get("panic") or after.get("crash") or after.get("how") == "in-use" \
+                or obs.get("guest_alive") is False or obs.get("qemu_alive") is False:
+            pages.add(r["case"]["page"])
+    return sorted(pages)
+
+
+def check(tap, report, results, what="the report"):
+    """@report at 1280 px: nothing wider than the page, folded or unfolded;
+    its summary names every page type whose guest went down in @results"""
+    try:
+        seen = measure(report)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as e:
+        tap.ok(False, f"{what} in headless chromium", diag=str(e))
+        return
+    for state in ("folded", "unfolded"):
+        m = seen[state]
+        tap.ok(m["scrollWidth"] <= m["width"] and not m["over"],
+               f"{what} at {WIDTH} px, evidence {state}: nothing wider than the page "
+               f"({m['scrollWidth']} px for {m['width']})", diag="\n".join(m["over"]))
+    down = went_down(results)
+    summary = seen.get("summary") or ""
+    missing = [p for p in down if not re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", summary)]
+    tap.ok(down and "panics on" in summary and not missing,
+           f"{what}: the summary names the page types whose guest went down ({', '.join(down)})",
+           diag=f"missing {missing} in: {summary}")
+    tap.ok(seen.get("details", 0) >= sum(1 for _ in results), f"{what}: each case's evidence is folded",
+           diag=f"{seen.get('details')} <details> for {len(results)} cases")
+
+
+def worst_case(results):
+    """@results on three kernels and two hosts, with many injections and
+    long names: the widest report the matrix and tables must still fit"""
+    out = []
+    for i, r in enumerate(results):
+        for kernel in ("debian-6.1", "vmce-6.1", "/boot/vmlinuz-6.12.0-a-very-long-kernel-name-indeed"):
+            for host in ("h1", "host-with-a-rather-long-name.example.org"):
+                x = copy.deepcopy(r)
+                case = x["case"]
+                case["inject"] = f"guest-injection-number-{i}-with-a-long-name"
+                case["key"] = case["id"].split("@")[0] + "/" + "long" * 10
+                case["id"] = case["key"] + "@" + kernel
+                case["kernel"] = kernel
+                x["host"] = host
+                out.append(x)
+    return out
+
+
+def main():
+    if len(sys.argv) > 1:
+        print(json.dumps(measure(sys.argv[1]), indent=1))
+        return
+    if not chromium():
+        print("report-browser: skipped: no chromium (Debian's `chromium`; run/install-deps installs it)")
+        sys.exit(77)
+    tap = Tap()
+    meta, results, timeline, skipped = vmce_report.load(
+        os.path.join(HERE, "..", "unit", "data", "quick-results.jsonl"))
+    with tempfile.TemporaryDirectory(prefix="vmce-report-") as tmp:
+        path = os.path.join(tmp, "report.html")
+        for what, rs, tl in (("the recorded quick results' report", results, timeline),
+                             ("a report of three kernels on two hosts", worst_case(results), [])):
+            with open(path, "w") as f:
+                f.write(vmce_report.render(meta, rs, tl, skipped))
+            check(tap, path, rs, what)
+    tap.done()
+
+
+if __name__ == "__main__":
+    main()
