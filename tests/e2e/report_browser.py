@@ -91,6 +91,17 @@ def measure(report, width=WIDTH, timeout=120):
         return json.loads(html.unescape(m.group(1)))
 
 
+def printed_pages(report, timeout=120):
+    """How many pages chromium prints @report on"""
+    with tempfile.TemporaryDirectory(prefix="vmce-report-") as tmp:
+        pdf = os.path.join(tmp, "report.pdf")
+        subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
+                        f"--user-data-dir={os.path.join(tmp, 'profile')}", f"--print-to-pdf={pdf}",
+                        "file://" + os.path.abspath(report)], capture_output=True, timeout=timeout)
+        with open(pdf, "rb") as f:
+            return len(re.findall(rb"/Type\s*/Page\b", f.read()))
+
+
 def went_down(results):
     """The page types whose guest went down, from the evidence (not from
     the report's own reading of it): a panic, a crash afterwards, a kernel
@@ -126,6 +137,17 @@ def check(tap, report, results, what="the report"):
            diag=f"missing {missing} in: {summary}")
     tap.ok(seen.get("details", 0) >= sum(1 for _ in results), f"{what}: each case's evidence is folded",
            diag=f"{seen.get('details')} <details> for {len(results)} cases")
+    # printed, the evidence is there: as many pages as with every <details> open
+    with tempfile.TemporaryDirectory(prefix="vmce-report-") as tmp:
+        unfolded = os.path.join(tmp, "unfolded.html")
+        with open(report) as f, open(unfolded, "w") as out:
+            out.write(f.read().replace("<details>", "<details open>"))
+        try:
+            pages, want = printed_pages(report), printed_pages(unfolded)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            pages, want = None, str(e)
+    tap.ok(pages and pages == want, f"{what}: printed with its evidence unfolded ({pages} pages)",
+           diag=f"{pages} pages printed, {want} with every <details> open")
 
 
 def worst_case(results):

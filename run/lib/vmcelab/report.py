@@ -440,42 +440,6 @@ def matrix_html(results, per_table=8):
     return "\n".join(out)
 
 
-def matrix_svg(results):
-    """The matrix as a picture (kept for whoever embeds it elsewhere):
-    cells carry what the guest did, and the verdict's mark"""
-    rows = sorted({_case(r)["page"] for r in results}, key=str)
-    cols = sorted({column_of(_case(r)) for r in results}, key=lambda c: (len(c.split()), c))
-    cells = {}
-    for r in results:
-        cells.setdefault((_case(r)["page"], column_of(_case(r))), []).append(r)
-    cw, ch, left, top = 118, 26, 130, 120
-    width, height = left + cw * len(cols) + 140, top + ch * len(rows) + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="outcome matrix">']
-    for j, col in enumerate(cols):
-        x = left + j * cw + cw / 2
-        out.append(f'<text x="{x:.0f}" y="{top - 8}" font-size="11" transform="rotate(-35 {x:.0f} '
-                   f'{top - 8})">{esc(col)}</text>')
-    for i, row in enumerate(rows):
-        y = top + i * ch
-        out.append(f'<text x="{left - 6}" y="{y + 17}" font-size="12" text-anchor="end">{esc(row)}</text>')
-        for j, col in enumerate(cols):
-            rs = cells.get((row, col))
-            x = left + j * cw
-            if not rs:
-                out.append(f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="#f4f4f4"/>')
-                continue
-            worst = min((classify(r) for r in rs), key=list(OUTCOMES).index)
-            marks = "".join(sorted({verdict_of(r)[2] for r in rs}))
-            tip = "; ".join(f"{_case(r)['id']}: {outcome_label(r)}, {verdict_of(r)[1]}" for r in rs)
-            out.append(f'<g><title>{esc(tip)}</title><rect x="{x}" y="{y}" width="{cw - 2}" '
-                       f'height="{ch - 2}" fill="{OUTCOMES[worst][1]}"/>'
-                       f'<text x="{x + (cw - 2) / 2:.0f}" y="{y + 17}" font-size="10" fill="#fff" '
-                       f'text-anchor="middle">{esc(_elide(OUTCOMES[worst][0], 17))} {esc(marks)}</text></g>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
 def times_svg(results):
     rows = [r for r in results if _num((r.get("observed") or {}).get("ms_to_action"))]
     if not rows:
