@@ -160,9 +160,27 @@ class BadInput(unittest.TestCase):
         self.assertIn("handler said Postponed, an answer this report does not know", s)
         self.assertIn("result 3: no case id: left out", s)
         self.assertIn("result 4: no case id: left out", s)
-        self.assertIn("1 timeline entr(y/ies) without a VM or times: left out", s)
+        self.assertIn("1 timeline entr(y/ies) without a VM, a host name or times: left out", s)
         self.assertIn("verdict &#x27;flaky&#x27;", page)
         self.assertEqual(classify(said), "unknown")
+
+    def test_odd_fields(self):
+        """Fields that are not what a campaign writes: the record is left
+        out or shown without them, and the report says so"""
+        _, results, timeline, _ = load(RECORDED)
+        bad = copy.deepcopy(results[:3])
+        bad[0]["observed"]["signals"] = ["not a signal"]
+        bad[1]["expected"] = "a string"
+        bad[2]["observed"] = [1, 2]
+        bad.append(dict(copy.deepcopy(results[3]), host={"name": "h1"}))
+        page = render({}, bad, timeline + [{"vm": "g", "start": 1, "end": 2, "case": ["x"]}])
+        s = summary_of(page)
+        self.assertIn(f"{bad[0]['case']['id']}: a record this report cannot read (AttributeError", s)
+        self.assertIn(f"{bad[1]['case']['id']}: a record this report cannot read (AttributeError", s)
+        self.assertIn(f"{bad[2]['case']['id']}: its evidence is not a record: shown without it", s)
+        self.assertIn(f"{bad[3]['case']['id']}: its host is not a name: shown without one", s)
+        self.assertIn("1 timeline entr(y/ies) without a VM, a host name or times: left out", s)
+        self.assertIn(f'<tr id="case-{bad[2]["case"]["id"].split("/")[0]}', page)
 
 
 def on_host(r, host, **obs):

@@ -258,12 +258,29 @@ def _usable(results, timeline):
             skipped.append(f"result {i + 1}: no case id: left out")
             continue
         # a copy: the caller's records stay as they were
-        r = dict(r, case={"page": "?", "kind": "?", **case})
+        case = {"page": "?", "kind": "?", **case}
+        for name in ("id", "page", "key", "kernel"):
+            if not isinstance(case.get(name), (str, type(None))):
+                case[name] = str(case[name])
+        r = dict(r, case=case)
+        if not isinstance(r.get("verdict"), (str, type(None))):
+            r = dict(r, verdict=str(r.get("verdict")))
         if r.get("verdict") not in VERDICTS:
             unknown.setdefault(str(r.get("verdict")), []).append(case["id"])
         if r.get("observed") is not None and not isinstance(r.get("observed"), dict):
             skipped.append(f"{case['id']}: its evidence is not a record: shown without it")
             r = dict(r, observed=None)
+        if not isinstance(r.get("host"), (str, type(None))):
+            skipped.append(f"{case['id']}: its host is not a name: shown without one")
+            r = dict(r, host=None)
+        try:
+            # every piece a record is drawn in, tried once: a record whose
+            # fields are not what a campaign writes is left out, not the report
+            case_rows([r], True), matrix_html([r]), summary_section([r], []), times_svg([r])
+        except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:
+            skipped.append(f"{case['id']}: a record this report cannot read ({type(e).__name__}: {e}): "
+                           "left out")
+            continue
         good.append(r)
     for v, ids in unknown.items():
         skipped.append(f"{len(ids)} case(s) with a verdict this report does not know ({v!r}): "
@@ -273,10 +290,11 @@ def _usable(results, timeline):
             skipped.append(f"{_case(r)['id']}: {outcome_label(r)}, an answer this report does not "
                            "know: shown as such")
     keep = [e for e in timeline or [] if isinstance(e, dict) and _num(e.get("start")) is not None
-            and _num(e.get("end")) is not None and e.get("vm")]
+            and _num(e.get("end")) is not None and isinstance(e.get("vm"), str) and e["vm"]
+            and all(isinstance(e.get(k), (str, type(None))) for k in ("host", "case", "event"))]
     if len(keep) < len(timeline or []):
-        skipped.append(f"{len(timeline) - len(keep)} timeline entr(y/ies) without a VM or times: "
-                       "left out")
+        skipped.append(f"{len(timeline) - len(keep)} timeline entr(y/ies) without a VM, a host "
+                       "name or times: left out")
     return good, keep, skipped
 
 
