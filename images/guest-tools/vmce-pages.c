@@ -82,6 +82,7 @@ struct type {
 	bool kernel;	   /* no process maps it (free, slab, pagetable) */
 	bool fan_out;	   /* --procs > 1: children map the same page */
 	int procs, threads; /* defaults */
+	int resetup;	   /* new pages to try when the kernel took the page back */
 	void (*check)(void);
 };
 
@@ -850,7 +851,7 @@ static const struct type types[] = {
 	  .dirty = true, .fan_out = true, .procs = 3, .threads = 2 },
 	{ "free", setup_free, 0,
 	  KPF(KPF_MMAP) | KPF(KPF_LRU) | KPF(KPF_ANON) | KPF(KPF_SLAB) | KPF(KPF_PGTABLE),
-	  .kernel = true, .procs = 1, .threads = 1 },
+	  .kernel = true, .procs = 1, .threads = 1, .resetup = 4 },
 	{ "slab", setup_slab, KPF(KPF_SLAB), 0, .kernel = true, .procs = 1, .threads = 1 },
 	{ "pagetable", setup_pagetable, KPF(KPF_PGTABLE), 0, .kernel = true, .procs = 1, .threads = 1 },
 };
@@ -1196,7 +1197,40 @@ static bool ksm_flag_reliable(void)
 	return reliable;
 }
 
-/* Waits for the state the type promises; the flags are returned. */
+/*
+ * Waits for the state the type promises. False when it never came: *flags
+ * then holds the last ones seen.
+ */
+static bool try_settle(uint64_t *flags)
+{
+	uint64_t forbid = type->forbid;
+
+	if (!ksm_flag_reliable())
+		forbid &= ~KPF(KPF_KSM);
+
+	*flags = 0;
+	for (int i = 0; i < SETTLE_TRIES; i++) {
+		drain_lru();
+		if (tgt.va)
+			tgt.pfn = pfn_of(0, tgt.va);
+		if (!tgt.pfn)
+			fail("the target page is not present");
+		*flags = kpageflags(tgt.pfn);
+		if ((*flags & type->need) == type->need && !(*flags & forbid))
+			return true;
+		/* A page handed out again stays in use: waiting cannot help. */
+		if (type->resetup && (*flags & forbid))
+			return false;
+		sleep_ms(50);
+	}
+	return false;
+}
+
+/*
+ * Sets the page up and waits for its state; the flags are returned. A type
+ * whose page the kernel may take back before we look ("free") is set up
+ * again with a new page, a few times, before the case is called not here.
+ */
 static uint64_t settle(void)
 {
 	uint64_t flags = 0, forbid = type->forbid;
@@ -1204,23 +1238,20 @@ static uint64_t settle(void)
 
 	if (!ksm_flag_reliable())
 		forbid &= ~KPF(KPF_KSM);
-
-	for (int i = 0; i < SETTLE_TRIES; i++) {
-		drain_lru();
-		if (tgt.va)
-			tgt.pfn = pfn_of(0, tgt.va);
-		if (!tgt.pfn)
-			fail("the target page is not present");
-		flags = kpageflags(tgt.pfn);
-		if ((flags & type->need) == type->need && !(flags & forbid))
+	for (int attempt = 0; attempt <= type->resetup; attempt++) {
+		if (attempt) {
+			tgt = (struct target){ .lsb = tgt.lsb, .fd = -1 };
+			type->setup(&tgt);
+		}
+		if (try_settle(&flags))
 			return flags;
-		sleep_ms(50);
 	}
 	kpf_describe(flags, false, have, sizeof(have));
 	kpf_describe(type->need & ~flags, false, missing, sizeof(missing));
 	kpf_describe(flags & forbid, false, extra, sizeof(extra));
-	not_here("the page did not reach the %s state: kpageflags %s (missing: %s; unwanted: %s)",
-		 type->name, have, missing[0] ? missing : "-", extra[0] ? extra : "-");
+	not_here("the page did not reach the %s state%s: kpageflags %s (missing: %s; unwanted: %s)",
+		 type->name, type->resetup ? " on any of its tries" : "", have,
+		 missing[0] ? missing : "-", extra[0] ? extra : "-");
 }
 
 static void print_line(const struct options *o, const pid_t *pids, uint64_t flags)
