@@ -8,10 +8,17 @@ their cases side by side into one results file with the host first; one
 host's libvirtd and sshd killed mid-campaign leaves its unfinished cases
 "not run (host lost: ...)" while the others pass; a resume runs only what is
 missing; vmcectl over the three says the lost host in one line and answers
-for the others; run/fleet down leaves no namespace and no QEMU.
+for the others. Then run/campaign across the fleet (run/fleet campaign: each
+host's share run by its own run/campaign --worker over ssh): the lost host
+is refused in one line, the two others take its cases; the second host's
+sshd killed mid-campaign takes its worker and guests with it, and leaves
+its unfinished cases "not run (host lost: ...)"; one results.jsonl and one
+report with the hosts; a resume (hosts from the file's own [hosts]) runs
+only those cases. run/fleet down leaves no namespace and no QEMU.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -120,6 +127,66 @@ try:
     tap.ok(st.returncode == 1 and len(errs) == 1 and errs[0].startswith(f"vmcectl: error: {lost_label}:22: ")
            and all(f"{a}:22" in st.stdout for a in ok_hosts),
            "vmcectl over the fleet: the lost host in one line, the others answered", diag=(st.stderr, st.stdout))
+
+    # run/campaign across the fleet (run/campaigns/fleet.ini: 36 cases), h3 lost already
+    spec = os.path.join(work, "across.ini")
+    with open(os.path.join(paths.ROOT, "run", "campaigns", "fleet.ini")) as f:
+        across = f.read()
+    with open(spec, "w") as f:
+        f.write(across.replace("name = fleet\n", "name = fleet-across\n"))
+    N_ACROSS = 36
+    out_dir = os.path.join(work, "across")
+    res2 = os.path.join(out_dir, "results.jsonl")
+    t0 = time.monotonic()
+    camp = subprocess.Popen([FLEET, "campaign", "--fresh", "--out", out_dir, spec], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    victim = hosts[1]["name"]
+    wait_for(lambda: any(x.get("host") == victim for x in rows(res2) if x.get("type") == "case"), 300, 0.1)
+    k = fleet("kill", victim, "sshd", "libvirtd")
+    out, err = camp.communicate(timeout=600)
+    took = time.monotonic() - t0
+    cases = [x for x in rows(res2) if x.get("type") == "case"]
+    errs = [ln for ln in err.splitlines() if ln.startswith("campaign: error: ")]
+    tap.ok(camp.returncode == 1 and len(errs) == 2
+           and errs[0].startswith(f"campaign: error: {lost['name']} ({lost_label}:22): ")
+           and errs[1].startswith(f"campaign: error: {victim} ({hosts[1]['address']}:22): host lost: "),
+           f"run/campaign across the fleet: {lost['name']} (lost before) refused in one line, {victim}'s loss "
+           f"in one line ({took:.0f} s)", diag=(errs, err[-1500:]))
+    mine = {h["name"]: [x for x in cases if x.get("host") == h["name"]] for h in hosts}
+    v_lost = [x for x in mine[victim] if (x.get("not_run") or "").startswith("host lost: ")]
+    tap.ok(len(cases) == N_ACROSS and not mine[lost["name"]] and mine[hosts[0]["name"]]
+           and all(x["verdict"] == "pass" for x in mine[hosts[0]["name"]])
+           and v_lost and all(x["verdict"] == "pass" or x in v_lost for x in mine[victim])
+           and len(mine[hosts[0]["name"]]) + len(mine[victim]) == N_ACROSS,
+           f"one results.jsonl, each case with its host: {hosts[0]['name']} all passed, {victim}'s unfinished "
+           f"{len(v_lost)} 'not run (host lost: ...)', none on {lost['name']}",
+           diag=[(x.get("host"), x["case"]["id"], x["verdict"], x.get("not_run")) for x in cases])
+    left_q = subprocess.run(["pgrep", "-f", f"qemu-system.*campaigns/fleet-across/hosts/{victim}/"],
+                            capture_output=True, text=True).stdout.split()
+    tap.ok(k.returncode == 0 and not left_q,
+           f"{victim}'s worker went with its sshd, and no guest of it is left behind", diag=left_q)
+    try:
+        with open(os.path.join(out_dir, "report.html")) as f:
+            page = f.read()
+    except OSError:
+        page = ""
+    tap.ok(all(re.search(rf">\s*{h['name']}\s*<", page) for h in hosts[:2]) and "host lost" in page,
+           "one report for the hosts: each named, the lost cases said", diag=page[:300])
+
+    # again, the hosts from the campaign file's own [hosts]: only what is missing
+    with open(os.path.join(paths.build_dir(), "fleet", "hosts.ini")) as f:
+        hosts_ini = f.read()
+    with open(spec, "a") as f:
+        f.write("[hosts]" + hosts_ini.split("[hosts]", 1)[1])
+    before = len(rows(res2))
+    r3 = subprocess.run(in_hub(os.path.join(paths.ROOT, "run", "campaign"), "--out", out_dir, spec),
+                        capture_output=True, text=True, timeout=600)
+    new = [x for x in rows(res2)[before:] if x.get("type") == "case"]
+    tap.ok(r3.returncode == 1 and sorted(x["case"]["id"] for x in new) == sorted(x["case"]["id"] for x in v_lost)
+           and all(x["host"] == hosts[0]["name"] and x["verdict"] == "pass" for x in new)
+           and f"{N_ACROSS} case(s) in" in r3.stdout and f": {N_ACROSS} pass" in r3.stdout,
+           f"a resume ([hosts] in the file) runs only {victim}'s {len(v_lost)} lost case(s), on the host left",
+           diag=(new, r3.stdout[-1200:], r3.stderr[-600:]))
 finally:
     d = fleet("down", timeout=300)
 left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -161,7 +161,8 @@ def _fleet(t, d, how):
     for label, r in f.items():
         if not isinstance(r, dict):
             continue
-        t.row(f"virsh campaign across the fleet, {label}: cases per hour",
+        what = label if label.startswith("run/campaign") else f"virsh campaign, {label}"
+        t.row(f"{what} across the fleet: cases per hour",
               f"{r['cases_per_hour']} ({r['cases']} cases in {r['s']:.0f} s"
               + ("" if r["all_passed"] else ", NOT all passed") + ")", how=how)
 
@@ -191,7 +192,7 @@ PARTS = [
      _scale),
     ("libvirt-restarts", "run/libvirt/restarts", "libvirtd restarts survived under load, with and without vmced",
      _restarts),
-    ("fleet", "run/fleet bench", "virsh campaign across the fleet: cases per hour, 1 host and 3", _fleet),
+    ("fleet", "run/fleet bench", "virsh and judged campaigns across the fleet: cases per hour, 1 host and 3", _fleet),
     ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),

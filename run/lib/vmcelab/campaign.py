@@ -11,6 +11,9 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat
                     (lists: every combination is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, expect
+  [hosts]           NAME = ssh://[user@]host[:port][?keyfile=&no_verify=1&tree=PATH]: run
+                    the cases on those hosts (NAME.libvirt and NAME.vmced: the same
+                    host as run/virsh/campaign --hosts FILE reaches it)
 
 inject: host (vmced's simulated host error), host-real (the host kernel's
 memory_failure(): the host lab, run/hostlab --campaign FILE), guest-madvise,
@@ -27,6 +30,7 @@ import re
 
 from . import kernels as kernels_mod
 from . import paths
+from .hosts import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
          "mlock-clean", "mlock-dirty", "thp", "hugetlb", "ksm", "swapcache", "shared", "free",
@@ -58,6 +62,29 @@ def host_can_poison():
 
 class SpecError(Exception):
     """FILE:LINE: problem"""
+
+
+def hosts_of(section, fail):
+    """[hosts]: NAME = the ssh target run/campaign runs NAME's cases through;
+    NAME.libvirt and NAME.vmced say how run/virsh/campaign reaches the same
+    host (libvirt's URI, vmcectl's --connect target)"""
+    hosts = {}
+    for key, value in section.items():
+        name, _, attr = key.partition(".")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+            fail(key, f"'{name}' is not a host name (letters, digits, - and _)")
+        if attr not in ("", "libvirt", "vmced"):
+            fail(key, f"unknown key '{key}' in [hosts] (NAME, NAME.libvirt, NAME.vmced)")
+        hosts.setdefault(name, {})[attr or "target"] = value.strip()
+    out = []
+    for name, h in hosts.items():
+        if "target" not in h:
+            fail(f"{name}.{next(iter(h))}", f"host {name} has no '{name} = ssh://...' line")
+        try:
+            out.append(Host(name, h["target"], libvirt=h.get("libvirt"), vmced=h.get("vmced")))
+        except TargetError as e:
+            fail(name, str(e))
+    return out
 
 
 def _locate(text):
@@ -163,6 +190,7 @@ class Campaign:
         self.host_real_line = None  # first line asking for inject = host-real
         self.guests = {}
         self.cases = []
+        self.hosts = []  # [Host]: none, the cases run here
         self.path = None
 
     @classmethod
@@ -173,6 +201,30 @@ class Campaign:
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
         return cls.parse(text, path, kernels)
+
+    @staticmethod
+    def hosts_file(path):
+        """the [hosts] of another key file (run/fleet up writes one)"""
+        parser = configparser.ConfigParser(interpolation=None, strict=True,
+                                           inline_comment_prefixes=("#", ";"))
+        try:
+            with open(path) as f:
+                text = f.read()
+            parser.read_string(text, source=path)
+        except OSError as e:
+            raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
+        except configparser.Error as e:
+            raise SpecError(f"{path}: {str(e).splitlines()[0]}") from None
+        if "hosts" not in parser:
+            raise SpecError(f"{path}: has no [hosts] section")
+        where = _locate(text)
+
+        def fail(key, problem):
+            raise SpecError(f"{path}:{where.get(('hosts', key)) or where.get(('hosts', None))}: {problem}")
+        hosts = hosts_of(parser["hosts"], fail)
+        if not hosts:
+            raise SpecError(f"{path}: its [hosts] section names no host")
+        return hosts
 
     @classmethod
     def parse(cls, text, path="<campaign>", kernels=None):
@@ -246,9 +298,11 @@ class Campaign:
         sections = parser.sections()
         for section in sections:
             kind = section.split()[0]
-            if kind not in ("campaign", "guest", "matrix", "case"):
+            if kind not in ("campaign", "guest", "matrix", "case", "hosts"):
                 fail(section, None, f"unknown section [{section}] (known: [campaign], [guest NAME], "
-                                    "[matrix NAME], [case NAME])")
+                                    "[matrix NAME], [case NAME], [hosts])")
+        if "hosts" in sections:
+            self.hosts = hosts_of(parser["hosts"], lambda key, problem: fail("hosts", key, problem))
         if "campaign" in sections:
             check_keys("campaign", CAMPAIGN_KEYS)
             c = parser["campaign"]

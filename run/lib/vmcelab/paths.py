@@ -1,5 +1,6 @@
 """Where the repository's build products are."""
 import os
+import re
 import shutil
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -66,3 +67,13 @@ def require(path, what, how):
     if not os.path.exists(path):
         raise FileNotFoundError(f"{what} not found at {path}: {how}")
     return path
+
+
+def version():
+    """vmce's version, as meson.build gives it to vmced and vmcectl"""
+    try:
+        with open(os.path.join(ROOT, "meson.build")) as f:
+            m = re.search(r"version\s*:\s*'([^']+)'", f.read())
+    except OSError:
+        return None
+    return m.group(1) if m else None

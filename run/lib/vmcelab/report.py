@@ -246,6 +246,15 @@ def load(path):
                 # a resumed run may record a case again: the last one counts
                 case = rec.get("case") if isinstance(rec.get("case"), dict) else {}
                 results[(case.get("id"), rec.get("host"), n if not case.get("id") else 0)] = rec
+    # a case its host lost, run again on another host on resuming: the
+    # later record is the case's, the lost one is history
+    ran = {}
+    for (cid, host, _), rec in results.items():
+        if cid is not None and not str(rec.get("not_run") or "").startswith("host lost: "):
+            ran.setdefault(cid, rec.get("end") or 0)
+    results = {k: r for k, r in results.items()
+               if not (k[0] in ran and str(r.get("not_run") or "").startswith("host lost: ")
+                       and (r.get("end") or 0) <= ran[k[0]])}
     return meta, list(results.values()), timeline, skipped
 
 

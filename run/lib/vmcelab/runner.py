@@ -563,6 +563,8 @@ class Progress:
                        f"{self.counts['unexpected']} unexpected, {self.counts['not run']} not run, "
                        f"ETA {eta}")
             line = f"{result['verdict']:10s} {result['case']['id']}"
+            if result.get("host"):
+                line += f" on {result['host']}"
             if self.tty:
                 print(f"\r\033[K{line}\n{summary}", end="", flush=True)
             else:
@@ -573,37 +575,63 @@ class Progress:
             print()
 
 
+class ResultsFile:
+    """results.jsonl: one record per line, each on disk (fsync) before the
+    next case starts, so that an interrupted campaign resumes where it
+    stopped"""
+
+    def __init__(self, path, fresh=False):
+        self.path = path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if fresh and os.path.exists(path):
+            os.unlink(path)
+        self.lock = threading.Lock()
+
+    def records(self):
+        out = []
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                for line in f:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue  # a line cut short by an interruption
+        return out
+
+    def cases(self, done=lambda rec: True):
+        """case id -> its last record, of those @done says are done"""
+        out = {}
+        for rec in self.records():
+            if rec.get("type") != "case":
+                continue
+            if done(rec):
+                out[rec["case"]["id"]] = rec
+            else:
+                out.pop(rec["case"]["id"], None)
+        return out
+
+    def append(self, rec):
+        with self.lock:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+
 class Runner:
     def __init__(self, campaign, outdir, reuse=None, fresh=False, log=print, restore=None):
         self.campaign, self.outdir, self.log = campaign, outdir, log
         self.reuse = campaign.reuse if reuse is None else reuse
         self.restore = campaign.restore if restore is None else restore
-        os.makedirs(outdir, exist_ok=True)
-        self.results_path = os.path.join(outdir, "results.jsonl")
-        if fresh and os.path.exists(self.results_path):
-            os.unlink(self.results_path)
+        self.results = ResultsFile(os.path.join(outdir, "results.jsonl"), fresh)
+        self.results_path = self.results.path
         self.timeline = []
-        self.lock = threading.Lock()
 
     def finished(self):
-        done = {}
-        if os.path.exists(self.results_path):
-            with open(self.results_path) as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue  # a line cut short by an interruption
-                    if rec.get("type") == "case":
-                        done[rec["case"]["id"]] = rec
-        return done
+        return self.results.cases()
 
     def record(self, rec):
-        with self.lock:
-            with open(self.results_path, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+        self.results.append(rec)
 
     def run(self):
         done = self.finished()
