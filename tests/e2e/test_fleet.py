@@ -128,13 +128,13 @@ try:
            and all(f"{a}:22" in st.stdout for a in ok_hosts),
            "vmcectl over the fleet: the lost host in one line, the others answered", diag=(st.stderr, st.stdout))
 
-    # run/campaign across the fleet (run/campaigns/fleet.ini: 36 cases), h3 lost already
+    # run/campaign across the fleet (run/campaigns/fleet.ini: 48 cases), h3 lost already
     spec = os.path.join(work, "across.ini")
     with open(os.path.join(paths.ROOT, "run", "campaigns", "fleet.ini")) as f:
         across = f.read()
     with open(spec, "w") as f:
         f.write(across.replace("name = fleet\n", "name = fleet-across\n"))
-    N_ACROSS = 36
+    N_ACROSS = 48
     out_dir = os.path.join(work, "across")
     res2 = os.path.join(out_dir, "results.jsonl")
     t0 = time.monotonic()

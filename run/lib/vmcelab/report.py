@@ -719,7 +719,10 @@ def _hosts_line(meta):
             continue
         s = esc(h.get("name", "?"))
         if h.get("target"):
-            s += f" ({esc(h['target'])})"
+            # its parameters (a key file, the tree) are the campaign's business
+            s += f" ({esc(str(h['target']).split('?', 1)[0])})"
+        if h.get("qemu") and h.get("qemu") != meta.get("qemu"):
+            s += f" {esc(h['qemu'])}"
         if h.get("refused"):
             s += f" <b>refused: {esc(h['refused'])}</b>"
         if h.get("lost"):

@@ -408,7 +408,10 @@ class CaseRun:
                 if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
                     agent.call("pages-check", pid=w["pid"])
                     checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), slow(10)))
-        if case.kill in ("late", "prctl-late") or (not case.host_side and case.kind == "ar"):
+        # a consumed host error was touched by inject() already: its consumer
+        # is gone, and a late kill has nothing left to touch
+        consumed = case.host_side and case.kind == "ar"
+        if (case.kill in ("late", "prctl-late") and not consumed) or (not case.host_side and case.kind == "ar"):
             touched = True
             for w in workloads:
                 agent.call("pages-touch", pid=w["pid"])
