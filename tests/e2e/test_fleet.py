@@ -111,15 +111,19 @@ try:
            f"0 failed, {len(notrun)} not run" and summary[0].split()[0] == "HOST",
            "the summary: a host column, and what passed, failed and was not run", diag=(out[-1500:], err[-500:]))
 
-    # a resume runs only what is missing: the lost host's cases (lost again)
+    # a resume runs only what is missing: the lost host's cases (lost again);
+    # the hosts this time from the fleet's [hosts] file
     before = len(got)
-    r2 = subprocess.run(campaign_argv(hosts, results), capture_output=True, text=True, timeout=600, env=env)
+    hosts_ini = os.path.join(paths.build_dir(), "fleet", "hosts.ini")
+    r2 = subprocess.run(in_hub(CAMPAIGN, "--hosts", hosts_ini, "--rounds", str(ROUNDS), "--results", results),
+                        capture_output=True, text=True, timeout=600, env=env)
     new = rows(results)[before:]
     tap.ok(r2.returncode == 1 and new and all(x["host"] == lost_label for x in new)
            and len(new) == len(notrun) and all(x["result"].startswith("not run (host lost: ") for x in new)
            and r2.stdout.strip().endswith(f"{2 * ROUNDS + ROUNDS - len(notrun)} passed, 0 failed, "
                                           f"{len(notrun)} not run"),
-           "run again with the same results: only the missing cases, on the host that is still lost",
+           "run again with the same results (the hosts from --hosts build/fleet/hosts.ini): only the missing "
+           "cases, on the host that is still lost",
            diag=(new, r2.stdout[-800:]))
 
     st = fleet("vmcectl", "status", timeout=120)
@@ -174,10 +178,10 @@ try:
            "one report for the hosts: each named, the lost cases said", diag=page[:300])
 
     # again, the hosts from the campaign file's own [hosts]: only what is missing
-    with open(os.path.join(paths.build_dir(), "fleet", "hosts.ini")) as f:
-        hosts_ini = f.read()
+    with open(hosts_ini) as f:
+        section = f.read().split("[hosts]", 1)[1]
     with open(spec, "a") as f:
-        f.write("[hosts]" + hosts_ini.split("[hosts]", 1)[1])
+        f.write("[hosts]" + section)
     before = len(rows(res2))
     r3 = subprocess.run(in_hub(os.path.join(paths.ROOT, "run", "campaign"), "--out", out_dir, spec),
                         capture_output=True, text=True, timeout=600)

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
 from vmcelab.report import (OUTCOMES, classify, kernel_section, load, matrix_html,  # noqa: E402
-                            outcome, outcome_label, render, timeline_svg, times_svg)
+                            outcome, outcome_label, render, summary_text, timeline_svg, times_svg)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 # recorded by `run/campaign --quick` on debian-6.1 (and a case the bench
@@ -93,6 +93,14 @@ class Recorded(unittest.TestCase):
             anchor = re.search(rf'<a href="#(case-{name}[^"]*)">', page)
             self.assertTrue(anchor, name)
             self.assertIn(f'<tr id="{anchor.group(1)}">', page)
+
+    def test_summary_as_text(self):
+        # what run/campaign prints at its end: the same words, no markup
+        lines = summary_text(load(RECORDED)[1])
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].startswith("Guest kernel debian-6.1 (6.1.0-57-amd64) survives 4 of 8 error "
+                                            "kinds; it panics on: ksm (ksmd reads the page), pagetable"), lines)
+        self.assertNotIn("<", lines[0])
 
     def test_cells_say_what_the_guest_did_and_the_verdict_apart(self):
         meta, by, timeline, _ = recorded()

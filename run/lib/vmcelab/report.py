@@ -381,6 +381,21 @@ def summary_section(results, notes):
     if not results:
         return '<section id="summary"><h2>Summary</h2><p>No case ran: there is nothing to ' \
                'summarise.</p></section>'
+    paras = [f"<p>{s}</p>" for s in _summary_sentences(results)]
+    skipped = ""
+    if notes:
+        skipped = '<div class="skipped"><b>Left out or shown as is:</b><ul>' + \
+            "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul></div>"
+    return f'<section id="summary"><h2>Summary</h2>{"".join(paras)}{skipped}</section>'
+
+
+def summary_text(results):
+    """The summary's sentences as plain text, for the end of run/campaign's
+    output: what the guest survives, not only whether the harness agreed"""
+    return [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in _summary_sentences(results)]
+
+
+def _summary_sentences(results):
     variant, order, labels = variants_of(results)
     info = {}
     for r in results:
@@ -420,12 +435,8 @@ def summary_section(results, notes):
         for r in rs:
             counts[verdict_of(r)[1]] = counts.get(verdict_of(r)[1], 0) + 1
         s += " Verdicts: " + ", ".join(f"{n} {esc(label)}" for label, n in counts.items()) + "."
-        paras.append(f"<p>{s}</p>")
-    skipped = ""
-    if notes:
-        skipped = '<div class="skipped"><b>Left out or shown as is:</b><ul>' + \
-            "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul></div>"
-    return f'<section id="summary"><h2>Summary</h2>{"".join(paras)}{skipped}</section>'
+        paras.append(s)
+    return paras
 
 
 def _named(r, key):
