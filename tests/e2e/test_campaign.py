@@ -12,6 +12,7 @@ run/campaigns/README.md says. The report, drawn by headless Chromium at
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -41,6 +42,10 @@ tap.diag(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stde
 tap.eq(res.returncode, 0, "run/campaign --quick --kernels vmce-6.1: exit 0 (every case passed)")
 cases = results(out)
 tap.ok(len(cases) >= 30, f"the quick matrix ran ({len(cases)} cases)")
+words = " ".join(res.stdout.split())
+tap.ok(re.search(r"Guest kernel vmce-6\.1 \([^)]*\) survives \d+ of \d+ error kinds; it panics on: ", words)
+       and "slab" in words.split("survives", 1)[-1],
+       "run/campaign ends with what the guest survives and panics on, in words", diag=res.stdout[-600:])
 for cid, r in sorted(cases.items()):
     tap.ok(r["verdict"] == "pass", f"{cid}: pass", diag="; ".join(r.get("reasons") or []))
 
