@@ -8,8 +8,11 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +49,9 @@ cases = [x for x in c.cases if x.id in job["cases"]]
 with open(os.path.join(os.environ["FAKE_LOG"], host), "a") as f:
     f.write(json.dumps(job["cases"]) + "\n")
 for i, case in enumerate(cases):
+    if host == "slow":
+        import time
+        time.sleep(0.3)
     if host == "dies" and i == 1:
         print("Connection to dies closed by remote host.", file=sys.stderr)
         sys.exit(255)
@@ -182,6 +188,27 @@ class Across(unittest.TestCase):
         self.assertEqual(sorted(sent), sorted(x["case"]["id"] for x in lost))
         self.assertEqual(len(results), 8)
         self.assertTrue(all(x["verdict"] == "pass" for x in results))
+
+    def test_interrupted_records_no_host_lost(self):
+        # ^C here once a case is in: the workers' ssh are ended, and what
+        # did not finish is left for a resume rather than recorded as lost
+        hosts = [Host("slow", "ssh://slow")]
+        r = HostsRunner(self.campaign, hosts, os.path.join(self.tmp, "out"), SPEC, log=self.lines.append)
+
+        def interrupt():
+            while not r.finished():
+                time.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(KeyboardInterrupt):
+                r.run()
+        done = r.finished()
+        self.assertTrue(0 < len(done) < 8, len(done))
+        self.assertTrue(all(x["verdict"] == "pass" for x in done.values()))
+        self.assertNotIn("host lost", err.getvalue())
+        self.assertTrue(r.procs and all(p.poll() is not None for p in r.procs),
+                        [(p.pid, p.poll()) for p in r.procs])
 
     def test_no_host_left(self):
         with contextlib.redirect_stderr(io.StringIO()):

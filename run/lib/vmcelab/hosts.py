@@ -179,6 +179,8 @@ class HostsRunner:
         self.timeline = []
         self.lock = threading.Lock()
         self.version = paths.version()
+        self.procs = []  # the workers' ssh
+        self.stopping = False  # interrupted here: a worker's end is no host lost
 
     def records(self):
         return self.results.records()
@@ -220,10 +222,25 @@ class HostsRunner:
         self.log(f"campaign {self.campaign.name}: " + ", ".join(
             f"{h.name} {len(shares[h.name])} case(s)" for h in able))
         threads = [threading.Thread(target=self.drive, args=(h, shares[h.name])) for h in able if shares[h.name]]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:
+            # the workers' ssh sessions are ours to end (their own sessions:
+            # the terminal's ^C does not reach them); a worker whose ssh
+            # ends takes its guests down. What did not finish is not
+            # recorded: a resume runs it
+            self.stopping = True
+            for proc in list(self.procs):
+                proc.kill()
+            # (a join that ^C interrupted can leave its thread looking done)
+            for proc in list(self.procs):
+                proc.wait()
+            for t in threads:
+                t.join(timeout=10)
+            raise
         self.record({"type": "end", "time": time.time(), "started": started, "timeline": self.timeline,
                      "hosts": [h.to_dict() for h in self.hosts]})
         return list(self.finished().values())
@@ -239,6 +256,7 @@ class HostsRunner:
         try:
             proc = subprocess.Popen(host.worker_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+            self.procs.append(proc)
         except OSError as e:
             self._lose(host, pending, f"cannot run ssh: {e.strerror}")
             return
@@ -291,7 +309,7 @@ class HostsRunner:
                 proc.kill()
                 proc.wait()
             err.join(timeout=5)
-        if ended and not pending:
+        if (ended and not pending) or self.stopping:
             return
         if why is None:
             last = [ln for ln in tail if ln.strip() and not ln.startswith("campaign: ")]

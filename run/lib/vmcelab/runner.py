@@ -629,6 +629,7 @@ class Runner:
         self.results = ResultsFile(os.path.join(outdir, "results.jsonl"), fresh)
         self.results_path = self.results.path
         self.timeline = []
+        self.stopping = False  # ^C: no more cases
 
     def finished(self):
         return self.results.cases()
@@ -655,8 +656,13 @@ class Runner:
         try:
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join()
+            self._wait(threads)
+        except KeyboardInterrupt:
+            # ^C: the cases in flight end and each worker stops its guests,
+            # so that no QEMU outlives the campaign; the rest is for a resume
+            self.stopping = True
+            self._wait(threads)
+            raise
         finally:
             progress.finish()
             daemon.stop()
@@ -664,10 +670,18 @@ class Runner:
                      "timeline": self.timeline})
         return list(self.finished().values())
 
+    @staticmethod
+    def _wait(threads):
+        """Thread.join(), in steps: a join that ^C interrupts can leave its
+        thread looking finished while it runs on"""
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.2)
+
     def worker(self, slot, work, daemon, progress):
         gvms = {}
         try:
-            while True:
+            while not self.stopping:
                 try:
                     case = work.get_nowait()
                 except queue.Empty:

@@ -57,8 +57,11 @@ def serve(hello_only=False):
 
     def send(rec):
         with lock:
-            proto.write(json.dumps(rec) + "\n")
-            proto.flush()
+            try:
+                proto.write(json.dumps(rec) + "\n")
+                proto.flush()
+            except OSError:  # the campaign's side is gone
+                _abandon()
 
     missing = _missing()
     send({"type": "hello", "version": paths.version(), "host": os.uname().nodename, "qemu": _qemu(),
