@@ -175,6 +175,18 @@ one_page_layout (TestChild *child)
   return one_page_layout_at (child, 0);
 }
 
+/* attached to @fx's child as a guest whose RAM is that one page */
+static void
+attach_one_page (Fixture *fx)
+{
+  g_autofree gchar *layout = one_page_layout (fx->child);
+
+  script_attach (fx, layout);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+}
+
 static void
 script_full_attach (Fixture *fx)
 {
@@ -325,8 +337,8 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *path = NULL;
-  g_autofree gchar *layout = NULL;
   g_autofree gchar *journal = NULL;
+  g_autofree gchar *layout = NULL;
   int fd;
 
   if (!test_ptrace_allowed ()) {
@@ -408,7 +420,6 @@ poison_any_cb (GObject *source, GAsyncResult *res, gpointer data)
 static void
 test_vm_monitor_silent (Fixture *fx, gconstpointer data)
 {
-  g_autofree gchar *layout = NULL;
   g_autofree gchar *journal = NULL;
   JsonObject *ev;
   pid_t pid = fx->child->pid;
@@ -418,11 +429,7 @@ test_vm_monitor_silent (Fixture *fx, gconstpointer data)
     g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
     return;
   }
-  layout = one_page_layout (fx->child);
-  script_attach (fx, layout);
-  attach (fx);
-  g_assert_no_error (fx->error);
-  g_assert_nonnull (fx->vm);
+  attach_one_page (fx);
 
   /* QEMU takes the command and never answers */
   fake_qmp_expect (fx->fake, "inject-mce", NULL);
@@ -510,7 +517,6 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
 static void
 test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
 {
-  g_autofree gchar *layout = NULL;
   JsonObject *ev;
   static const VmceMceKind kinds[] = { VMCE_MCE_KIND_AO, VMCE_MCE_KIND_AR };
 
@@ -518,11 +524,7 @@ test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
     g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
     return;
   }
-  layout = one_page_layout (fx->child);
-  script_attach (fx, layout);
-  attach (fx);
-  g_assert_no_error (fx->error);
-  g_assert_nonnull (fx->vm);
+  attach_one_page (fx);
   vmce_forward_set_gap (fx->vm, 1000); /* vmced's is 20 ms: well past the test's pace */
 
   for (guint i = 0; i < G_N_ELEMENTS (kinds); i++) {
