@@ -70,6 +70,7 @@ typedef struct {
 
 void vmce_decide (const VmceFacts *facts, VmceDecision *decision);
 void vmce_decision_clear (VmceDecision *decision);
+gboolean vmce_decide_jumps_gap (VmceMceKind kind, gboolean vcpu_held, gboolean via_inject_mce);
 const gchar *vmce_decision_action_to_string (VmceDecisionAction action);
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmceDecision, vmce_decision_clear)

@@ -330,20 +330,12 @@ vmce_forward_gap_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* An SRAR whose vCPU is held goes through inject-mce at once, gap or not.
- * Let go to wait for the gap, a TCG vCPU takes any interrupt that fell due
- * before the machine check that comes later, and the guest panics in its
- * interrupt handler ("Data load in unrecoverable area of kernel": run/bench
- * --only tail, about 1 SRAR in 100 on a 2-core host); kept held, the guest
- * would stall for the gap. And the gap protects nothing here: the vCPU that
- * consumed the poison is not in a machine-check handler, and inject-mce
- * refuses, rather than resets the guest, while one is in progress. HMP
- * 'mce' needs the vCPU to run and may reset the guest: it keeps the gap. */
+/* vmce_decide_jumps_gap() (decision.c) says why */
 static gboolean
 vmce_forward_jumps_gap (VmceVm *vm, VmceInjection *inj)
 {
-  return inj != NULL && inj->hold_tid > 0 && inj->ev->kind == VMCE_MCE_KIND_AR &&
-         vmce_forward_use_qmp (vm, inj->ev);
+  return inj != NULL &&
+         vmce_decide_jumps_gap (inj->ev->kind, inj->hold_tid > 0, vmce_forward_use_qmp (vm, inj->ev));
 }
 
 static void

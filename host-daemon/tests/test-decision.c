@@ -310,6 +310,29 @@ test_decision_relook_once (void)
   g_assert_false (second.pause);
 }
 
+/* Within the injection gap, only a held SRAR through inject-mce goes at
+ * once (every combination) */
+static void
+test_decision_jumps_gap (void)
+{
+  static const struct {
+    VmceMceKind kind;
+    gboolean held, qmp, jumps;
+  } rows[] = {
+    { VMCE_MCE_KIND_AR, TRUE, TRUE, TRUE },
+    { VMCE_MCE_KIND_AR, TRUE, FALSE, FALSE },  /* HMP mce needs the vCPU to run: it waits */
+    { VMCE_MCE_KIND_AR, FALSE, TRUE, FALSE },  /* nothing frozen waits for it */
+    { VMCE_MCE_KIND_AR, FALSE, FALSE, FALSE },
+    { VMCE_MCE_KIND_AO, TRUE, TRUE, FALSE },   /* the gap is AO's policy */
+    { VMCE_MCE_KIND_AO, TRUE, FALSE, FALSE },
+    { VMCE_MCE_KIND_AO, FALSE, TRUE, FALSE },
+    { VMCE_MCE_KIND_AO, FALSE, FALSE, FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    g_assert_cmpint (vmce_decide_jumps_gap (rows[i].kind, rows[i].held, rows[i].qmp), ==, rows[i].jumps);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -317,5 +340,6 @@ main (int argc, char **argv)
   g_test_add_func ("/decision/table", test_decision_table);
   g_test_add_func ("/decision/detail-keeps-every-reason", test_decision_detail_keeps_every_reason);
   g_test_add_func ("/decision/relook-once", test_decision_relook_once);
+  g_test_add_func ("/decision/jumps-gap", test_decision_jumps_gap);
   return g_test_run ();
 }
