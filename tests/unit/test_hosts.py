@@ -83,7 +83,7 @@ class Targets(unittest.TestCase):
         self.assertEqual(argv[argv.index("-p") + 1], "2222")
         self.assertEqual(argv[argv.index("-i") + 1], "/k")
         self.assertEqual(argv[-2:], ["hv1", "/opt/vmce/run/campaign --worker --hello"])
-        self.assertEqual(Host.from_target("ssh://hv2").name, "hv2")
+        self.assertEqual(Host(None, "ssh://hv2").name, "hv2")
         self.assertEqual(Host("x", "ssh://hv2").tree, paths.ROOT)
 
     def test_bad_targets(self):

@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import platform
-import subprocess
 import time
 
 from . import overhead, paths
@@ -25,14 +24,6 @@ def _load(out_dir, name):
         return None
 
 
-def _qemu_version(binary):
-    try:
-        r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
-        return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
-    except OSError:
-        return None
-
-
 def machine():
     model = "?"
     try:
@@ -42,8 +33,8 @@ def machine():
         pass
     patched = os.path.join(paths.build_dir(), "qemu", "current", "build", "qemu-system-x86_64")
     return {"host": platform.node(), "cores": os.cpu_count(), "cpu_model": model,
-            "kernel": platform.release(), "qemu": _qemu_version(paths.qemu()),
-            "qemu_patched": _qemu_version(patched) if os.path.exists(patched) else None}
+            "kernel": platform.release(), "qemu": paths.qemu_version(paths.qemu()),
+            "qemu_patched": paths.qemu_version(patched) if os.path.exists(patched) else None}
 
 
 class Table:

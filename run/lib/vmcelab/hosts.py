@@ -29,8 +29,8 @@ import time
 from urllib.parse import parse_qsl, urlsplit
 
 from . import paths
-from .expect import expectation, judge
-from .runner import ResultsFile
+from .expect import expectation
+from .runner import ResultsFile, case_record
 
 PARAMS = ("keyfile", "no_verify", "tree")
 HELLO_TIMEOUT_S = 60
@@ -45,7 +45,8 @@ class Host:
     """One host of a campaign: how ssh reaches it and where vmce is there"""
 
     def __init__(self, name, target, libvirt=None, vmced=None):
-        self.name, self.target, self.libvirt, self.vmced = name, target, libvirt, vmced
+        """@name None: the host is named for its address (and port, if given)"""
+        self.target, self.libvirt, self.vmced = target, libvirt, vmced
         try:
             u = urlsplit(target)
             port = u.port
@@ -63,6 +64,7 @@ class Host:
             if key not in PARAMS:
                 raise TargetError(f"{target}: unknown parameter {key} (known: {', '.join(PARAMS)})")
         self.address, self.port, self.user = u.hostname, port, u.username
+        self.name = name or self.label
         self.keyfile = params.get("keyfile")
         self.no_verify = params.get("no_verify", "0") not in ("", "0")
         # the same path as here unless told: a fleet of machines set up alike
@@ -70,13 +72,6 @@ class Host:
         self.refused = None  # why it could not take cases
         self.lost = None  # why it went on the way
         self.info = {}  # its hello
-
-    @classmethod
-    def from_target(cls, target):
-        """--connect TARGET: named for its address (and port, if given)"""
-        host = cls("h", target)
-        host.name = host.label
-        return host
 
     @property
     def label(self):
@@ -156,12 +151,8 @@ def spread(cases, hosts):
 
 
 def lost_record(case, host, why):
-    exp = expectation(case)
-    verdict, reasons = judge(case, exp, None, LOST + why)
     now = time.time()
-    return {"type": "case", "case": case.to_dict(), "host": host.name, "vm": None, "boot": None,
-            "expected": exp.to_dict() if exp else None, "observed": None, "verdict": verdict,
-            "reasons": reasons, "not_run": LOST + why, "start": now, "end": now}
+    return dict(case_record(case, expectation(case), None, LOST + why, now, now), host=host.name)
 
 
 class HostsRunner:

@@ -467,8 +467,7 @@ def main():
     with open("/proc/cpuinfo") as f:
         vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")
     emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
-         qemu=subprocess.run([qemu, "--version"], capture_output=True,
-                             text=True).stdout.splitlines()[0])
+         qemu=paths.qemu_version(qemu) or "?")
     if spec.get("campaign"):
         labcampaign.run(spec["campaign"], qemu)
         emit("done")

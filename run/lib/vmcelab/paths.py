@@ -2,6 +2,7 @@
 import os
 import re
 import shutil
+import subprocess
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -54,6 +55,15 @@ def poisoner():
 
 def qemu():
     return os.environ.get("VMCE_QEMU") or shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"
+
+
+def qemu_version(binary=None):
+    """The first line of `qemu-system-x86_64 --version`, or None"""
+    try:
+        r = subprocess.run([binary or qemu(), "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
 
 
 def state_root():

@@ -54,6 +54,14 @@ def _node_delta(before, after):
     return delta
 
 
+def case_record(case, expected, obs, not_run, start, end, vm=None, boot=None):
+    """A case's line in results.jsonl, judged"""
+    verdict, reasons = judge(case, expected, obs, not_run)
+    return {"type": "case", "case": case.to_dict(), "vm": vm, "boot": boot,
+            "expected": expected.to_dict() if expected else None, "observed": obs,
+            "verdict": verdict, "reasons": reasons, "not_run": not_run, "start": start, "end": end}
+
+
 class NotRun(Exception):
     """The case cannot be set up here; the reason goes in the report"""
 
@@ -408,10 +416,10 @@ class CaseRun:
                 if any(agent.call("pages-status", pid=w["pid"])["alive"].values()):
                     agent.call("pages-check", pid=w["pid"])
                     checks.append(_wait(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), slow(10)))
-        # a consumed host error was touched by inject() already: its consumer
-        # is gone, and a late kill has nothing left to touch
-        consumed = case.host_side and case.kind == "ar"
-        if (case.kill in ("late", "prctl-late") and not consumed) or (not case.host_side and case.kind == "ar"):
+        # inject() touched the page already for a consumed host error (its
+        # consumer is gone): a late kill has nothing left to touch
+        late = case.kill in ("late", "prctl-late") and self.t_consumed is None
+        if late or (not case.host_side and case.kind == "ar"):
             touched = True
             for w in workloads:
                 agent.call("pages-touch", pid=w["pid"])
@@ -740,11 +748,7 @@ class Runner:
             # the first line says it; the rest (console, QEMU's log) is in the guest's directory
             why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             gvm.dead = why_not
-        verdict, reasons = judge(case, expected, obs, why_not)
-        t_end = time.time()
-        self.timeline.append(dict(vm=gvm.name, event="case", start=t_case, end=t_end,
-                                  case=case.id, verdict=verdict, boot=gvm.current))
-        return {"type": "case", "case": case.to_dict(), "vm": gvm.name, "boot": gvm.current,
-                "expected": expected.to_dict() if expected else None, "observed": obs,
-                "verdict": verdict, "reasons": reasons, "not_run": why_not,
-                "start": t_start, "end": t_end}
+        rec = case_record(case, expected, obs, why_not, t_start, time.time(), vm=gvm.name, boot=gvm.current)
+        self.timeline.append(dict(vm=gvm.name, event="case", start=t_case, end=rec["end"],
+                                  case=case.id, verdict=rec["verdict"], boot=gvm.current))
+        return rec

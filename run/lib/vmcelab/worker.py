@@ -11,7 +11,6 @@ left behind on a host nobody watches.
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 
@@ -28,14 +27,6 @@ def _missing():
         if not os.path.exists(path):
             return f"{what} is not built at {path} ({how} there)"
     return None
-
-
-def _qemu():
-    try:
-        out = subprocess.run([paths.qemu(), "--version"], capture_output=True, text=True).stdout
-    except OSError:
-        return None
-    return out.splitlines()[0] if out else None
 
 
 def _abandon(*_):
@@ -64,7 +55,7 @@ def serve(hello_only=False):
                 _abandon()
 
     missing = _missing()
-    send({"type": "hello", "version": paths.version(), "host": os.uname().nodename, "qemu": _qemu(),
+    send({"type": "hello", "version": paths.version(), "host": os.uname().nodename, "qemu": paths.qemu_version(),
           "missing": missing})
     if hello_only or missing:
         return 0 if not missing else 1
