@@ -225,8 +225,11 @@ def observe_outcome(l2, sc, victim, t_poison, console_len, timeout):
         if l2.daemon is not None:
             recs = [r for r in l2.daemon.journal_records()
                     if r["type"] == "memory-error" and r["result"] in ("refused", "stopped")]
+            # the error's own answer: the first; what follows is the vCPU
+            # faulting on it again until vmced pauses the VM ("stopped"),
+            # which a slower look here would take for the answer
             if recs:
-                return recs[-1]["result"], None, first_mce_ms
+                return recs[0]["result"], None, first_mce_ms
         try:
             st = agent.call("victim-status", timeout=5, pid=victim["pid"])
         except Exception:
