@@ -54,7 +54,10 @@ def poisoner():
 
 
 def qemu():
-    return os.environ.get("VMCE_QEMU") or shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"
+    """The QEMU binary $VMCE_QEMU names (a name, qemus.py, or a path), or
+    Debian's"""
+    from . import qemus
+    return qemus.binary()
 
 
 def qemu_version(binary=None):

@@ -1,0 +1,47 @@
+# Another Debian suite's packages without touching this host's apt: a
+# private sources list and state (lists, cache, an empty dpkg status), read
+# from the mirror this host already uses and signed by the same Debian
+# archive keys. Used by guest-kernel/fetch (trixie's kernel),
+# qemu-patches/fetch (bookworm-backports' QEMU) and qemu-patches/build
+# (trixie's QEMU source).
+# Sourced; the caller defines die() and sets -euo pipefail.
+
+# apt_suite DIR LINE...: DIR holds the state; each LINE is "deb SUITE" or
+# "deb-src SUITE" (a -security suite goes to the security mirror). Sets the
+# global array apt_opts for apt-get and apt-cache, and updates the package
+# lists when they are older than a day (a failed update with lists from
+# before still works: no network then means no newer packages, not no
+# packages).
+apt_suite() {
+	local aptdir=$1 mirror line type suite base
+	shift
+	mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" || die "cannot create $aptdir"
+	: >"$aptdir/status"
+	mirror=$(grep -rhoE 'https?://[^ ]*debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+		head -1 | tr -d ' ') || true
+	mirror=${mirror:-http://deb.debian.org/debian}
+	mirror=${mirror%/}
+	for line in "$@"; do
+		read -r type suite <<<"$line"
+		base=$mirror
+		[[ $suite == *-security ]] && base=$mirror-security
+		echo "$type [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $base $suite main"
+	done >"$aptdir/sources.list.new"
+	# new lines (another suite asked of the same state) mean new lists
+	if ! cmp -s "$aptdir/sources.list.new" "$aptdir/sources.list"; then
+		mv "$aptdir/sources.list.new" "$aptdir/sources.list"
+		find "$aptdir/lists" -maxdepth 1 -type f -delete
+	else
+		rm -f "$aptdir/sources.list.new"
+	fi
+	apt_opts=(-o "Dir::Etc::SourceList=$aptdir/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+		-o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache"
+		-o "Dir::State::status=$aptdir/status" -o Dir::Etc::Preferences=/dev/null
+		-o Dir::Etc::PreferencesParts=/nonexistent -o APT::Sandbox::User=root)
+	if [[ -z $(find "$aptdir/lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null) &&
+		-z $(find "$aptdir/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null) ]]; then
+		apt-get -q "${apt_opts[@]}" update >"$aptdir/update.log" 2>&1 ||
+			[[ -n $(find "$aptdir/lists" -maxdepth 1 -name '*_main_*') ]] ||
+			die "apt-get update for ${*//deb-src /source } failed (see $aptdir/update.log); a Debian package mirror is needed (no network?)"
+	fi
+}

@@ -1,0 +1,269 @@
+"""QEMUs by name, like guest kernels: the four vmce knows, or one of your own.
+
+  debian-7.2   Debian 12's qemu-system-x86 (installed by run/install-deps)
+  vmce-7.2     Debian 12's QEMU source with qemu-patches/7.2/, built here once
+               per machine (`make qemu`: qemu-patches/build --base 7.2)
+  debian-10.0  Debian 12's bookworm-backports qemu-system-x86 (10.0.2),
+               downloaded and unpacked with its data files, never installed
+               (`make qemus`: qemu-patches/fetch); it runs with Debian 12's
+               own libraries
+  vmce-10.0    Debian 13's QEMU 10.0 source with qemu-patches/10.0/, built
+               here once per machine (`make qemus`: qemu-patches/build --base 10.0)
+  PATH         a qemu-system-x86_64 of your own (a QEMU developer's build): its
+               version is read, and it is judged by the nearest known QEMU's
+               behaviour (a vmce-* one when it has the series' inject-mce), and
+               every verdict says so
+
+What a QEMU does *by itself* with a host memory error differs by version,
+and that is what a campaign or the host lab expects of it when vmced lets
+QEMU handle the signal (vmced's policy `pass`, the `forwarder = qemu` rows).
+BEHAVIOUR has one entry per known QEMU, each read from that QEMU's source:
+
+- tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2 and 10.0 build
+  kvm_on_sigbus()/kvm_on_sigbus_vcpu() in whatever the accelerator, and
+  sigbus_handler() (softmmu/cpus.c, system/cpus.c) calls them: with no KVM
+  state they fail and QEMU aborts ("abort"). vmce's 0005 forwards it into
+  the guest as KVM does ("forward").
+- amd_kvm: on an AMD KVM host kvm_amd strips MCG_SER_P from every guest, so
+  an AMD guest recovers only with the SUCCOR CPUID bit and AMD encodings.
+  QEMU 7.2 has neither: it injects Intel-style and the guest panics
+  ("panic"). 9.1 has both (2ba8b7ee6358, 4b77512b2782), as has vmce's 7.2
+  series (0004): the guest recovers when its CPU model has `succor=on`
+  ("recover").
+- reset: at a guest reset QEMU maps a fresh page where it knows of a
+  poisoned one (kvm_unpoison_all() -> qemu_ram_remap()). 7.2 maps the same
+  file again, so for shared memory the same poisoned page comes back and the
+  next boot consumes it ("remap-same"); 10.0 discards the page first
+  (3e05dedb9f3a, ram_block_discard_range()), as vmce's 7.2 0006 does
+  ("discard"). QEMU knows only the pages it handled itself: those vmced
+  forwarded are vmced's to replace (reset-guard).
+- migration: 9.0 refuses to migrate a guest with poisoned memory it knows of
+  (06152b89db64, kvm_hwpoisoned_mem()): "refuse"; before, the migration
+  thread reads the page and QEMU dies ("read").
+"""
+import hashlib
+import os
+import re
+import subprocess
+
+from . import paths
+
+DEFAULT = "debian-7.2"
+
+# what each known QEMU does by itself (module docstring)
+BEHAVIOUR = {
+    "debian-7.2": dict(tcg_sigbus="abort", amd_kvm="panic", reset="remap-same", migration="read"),
+    "vmce-7.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="read"),
+    "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
+    "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
+}
+
+# features a campaign or the host lab may ask of a QEMU: who has them
+# (a QEMU version from which upstream has it; vmce's series, on any base)
+FEATURES = {
+    "succor": ("the AMD SUCCOR and OVERFLOW_RECOV CPUID bits (-cpu ...,succor=on)", (9, 1), True),
+    "inject-mce": ("the inject-mce QMP command", None, True),
+    "query-ram-layout": ("the query-ram-layout QMP command", None, True),
+    "tcg-forwarding": ("forwarding a host memory error into a TCG guest by itself", None, True),
+    "reset-discard": ("discarding a poisoned page of shared memory at reset", (10, 0), True),
+    "migration-refuse": ("refusing to migrate a guest with poisoned memory", (9, 0), False),
+}
+
+
+class QemuError(Exception):
+    """One line: what is wrong with the QEMU asked for"""
+
+
+class Known:
+    def __init__(self, name, version, series, how, locate):
+        self.name, self.version, self.series, self.how = name, version, series, how
+        self.locate = locate  # () -> the binary's path
+
+
+def _cached(name, *rel):
+    """build/qemus/NAME, a link into the per-machine cache made by `make qemus`"""
+    return os.path.join(paths.build_dir(), "qemus", name, *rel)
+
+
+KNOWN = {k.name: k for k in (
+    Known("debian-7.2", (7, 2), False, "run/install-deps (Debian 12's qemu-system-x86)",
+          lambda: "/usr/bin/qemu-system-x86_64"),
+    Known("vmce-7.2", (7, 2), True, "make qemu",
+          lambda: _cached("vmce-7.2", "build", "qemu-system-x86_64")),
+    Known("debian-10.0", (10, 0), False, "make qemus",
+          lambda: _cached("debian-10.0", "root", "usr", "bin", "qemu-system-x86_64")),
+    Known("vmce-10.0", (10, 0), True, "make qemus",
+          lambda: _cached("vmce-10.0", "build", "qemu-system-x86_64")),
+)}
+NAMES = tuple(KNOWN)
+
+
+class Qemu:
+    """A resolved QEMU: the binary, its version, and the known QEMU whose
+    behaviour it is judged by"""
+
+    def __init__(self, name, binary, version_line, version, series, table, nearest=None):
+        self.name, self.binary, self.version_line = name, binary, version_line
+        self.version, self.series = version, series
+        # table: the BEHAVIOUR entry; nearest: set when this QEMU is not one
+        # vmce knows and table is only the closest
+        self.table, self.nearest = table, nearest
+
+    @property
+    def label(self):
+        return self.name if not self.nearest else f"{self.name} (as {self.table})"
+
+    @property
+    def release(self):
+        """The version QEMU prints, e.g. 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)"""
+        m = re.match(r"QEMU emulator version (.+)$", self.version_line or "")
+        return m.group(1).strip() if m else (self.version_line or "?")
+
+    @property
+    def behaviour(self):
+        return BEHAVIOUR[self.table]
+
+    def has(self, feature):
+        _, since, series = FEATURES[feature]
+        return bool((series and self.series) or (since and self.version >= since))
+
+    def require(self, feature, why=""):
+        """QemuError naming the feature when this QEMU lacks it"""
+        if self.has(feature):
+            return
+        what, since, series = FEATURES[feature]
+        who = " or ".join(([f"QEMU {since[0]}.{since[1]}"] if since else [])
+                          + (["vmce's series (vmce-7.2, vmce-10.0)"] if series else []))
+        raise QemuError(f"QEMU {self.label} ({'.'.join(map(str, self.version))}) is too old for {feature}"
+                        f"{' (' + why + ')' if why else ''}: {what} needs {who}")
+
+    def to_dict(self):
+        return dict(name=self.name, release=self.release, version=".".join(map(str, self.version)),
+                    series=self.series, table=self.table, nearest=self.nearest, binary=self.binary)
+
+
+def is_spelled_as_path(value):
+    return "/" in value or value.startswith(".")
+
+
+def spelling():
+    """The QEMU asked for through $VMCE_QEMU (a name or a path), or the default"""
+    return os.environ.get("VMCE_QEMU") or DEFAULT
+
+
+def resolve(value=None):
+    """The Qemu that @value (a name or a PATH; None: $VMCE_QEMU or the
+    default) names. QemuError when it is unknown, missing, or not an x86_64
+    QEMU"""
+    value = (value or spelling()).strip()
+    if value in KNOWN:
+        return _known(KNOWN[value])
+    if not is_spelled_as_path(value):
+        raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
+                        "qemu-system-x86_64)")
+    return _custom(os.path.abspath(value))
+
+
+def binary(value=None):
+    """Only the binary of @value, without running it (paths.qemu())"""
+    value = (value or spelling()).strip()
+    if value in KNOWN:
+        return KNOWN[value].locate()
+    if not is_spelled_as_path(value):
+        raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
+                        "qemu-system-x86_64)")
+    return os.path.abspath(value)
+
+
+_probed = {}
+
+
+def _probe(path):
+    """(version line, (major, minor, micro), is x86_64, has inject-mce) of
+    the QEMU at @path, asked once per binary and mtime"""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise QemuError(f"{path}: {e.strerror}") from None
+    key = (path, st.st_mtime_ns)
+    if key in _probed:
+        return _probed[key]
+    if not os.access(path, os.X_OK) or not os.path.isfile(path):
+        raise QemuError(f"{path} is not an executable file")
+    try:
+        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise QemuError(f"{path} is not a QEMU: it cannot be run ({e})") from None
+    first = (r.stdout.splitlines() or [""])[0].strip()
+    m = re.match(r"QEMU emulator version (\d+)\.(\d+)(?:\.(\d+))?", first)
+    if r.returncode != 0 or not m:
+        said = (r.stderr.strip() or first or "nothing").splitlines()[0][:120]
+        raise QemuError(f"{path} is not a QEMU: --version said '{said}'")
+    version = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    # a qemu-system-aarch64 answers --version just the same: the machines
+    # tell the target apart (x86's pc and q35)
+    try:
+        mach = subprocess.run([path, "-machine", "help"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise QemuError(f"{path}: -machine help failed ({e})") from None
+    x86 = bool(re.search(r"^(pc-i440fx|pc-q35|q35|pc)\b", mach.stdout, re.M))
+    # the series' own QMP command, asked without a guest
+    series = False
+    if x86:
+        try:
+            q = subprocess.run([path, "-machine", "none", "-nodefaults", "-display", "none", "-qmp", "stdio"],
+                               input='{"execute":"qmp_capabilities"}\n{"execute":"query-commands"}\n'
+                                     '{"execute":"quit"}\n', capture_output=True, text=True, timeout=20)
+            series = '"inject-mce"' in q.stdout
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    _probed[key] = (first, version, x86, series)
+    return _probed[key]
+
+
+def _known(k):
+    path = k.locate()
+    if not os.path.exists(path):
+        raise QemuError(f"QEMU {k.name} is missing at {path}: run `{k.how}`")
+    first, version, x86, _ = _probe(path)
+    if not x86:
+        raise QemuError(f"QEMU {k.name} at {path} is not a qemu-system-x86_64")
+    if version[:2] != k.version:
+        raise QemuError(f"QEMU {k.name} at {path} is {first.split('version', 1)[-1].strip()}, not "
+                        f"{k.version[0]}.{k.version[1]}" + (": this host's qemu-system-x86 is not "
+                                                            "Debian 12's" if k.name == DEFAULT else ""))
+    return Qemu(k.name, path, first, version, k.series, k.name)
+
+
+def nearest_table(version, series):
+    """The known QEMU whose version is closest to @version, of vmce's
+    builds when the QEMU has the series, else of Debian's"""
+    pool = [k for k in KNOWN.values() if k.series == series]
+
+    def distance(k):
+        return (abs((k.version[0] - version[0]) * 100 + k.version[1] - version[1]), k.version)
+    return min(pool, key=distance).name
+
+
+def _custom(path):
+    if os.path.isdir(path):
+        for leaf in ("qemu-system-x86_64", os.path.join("build", "qemu-system-x86_64")):
+            if os.path.isfile(os.path.join(path, leaf)):
+                path = os.path.join(path, leaf)
+                break
+        else:
+            raise QemuError(f"{path} is a directory with no qemu-system-x86_64 (nor build/qemu-system-x86_64)")
+    elif not os.path.exists(path):
+        raise QemuError(f"{path}: no such QEMU binary")
+    first, version, x86, series = _probe(path)
+    if not x86:
+        raise QemuError(f"{path} is a QEMU but not qemu-system-x86_64 (it has no pc or q35 machine)")
+    table = nearest_table(version, series)
+    return Qemu(path, path, first, version, series, table, nearest=table)
+
+
+def slug(spelling_):
+    """A QEMU's name as part of a VM or file name"""
+    if not is_spelled_as_path(spelling_):
+        return spelling_
+    return "qemu-" + hashlib.sha256(os.path.abspath(spelling_).encode()).hexdigest()[:8]
