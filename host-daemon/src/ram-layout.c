@@ -3,10 +3,18 @@
  * `gpa2hva` (QEMU 7.2: softmmu/memory.c mtree_print_flatview(),
  * monitor/misc.c hmp_gpa2hva()).
  *
- * The text comes from the process vmced is about to ptrace, so it is parsed
- * strictly: every line of the output must have one of the shapes QEMU
- * prints, and anything else fails the whole parse rather than giving a
- * layout that would send a machine check to the wrong guest page.
+ * The text comes from the process vmced is about to ptrace, so the view of
+ * address space "memory" (the system view, where guest RAM is) is parsed
+ * strictly: every range line must have the shape QEMU prints, and a
+ * malformed one fails the whole parse rather than giving a layout that
+ * would send a machine check to the wrong guest page. What a newer QEMU may
+ * add is skipped instead, and said (vmce_ram_layout_get_skipped()): a
+ * region type vmced does not know (QEMU 7.2 to 10.0 print ram, rom, romd,
+ * ramd and i/o; a queued change names containers), a view header line it
+ * does not know, and anything it cannot read in the views of other
+ * address spaces, which it does not use. The structure (views, their
+ * blank lines) is strict everywhere: without it no line is where vmced
+ * thinks.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -45,6 +53,7 @@ struct _VmceRamLayout {
   GHashTable *blocks_by_name; /* name (borrowed) -> VmceRamBlock* */
   GArray *hva_pieces;       /* of VmceHvaPiece, sorted by hva, disjoint */
   GPtrArray *blocks_by_hva; /* of VmceRamBlock* (borrowed) with an HVA, sorted by hva */
+  GPtrArray *skipped;       /* of gchar*: what the last mtree parse skipped, each said once */
 };
 
 static void
@@ -64,6 +73,7 @@ vmce_ram_layout_new (void)
   self->blocks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
   self->hva_pieces = g_array_new (FALSE, TRUE, sizeof (VmceHvaPiece));
   self->blocks_by_hva = g_ptr_array_new ();
+  self->skipped = g_ptr_array_new_with_free_func (g_free);
   return self;
 }
 
@@ -77,6 +87,7 @@ vmce_ram_layout_free (VmceRamLayout *self)
   g_ptr_array_unref (self->blocks_by_hva);
   g_ptr_array_unref (self->blocks);
   g_array_unref (self->hva_pieces);
+  g_ptr_array_unref (self->skipped);
   g_free (self);
 }
 
@@ -131,6 +142,7 @@ typedef struct {
   GRegex *re_title;
   GRegex *re_as;
   GRegex *re_root;
+  GRegex *re_header;
   GRegex *re_range;
 } VmceMtreeRegexes;
 
@@ -146,10 +158,12 @@ vmce_mtree_regexes (void)
     re.re_title = g_regex_new ("^FlatView #[0-9]{1,10}$", G_REGEX_OPTIMIZE, 0, NULL);
     re.re_as = g_regex_new ("^ AS \"([^\"]*)\", root: .+$", G_REGEX_OPTIMIZE, 0, NULL);
     re.re_root = g_regex_new ("^ Root memory region: .+$", G_REGEX_OPTIMIZE, 0, NULL);
+    /* any other view header: one space, then its own words */
+    re.re_header = g_regex_new ("^ ([^ ][^:]{0,40})", G_REGEX_OPTIMIZE, 0, NULL);
     /* TARGET_FMT_plx is %016 PRIx64, so exactly 16 digits; " KVM" is added
      * per address space that has a KVM memslot for the range. */
     re.re_range = g_regex_new ("^  ([0-9a-f]{16})-([0-9a-f]{16}) "
-                               "\\(prio (-?[0-9]{1,10}), (nv-)?(ram|rom|romd|ramd|i/o)\\): "
+                               "\\(prio (-?[0-9]{1,10}), (nv-)?([a-z][a-z0-9/_-]{0,31})\\): "
                                "(.+?)(?: @([0-9a-f]{16}))?(?: KVM)*$",
                                G_REGEX_OPTIMIZE, 0, NULL);
     g_once_init_leave (&once, 1);
@@ -177,7 +191,24 @@ typedef struct {
   gboolean in_memory;     /* this view lists AS "memory" */
   gboolean memory_seen;
   gboolean memory_rendered;
+  gchar *view_as;         /* the first address space of this view */
+  GPtrArray *skipped;     /* what was skipped, each said once */
 } VmceMtreeParse;
+
+/* Something a newer QEMU may print that vmced leaves out: said once, with
+ * the line where it was first seen */
+static void
+vmce_mtree_skip (VmceMtreeParse *p, guint lineno, gchar *what)
+{
+  for (guint i = 0; i < p->skipped->len; i++) {
+    if (g_str_has_prefix (g_ptr_array_index (p->skipped, i), what)) {
+      g_free (what);
+      return;
+    }
+  }
+  g_ptr_array_add (p->skipped, g_strdup_printf ("%s (first: line %u)", what, lineno));
+  g_free (what);
+}
 
 /* What every range line must satisfy, in any view, RAM or not */
 static gboolean
@@ -275,6 +306,21 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
   guint64 first, last;
   gboolean rom;
 
+  /* the other views hold no guest RAM vmced uses: what it cannot read
+   * there is skipped */
+  if (!p->in_memory) {
+    g_autoptr(GError) local = NULL;
+
+    if (g_regex_match (re->re_range, line, 0, &match)) {
+      first = vmce_mtree_hex16 (match, 1);
+      last = vmce_mtree_hex16 (match, 2);
+      if (vmce_mtree_check_range_line (p, lineno, match, first, last, &local))
+        return TRUE;
+    }
+    vmce_mtree_skip (p, lineno, g_strdup_printf ("lines it does not read in the view of address "
+                                                 "space \"%s\"", p->view_as));
+    return TRUE;
+  }
   if (!g_regex_match (re->re_range, line, 0, &match)) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                  "line %u: not a flat view range", lineno);
@@ -285,14 +331,17 @@ vmce_mtree_parse_range (VmceMtreeParse *p, guint lineno, const gchar *line, GErr
   if (!vmce_mtree_check_range_line (p, lineno, match, first, last, error))
     return FALSE;
 
-  if (!p->in_memory)
-    return TRUE;
   /* i/o is MMIO; ramd is device memory (e.g. a VFIO BAR) that no memory
    * error of guest RAM can be in */
   kind = g_match_info_fetch (match, 5);
   if (g_strcmp0 (kind, "i/o") == 0 || g_strcmp0 (kind, "ramd") == 0)
     return TRUE;
   rom = g_strcmp0 (kind, "rom") == 0 || g_strcmp0 (kind, "romd") == 0;
+  if (!rom && g_strcmp0 (kind, "ram") != 0) {
+    vmce_mtree_skip (p, lineno, g_strdup_printf ("ranges of region type '%s', which it does not "
+                                                 "know", kind));
+    return TRUE;
+  }
   return vmce_mtree_add_ram_range (p, lineno, match, first, last, rom, error);
 }
 
@@ -304,11 +353,22 @@ vmce_mtree_parse_header (VmceMtreeParse *p, guint lineno, const gchar *line, GEr
   g_autofree gchar *as = NULL;
 
   if (!g_regex_match (re->re_as, line, 0, &match)) {
+    g_autoptr(GMatchInfo) other = NULL;
+
+    /* a header line of a newer QEMU; the root line is not one */
+    if (!g_regex_match (re->re_root, line, 0, NULL) && g_regex_match (re->re_header, line, 0, &other)) {
+      g_autofree gchar *head = g_match_info_fetch (other, 1);
+      vmce_mtree_skip (p, lineno, g_strdup_printf ("view header lines ' %s...', which it does not "
+                                                   "know", head));
+      return TRUE;
+    }
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                  "line %u: expected an address space line", lineno);
     return FALSE;
   }
   as = g_match_info_fetch (match, 1);
+  if (p->view_as == NULL)
+    p->view_as = g_strdup (as);
   if (g_strcmp0 (as, "memory") != 0)
     return TRUE;
   /* QEMU's views are per root region; two views of "memory" would mean
@@ -341,12 +401,15 @@ vmce_mtree_parse_line (VmceMtreeParse *p,
     }
     p->in_memory = FALSE;
     p->have_prev = FALSE;
+    g_clear_pointer (&p->view_as, g_free);
     *state = VMCE_MTREE_AS;
     return TRUE;
   case VMCE_MTREE_AS:
     if (!vmce_mtree_parse_header (p, lineno, line, error))
       return FALSE;
-    *state = VMCE_MTREE_HEADER;
+    /* a view needs its address space before its root */
+    if (p->view_as != NULL)
+      *state = VMCE_MTREE_HEADER;
     return TRUE;
   case VMCE_MTREE_HEADER:
     if (g_regex_match (re->re_root, line, 0, NULL)) {
@@ -468,7 +531,9 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
   g_autoptr(GArray) ranges = NULL;
   g_autoptr(GPtrArray) blocks = NULL;
   g_autoptr(GHashTable) blocks_by_name = NULL;
+  g_autoptr(GPtrArray) skipped = g_ptr_array_new_with_free_func (g_free);
   VmceMtreeParse p = { 0 };
+  gboolean ok;
 
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (text != NULL, FALSE);
@@ -483,7 +548,10 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
   p.ranges = ranges;
   p.blocks = blocks;
   p.blocks_by_name = blocks_by_name;
-  if (!vmce_mtree_parse_lines (&p, text, error) || !vmce_mtree_check_memory_view (&p, error))
+  p.skipped = skipped;
+  ok = vmce_mtree_parse_lines (&p, text, error) && vmce_mtree_check_memory_view (&p, error);
+  g_free (p.view_as);
+  if (!ok)
     return FALSE;
 
   g_array_unref (self->ranges);
@@ -493,6 +561,8 @@ vmce_ram_layout_parse_mtree (VmceRamLayout *self, const gchar *text, GError **er
   g_ptr_array_set_size (self->blocks_by_hva, 0);
   g_ptr_array_unref (self->blocks);
   self->blocks = g_steal_pointer (&blocks);
+  g_ptr_array_unref (self->skipped);
+  self->skipped = g_steal_pointer (&skipped);
   vmce_ram_layout_rebuild_hva_index (self);
   g_debug ("%u RAM ranges in %u blocks", self->ranges->len, self->blocks->len);
   return TRUE;
@@ -916,6 +986,12 @@ vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
     return FALSE;
   }
   return vmce_ram_layout_set_block_hva (self, e->blk->name, hva - offset, error);
+}
+
+GPtrArray *
+vmce_ram_layout_get_skipped (VmceRamLayout *self)
+{
+  return self->skipped;
 }
 
 gboolean

@@ -63,6 +63,11 @@ gboolean vmce_ram_layout_set_block_hva (VmceRamLayout *self,
                                         const gchar *block,
                                         guint64 hva,
                                         GError **error);
+/* What the last parse_mtree() left out because it is not what vmced knows
+ * of QEMU's output (a region type, a view header, a line in a view other
+ * than "memory"), in words, each once (of gchar*; empty when nothing was;
+ * owned by the layout). */
+GPtrArray *vmce_ram_layout_get_skipped (VmceRamLayout *self);
 /* TRUE when there is at least one block and every block has an HVA. */
 gboolean vmce_ram_layout_is_complete (VmceRamLayout *self);
 

@@ -193,7 +193,12 @@ vmce_reset_replace_page (VmceVm *vm,
     *fine = TRUE;
     return vmce_reset_page_json (
         p, hva, NULL, "usable",
-        p->simulated && vmce_vm_is_kvm (vm) ? "a simulated error under KVM never takes the page away"
+        /* QEMU remaps the pages it knows of in a reset handler, before
+         * RESET is sent (kvm_unpoison_all(); QEMU 10.0 discards a shared
+         * page first): vmced leaves them to it */
+        p->result == VMCE_RESULT_PASSED ? "QEMU replaced it itself at the reset: it handled this "
+                                          "error (vmced passed it on)"
+        : p->simulated && vmce_vm_is_kvm (vm) ? "a simulated error under KVM never takes the page away"
         : !vmce_vm_is_kvm (vm) && p->kind == VMCE_MCE_KIND_AR
             ? "QEMU can read it already: a TCG vCPU consumed it, and vmced gave it a page then "
               "so that its load could complete"
@@ -549,9 +554,15 @@ vmce_reset_pass_replace_poisoned (VmceResetPass *pass,
       entry = vmce_reset_page_json (p, p->hva, NULL, "failed", why);
       failed = TRUE;
     } else {
-      entry = vmce_reset_replace_page (vm, p, pass->via_tid, vmas,
-                                       "replaced while the vCPUs were held after the reset",
-                                       &fine, &failed);
+      entry = vmce_reset_replace_page (
+          vm, p, pass->via_tid, vmas,
+          /* QEMU before 10.0 maps a shared file's page again as it was
+           * (qemu_ram_remap()): the same poisoned page */
+          p->result == VMCE_RESULT_PASSED
+              ? "QEMU handled this error itself (vmced passed it on), but its reset left the page "
+                "poisoned: replaced while the vCPUs were held after the reset"
+              : "replaced while the vCPUs were held after the reset",
+          &fine, &failed);
     }
     o = json_node_get_object (entry);
     if (failed) {

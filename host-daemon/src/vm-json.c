@@ -189,10 +189,24 @@ vmce_vm_to_json (VmceVm *self, gboolean with_layout)
   vmce_json_builder_add_string (b, "agent", self->agent_path);
   vmce_json_builder_add_string (b, "state", vmce_vm_state_to_string (self->state));
   vmce_json_builder_add_string (b, "accel", self->kvm ? "kvm" : "tcg");
+  json_builder_set_member_name (b, "qemu");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "version", self->qemu_version);
+  vmce_json_builder_add_string (b, "package", self->qemu_package);
+  json_builder_end_object (b);
   vmce_json_builder_add_string (b, "inject", self->qmp_inject_mce ? "qmp inject-mce" : "hmp mce");
   vmce_json_builder_add_string (b, "layout_via", self->qmp_ram_layout
                                                      ? "qmp query-ram-layout"
                                                      : "hmp info mtree -f, gpa2hva");
+  if (self->layout != NULL && vmce_ram_layout_get_skipped (self->layout)->len > 0) {
+    GPtrArray *skipped = vmce_ram_layout_get_skipped (self->layout);
+
+    json_builder_set_member_name (b, "layout_skipped");
+    json_builder_begin_array (b);
+    for (guint i = 0; i < skipped->len; i++)
+      json_builder_add_string_value (b, g_ptr_array_index (skipped, i));
+    json_builder_end_array (b);
+  }
   vmce_vm_cpu_to_json (&self->cpu_model, b);
   vmce_json_builder_add_string (b, "host_vendor", self->host_vendor);
   vmce_json_builder_add_string (b, "policy", vmce_policy_to_string (self->policy));

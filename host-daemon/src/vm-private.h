@@ -44,6 +44,10 @@ struct _VmceVm {
   gboolean kvm;
   gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
   gboolean qmp_ram_layout; /* and query-ram-layout */
+  /* query-version: what the QEMU is (the journal's attach record says it) */
+  gchar *qemu_version;  /* "10.0.2" */
+  gchar *qemu_package;  /* "Debian 1:10.0.2+ds-2+deb13u1~bpo12+1", or NULL */
+  GHashTable *layout_said; /* what of QEMU's mtree output was skipped and said (once) */
   gchar host_vendor[13];
   VmcePolicy policy;
   GTask *attach_task;

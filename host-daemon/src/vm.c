@@ -120,6 +120,23 @@ vmce_layout_load_free (VmceLayoutLoad *load)
 
 static void vmce_vm_layout_probe_next (GTask *task);
 
+/* A newer QEMU may print what vmced does not know: said once per VM */
+static void
+vmce_vm_say_layout_skipped (VmceVm *self, VmceRamLayout *layout)
+{
+  GPtrArray *skipped = vmce_ram_layout_get_skipped (layout);
+
+  for (guint i = 0; i < skipped->len; i++) {
+    const gchar *what = g_ptr_array_index (skipped, i);
+
+    if (g_hash_table_contains (self->layout_said, what))
+      continue;
+    g_hash_table_add (self->layout_said, g_strdup (what));
+    g_message ("vm %s: QEMU %s's 'info mtree -f': skipped %s", self->name,
+               self->qemu_version != NULL ? self->qemu_version : "?", what);
+  }
+}
+
 static void
 vmce_vm_layout_gpa2hva_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -179,6 +196,7 @@ vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_object_unref (task);
     return;
   }
+  vmce_vm_say_layout_skipped (load->vm, load->layout);
   load->blocks = vmce_ram_layout_dup_unresolved_blocks (load->layout);
   vmce_vm_layout_probe_next (task);
 }
@@ -635,6 +653,7 @@ vmce_vm_attach_layout_cb (GObject *source, GAsyncResult *res, gpointer user_data
 
 typedef enum {
   VMCE_QUERY_NAME,
+  VMCE_QUERY_VERSION,
   VMCE_QUERY_KVM,
   VMCE_QUERY_CPUS,
   VMCE_QUERY_VENDOR,
@@ -652,6 +671,39 @@ typedef struct {
 
 static void vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query);
 
+/* query-version: {"qemu": {"major": 10, "minor": 0, "micro": 2},
+ * "package": " (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)"}. What QEMU does
+ * by itself with a memory error differs by version; the journal names it */
+static gboolean
+vmce_vm_take_version (VmceVm *self, JsonNode *ret, GError **error)
+{
+  JsonObject *obj = JSON_NODE_HOLDS_OBJECT (ret) ? json_node_get_object (ret) : NULL;
+  JsonNode *qemu = obj != NULL ? json_object_get_member (obj, "qemu") : NULL;
+  JsonObject *v = qemu != NULL && JSON_NODE_HOLDS_OBJECT (qemu) ? json_node_get_object (qemu) : NULL;
+  const gchar *package = obj != NULL ? vmce_json_object_get_string_opt (obj, "package") : NULL;
+  g_autofree gchar *trimmed = NULL;
+
+  if (v == NULL || !json_object_has_member (v, "major") || !json_object_has_member (v, "minor")) {
+    g_set_error_literal (error, VMCE_ERROR, VMCE_ERROR_GENERIC,
+                         "query-version did not return a QEMU version");
+    return FALSE;
+  }
+  g_free (self->qemu_version);
+  self->qemu_version = g_strdup_printf ("%" G_GINT64_FORMAT ".%" G_GINT64_FORMAT ".%" G_GINT64_FORMAT,
+                                        json_object_get_int_member (v, "major"),
+                                        json_object_get_int_member (v, "minor"),
+                                        json_object_get_int_member_with_default (v, "micro", 0));
+  /* QEMU puts the package in parentheses after a space */
+  trimmed = g_strstrip (g_strdup (package != NULL ? package : ""));
+  if (trimmed[0] == '(' && g_str_has_suffix (trimmed, ")")) {
+    trimmed[strlen (trimmed) - 1] = '\0';
+    memmove (trimmed, trimmed + 1, strlen (trimmed));
+  }
+  g_free (self->qemu_package);
+  self->qemu_package = trimmed[0] != '\0' ? g_steal_pointer (&trimmed) : NULL;
+  return TRUE;
+}
+
 static gboolean
 vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, GError **error)
 {
@@ -662,6 +714,8 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
     if (self->name == NULL)
       self->name = g_strdup_printf ("qemu-%d", self->pid);
     return TRUE;
+  case VMCE_QUERY_VERSION:
+    return vmce_vm_take_version (self, ret, error);
   case VMCE_QUERY_KVM:
     if (JSON_NODE_HOLDS_OBJECT (ret))
       self->kvm = json_object_get_boolean_member_with_default (json_node_get_object (ret),
@@ -753,6 +807,9 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
   switch (query) {
   case VMCE_QUERY_NAME:
     command = "query-name";
+    break;
+  case VMCE_QUERY_VERSION:
+    command = "query-version";
     break;
   case VMCE_QUERY_KVM:
     command = "query-kvm";
@@ -1130,6 +1187,7 @@ vmce_vm_new (const VmceVmHandler *handler,
   self->poisoned_from = g_strdup ("none: no poisoned page before vmced attached");
   self->layout_waiters = g_ptr_array_new_with_free_func (g_free);
   self->layout_inflight = g_ptr_array_new_with_free_func (g_free);
+  self->layout_said = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   return self;
 }
 
@@ -1179,6 +1237,9 @@ vmce_vm_unref (VmceVm *self)
   if (self->layout_wait_source != 0)
     g_source_remove (self->layout_wait_source);
   g_free (self->qemu_id);
+  g_free (self->qemu_version);
+  g_free (self->qemu_package);
+  g_hash_table_unref (self->layout_said);
   g_free (self->detach_reason);
   g_free (self->name);
   g_free (self->uuid);

@@ -204,6 +204,26 @@ vmcectl_cmd_status (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* which QEMU, and how vmced talks to it */
+static void
+vmcectl_print_vm_qemu (JsonObject *vm)
+{
+  JsonObject *qemu = json_object_has_member (vm, "qemu") ? json_object_get_object_member (vm, "qemu")
+                                                        : NULL;
+  JsonArray *skipped = json_object_has_member (vm, "layout_skipped")
+                           ? json_object_get_array_member (vm, "layout_skipped")
+                           : NULL;
+
+  if (qemu != NULL)
+    g_print ("  QEMU %s%s%s%s: machine checks through %s\n", vmcectl_str (qemu, "version"),
+             vmce_json_object_get_string_opt (qemu, "package") != NULL ? " (" : "",
+             vmce_json_object_get_string_opt (qemu, "package") ?: "",
+             vmce_json_object_get_string_opt (qemu, "package") != NULL ? ")" : "",
+             vmcectl_str (vm, "inject"));
+  for (guint i = 0; skipped != NULL && i < json_array_get_length (skipped); i++)
+    g_print ("  RAM layout: skipped %s\n", json_array_get_string_element (skipped, i));
+}
+
 static void
 vmcectl_print_vm_cpus (JsonObject *vm)
 {
@@ -326,6 +346,7 @@ vmcectl_cmd_vm (VmceCtlConn *c, int argc, char **argv)
   }
   vm = json_node_get_object (ret);
   vmcectl_print_vm_line (vm);
+  vmcectl_print_vm_qemu (vm);
   vmcectl_print_vm_cpus (vm);
   vmcectl_print_vm_layout (vm);
   vmcectl_print_vm_poisoned (vm);

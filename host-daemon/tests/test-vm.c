@@ -33,6 +33,7 @@ typedef struct {
   gchar *qmp_path;
   gboolean done;
   VmceVm *vm;
+  const gchar *mtree; /* the answer to `info mtree -f`, escaped; NULL: mtree above */
   GError *error;
   JsonNode *event; /* a vmcectl poison's answer */
 } Fixture;
@@ -134,9 +135,12 @@ script_attach (Fixture *fx, const gchar *layout_reply)
       "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
       "\"target\": \"x86_64\"}]",
       fx->child->pid);
-  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", mtree);
+  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", fx->mtree != NULL ? fx->mtree : mtree);
 
   fake_qmp_expect (fx->fake, "query-name", "{\"name\": \"fake-qemu\"}");
+  fake_qmp_expect (fx->fake, "query-version",
+                   "{\"qemu\": {\"major\": 10, \"minor\": 0, \"micro\": 2}, "
+                   "\"package\": \" (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\"}");
   fake_qmp_expect (fx->fake, "query-kvm", "{\"enabled\": false, \"present\": true}");
   fake_qmp_expect (fx->fake, "query-cpus-fast", cpus);
   fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
@@ -216,6 +220,37 @@ test_vm_layout_qmp (Fixture *fx, gconstpointer data)
   g_assert_cmphex (hva, ==, G_GUINT64_CONSTANT (0x7f0000001000));
   journal = journal_text (fx, "\"type\":\"attach\"");
   g_assert_nonnull (strstr (journal, "\"layout_via\":\"qmp query-ram-layout\""));
+}
+
+/* A newer QEMU's `info mtree -f` with a region type and a view header
+ * vmced does not know: both are skipped and said, the RAM is found, and the
+ * journal's attach record names the QEMU */
+static void
+test_vm_mtree_unknown (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+  guint64 hva = 0;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fx->mtree = "FlatView #0\\r\\n AS \\\"memory\\\", root: system\\r\\n Dispatch: 3 sections\\r\\n "
+              "Root memory region: system\\r\\n  0000000000000000-000000001fffffff (prio 0, "
+              "ram): pc.ram\\r\\n  0000000020000000-000000002fffffff (prio 0, container): "
+              "bus\\r\\n\\r\\n";
+  script_full_attach (fx);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  g_assert_true (vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (fx->vm), 0x1000, &hva, NULL));
+  g_assert_cmphex (hva, ==, G_GUINT64_CONSTANT (0x7f0000001000));
+  g_assert_false (vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (fx->vm), 0x20000000, &hva, NULL));
+  journal = journal_text (fx, "\"type\":\"attach\"");
+  g_assert_nonnull (strstr (journal, "\"qemu\":{\"version\":\"10.0.2\",\"package\":\"Debian "
+                                     "1:10.0.2+ds-2+deb13u1~bpo12+1\"}"));
+  g_assert_nonnull (strstr (journal, "region type 'container'"));
+  g_assert_nonnull (strstr (journal, "view header lines ' Dispatch"));
 }
 
 /* query-ram-layout answers nonsense: one clear error, the process let go */
@@ -559,6 +594,8 @@ main (int argc, char **argv)
   g_test_add ("/vm/process-exits", Fixture, NULL, fixture_setup, test_vm_process_exits,
               fixture_teardown);
   g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
+  g_test_add ("/vm/mtree-unknown", Fixture, NULL, fixture_setup, test_vm_mtree_unknown,
+              fixture_teardown);
   g_test_add ("/vm/reset-unreplaceable", Fixture, NULL, fixture_setup,
               test_vm_reset_unreplaceable, fixture_teardown);
   g_test_add ("/vm/repeat-in-rom", Fixture, NULL, fixture_setup, test_vm_repeat_in_rom,
