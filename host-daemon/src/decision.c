@@ -48,6 +48,24 @@ vmce_decide_jumps_gap (VmceMceKind kind, gboolean vcpu_held, gboolean via_inject
   return kind == VMCE_MCE_KIND_AR && vcpu_held && via_inject_mce;
 }
 
+/* vmced opens SIGBUS in every thread while it is attached, so the kernel
+ * sends each error the same way; without vmced it would not. An AO
+ * (kill_proc() -> send_sig_mceerr()) to a thread that blocks SIGBUS stays
+ * pending, and QEMU's main thread reads it from its signalfd. An AR
+ * (force_sig_mceerr() for the thread's own access) to a thread that blocks
+ * it is forced: force_sig_info_to_task() sets SIGBUS's action to the
+ * default and unblocks it, and QEMU is killed. That is what Debian's QEMU
+ * 7.2 and 10.0 do under TCG, whose vCPU threads keep the main thread's
+ * mask; let the signal be blocked again instead and the vCPU faults on the
+ * page again at once, for ever. */
+VmcePassHow
+vmce_decide_pass_how (VmceMceKind kind, gboolean thread_blocks_sigbus)
+{
+  if (!thread_blocks_sigbus)
+    return VMCE_PASS_AS_IS;
+  return kind == VMCE_MCE_KIND_AR ? VMCE_PASS_FORCED : VMCE_PASS_PENDING;
+}
+
 void
 vmce_decision_clear (VmceDecision *decision)
 {

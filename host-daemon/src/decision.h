@@ -71,6 +71,15 @@ typedef struct {
 void vmce_decide (const VmceFacts *facts, VmceDecision *decision);
 void vmce_decision_clear (VmceDecision *decision);
 gboolean vmce_decide_jumps_gap (VmceMceKind kind, gboolean vcpu_held, gboolean via_inject_mce);
+
+/* How a memory-error SIGBUS passed on to QEMU reaches it: as the kernel
+ * would have sent it with no vmced there */
+typedef enum {
+  VMCE_PASS_AS_IS,   /* the thread takes it (QEMU's handler) */
+  VMCE_PASS_PENDING, /* blocked again: it stays pending for QEMU's signalfd */
+  VMCE_PASS_FORCED,  /* SIGBUS's action set to the default first: QEMU is killed */
+} VmcePassHow;
+VmcePassHow vmce_decide_pass_how (VmceMceKind kind, gboolean thread_blocks_sigbus);
 const gchar *vmce_decision_action_to_string (VmceDecisionAction action);
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmceDecision, vmce_decision_clear)

@@ -416,13 +416,47 @@ vmce_forward_find_same_page (VmceVm *vm, guint64 gpa)
   return NULL;
 }
 
+/* The kernel's force_sig_mceerr() on a thread that blocks SIGBUS, done
+ * by vmced (vmce_decide_pass_how()): SIGBUS's action back to the default,
+ * the thread's own siginfo, the signal delivered unblocked. FALSE: it
+ * could not be done, and @ev->detail says why */
+static gboolean
+vmce_forward_pass_forced (VmceVm *vm, VmceMceEvent *ev, const VmceStop *stop)
+{
+  VmcePtraceWatch *watch = vmce_vm_get_watch (vm);
+  g_autoptr(GError) error = NULL;
+  gchar *before = ev->detail;
+
+  if (!vmce_remote_sigaction_default (vmce_vm_get_pid (vm), stop->tid, SIGBUS, &error) ||
+      !vmce_ptrace_watch_set_siginfo (watch, stop->tid, &stop->info, &error)) {
+    ev->detail = g_strdup_printf ("%s%scannot force it as the kernel would (%s): passed on blocked",
+                                  before != NULL ? before : "", before != NULL ? "; " : "",
+                                  error->message);
+    g_free (before);
+    return FALSE;
+  }
+  ev->detail = g_strdup_printf ("%s%sthe thread blocks SIGBUS: forced as the kernel forces an AR "
+                                "(SIGBUS's action set to the default), QEMU is killed",
+                                before != NULL ? before : "", before != NULL ? "; " : "");
+  g_free (before);
+  vmce_ptrace_watch_resume_unblocked (watch, stop->tid, SIGBUS);
+  return TRUE;
+}
+
 /* ev->detail says why */
 static void
-vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, int signo)
+vmce_forward_pass (VmceVm *vm, VmceMceEvent *ev, const VmceStop *stop)
 {
+  VmcePtraceWatch *watch = vmce_vm_get_watch (vm);
+  int signo = stop->info.si_signo;
+  VmceMceKind sent = stop->info.si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+
   ev->result = VMCE_RESULT_PASSED;
   ev->handled_by = g_strdup ("qemu");
-  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), ev->tid, signo);
+  if (signo != SIGBUS ||
+      vmce_decide_pass_how (sent, vmce_ptrace_watch_blocks_sigbus (watch, stop->tid)) != VMCE_PASS_FORCED ||
+      !vmce_forward_pass_forced (vm, ev, stop))
+    vmce_ptrace_watch_resume (watch, ev->tid, signo);
   ev->held_us = g_get_monotonic_time () - ev->stop_us;
   vmce_forward_finish (vm, ev, NULL);
   vmce_mce_event_free (ev);
@@ -594,7 +628,7 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
     }
   }
   if (d.action == VMCE_DECISION_PASS) {
-    vmce_forward_pass (vm, g_steal_pointer (&ev), stop->info.si_signo);
+    vmce_forward_pass (vm, g_steal_pointer (&ev), stop);
     if (d.refresh_layout)
       vmce_vm_refresh_layout (vm);
     return;

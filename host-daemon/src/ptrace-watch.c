@@ -711,6 +711,23 @@ vmce_ptrace_watch_resume (VmcePtraceWatch *self, pid_t tid, int signo)
   vmce_tracee_continue (t, signo);
 }
 
+gboolean
+vmce_ptrace_watch_blocks_sigbus (VmcePtraceWatch *self, pid_t tid)
+{
+  VmceTracee *t = g_hash_table_lookup (self->threads, GINT_TO_POINTER (tid));
+
+  return t != NULL && t->sigbus_blocked;
+}
+
+void
+vmce_ptrace_watch_resume_unblocked (VmcePtraceWatch *self, pid_t tid, int signo)
+{
+  VmceTracee *t = g_hash_table_lookup (self->threads, GINT_TO_POINTER (tid));
+
+  if (t != NULL && t->stop_kind != VMCE_STOP_NONE)
+    vmce_tracee_continue (t, signo);
+}
+
 void
 vmce_ptrace_watch_hold (VmcePtraceWatch *self, pid_t tid)
 {

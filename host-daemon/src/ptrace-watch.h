@@ -73,6 +73,11 @@ const gchar *vmce_ptrace_stop_event_name (guint code);
 /* A held thread (signal_stop returned TRUE, or a VmceStoppedFunc held it) */
 gboolean vmce_ptrace_watch_is_held (VmcePtraceWatch *self, pid_t tid);
 void vmce_ptrace_watch_hold (VmcePtraceWatch *self, pid_t tid);
+/* Whether QEMU had SIGBUS blocked in @tid before vmced opened it */
+gboolean vmce_ptrace_watch_blocks_sigbus (VmcePtraceWatch *self, pid_t tid);
+/* Resumes @tid with @signo as it stands: SIGBUS not blocked again (what
+ * resume() does for a thread that blocks it) */
+void vmce_ptrace_watch_resume_unblocked (VmcePtraceWatch *self, pid_t tid, int signo);
 gboolean vmce_ptrace_watch_set_siginfo (VmcePtraceWatch *self,
                                         pid_t tid,
                                         const siginfo_t *info,

@@ -239,6 +239,44 @@ vmce_remote_madvise (pid_t pid, pid_t tid, guint64 addr, guint64 len, int advice
 }
 
 gboolean
+vmce_remote_sigaction_default (pid_t pid, pid_t tid, int signo, GError **error)
+{
+  /* the kernel's struct sigaction for SIG_DFL is all zeros (handler,
+   * flags, restorer, mask): put one below the thread's stack pointer and
+   * its red zone, where a signal frame would go, and put back what was there */
+  enum { N_WORDS = 4 };
+  struct user_regs_struct regs;
+  long saved[N_WORDS], args[6] = { signo, 0, 0, sizeof (guint64), 0, 0 }, ret = 0;
+  g_autofree gchar *what = g_strdup_printf ("rt_sigaction(%d, SIG_DFL)", signo);
+  guint64 at;
+  gboolean ok;
+
+  if (ptrace (PTRACE_GETREGS, tid, NULL, &regs) < 0) {
+    int errsv = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                 "thread %d: cannot read registers: %s", tid, g_strerror (errsv));
+    return FALSE;
+  }
+  at = (regs.rsp - 1024) & ~(guint64) 15;
+  for (guint i = 0; i < N_WORDS; i++) {
+    errno = 0;
+    saved[i] = ptrace (PTRACE_PEEKDATA, tid, (void *) (at + i * sizeof (long)), NULL);
+    if ((saved[i] == -1 && errno != 0) ||
+        ptrace (PTRACE_POKEDATA, tid, (void *) (at + i * sizeof (long)), NULL) < 0) {
+      int errsv = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv),
+                   "thread %d: cannot write below its stack: %s", tid, g_strerror (errsv));
+      return FALSE;
+    }
+  }
+  args[1] = (long) at;
+  ok = vmce_remote_call (pid, tid, SYS_rt_sigaction, args, &ret, what, error);
+  for (guint i = 0; i < N_WORDS; i++)
+    (void) ptrace (PTRACE_POKEDATA, tid, (void *) (at + i * sizeof (long)), (void *) saved[i]);
+  return ok;
+}
+
+gboolean
 vmce_remote_map_anon_fixed (pid_t pid, pid_t tid, guint64 addr, guint64 len, GError **error)
 {
   long args[6] = { (long) addr, (long) len, PROT_READ | PROT_WRITE,

@@ -36,6 +36,10 @@ gboolean vmce_remote_madvise (pid_t pid,
                               int advice,
                               GError **error);
 
+/* rt_sigaction(@signo, SIG_DFL) in the process: the default action for
+ * every thread, as the kernel's force_sig_info_to_task() sets it */
+gboolean vmce_remote_sigaction_default (pid_t pid, pid_t tid, int signo, GError **error);
+
 /* Puts a fresh zeroed private page where @addr was: what stands in for a
  * host page the kernel has taken away for good */
 gboolean vmce_remote_map_anon_fixed (pid_t pid,

@@ -312,6 +312,25 @@ test_decision_relook_once (void)
 
 /* Within the injection gap, only a held SRAR through inject-mce goes at
  * once (every combination) */
+/* a SIGBUS passed on reaches QEMU as the kernel would have sent it */
+static void
+test_decision_pass_how (void)
+{
+  const struct {
+    VmceMceKind kind;
+    gboolean blocks;
+    VmcePassHow how;
+  } rows[] = {
+    { VMCE_MCE_KIND_AO, FALSE, VMCE_PASS_AS_IS },
+    { VMCE_MCE_KIND_AO, TRUE, VMCE_PASS_PENDING }, /* QEMU's main thread: its signalfd */
+    { VMCE_MCE_KIND_AR, FALSE, VMCE_PASS_AS_IS },  /* a KVM vCPU thread: QEMU's handler */
+    { VMCE_MCE_KIND_AR, TRUE, VMCE_PASS_FORCED },  /* a TCG vCPU thread: QEMU is killed */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    g_assert_cmpint (vmce_decide_pass_how (rows[i].kind, rows[i].blocks), ==, rows[i].how);
+}
+
 static void
 test_decision_jumps_gap (void)
 {
@@ -341,5 +360,6 @@ main (int argc, char **argv)
   g_test_add_func ("/decision/detail-keeps-every-reason", test_decision_detail_keeps_every_reason);
   g_test_add_func ("/decision/relook-once", test_decision_relook_once);
   g_test_add_func ("/decision/jumps-gap", test_decision_jumps_gap);
+  g_test_add_func ("/decision/pass-how", test_decision_pass_how);
   return g_test_run ();
 }
