@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
-from vmcelab import paths  # noqa: E402
+from vmcelab import paths, qemus  # noqa: E402
 from vmcelab.daemon import Vmced  # noqa: E402
 from vmcelab.vm import Vm  # noqa: E402
 from tap import Tap  # noqa: E402
@@ -29,6 +29,12 @@ def prerequisites(tap):
         if not os.path.exists(path):
             tap.bail(f"{what} missing at {path}: run `make check` from the top, "
                      "which builds it")
+    # $VMCE_QEMU names the QEMU under test (qemus.py): by name or path
+    try:
+        q = qemus.resolve()
+    except qemus.QemuError as e:
+        tap.bail(f"{e} (make check builds every QEMU it tests)")
+    tap.diag(f"QEMU {q.label}: {q.release}")
 
 
 def workdir(name):

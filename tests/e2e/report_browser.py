@@ -7,8 +7,8 @@ script.
 
 e2e-campaign checks the quick campaign's report this way. Run alone (the
 report-browser test), it renders the results recorded in tests/unit/data/
-and a made-up worst case (three kernels, two hosts, many injections, long
-names) and checks those; exit 77 (a skip) without chromium.
+and a made-up worst case (three kernels, two QEMUs, two hosts, many
+injections, long names, QEMU dying) and checks those; exit 77 (a skip) without chromium.
 
   python3 report_browser.py [REPORT.html]   the measurements as JSON
 """
@@ -150,21 +150,42 @@ def check(tap, report, results, what="the report"):
            diag=f"{pages} pages printed, {want} with every <details> open")
 
 
+# a QEMU of one's own, by a long path, judged as the nearest known one
+LONG_QEMU = "/home/developer/src/qemu-with-a-long-branch-name/build-debug/qemu-system-x86_64"
+
+
 def worst_case(results):
-    """@results on three kernels and two hosts, with many injections and
-    long names: the widest report the matrix and tables must still fit"""
+    """@results on three kernels under two QEMUs (one by a long path) and
+    on two hosts, with many injections, long names, and QEMU dying of the
+    errors it handles itself: the widest report the matrices and tables
+    must still fit"""
     out = []
     for i, r in enumerate(results):
         for kernel in ("debian-6.1", "vmce-6.1", "/boot/vmlinuz-6.12.0-a-very-long-kernel-name-indeed"):
-            for host in ("h1", "host-with-a-rather-long-name.example.org"):
-                x = copy.deepcopy(r)
-                case = x["case"]
-                case["inject"] = f"guest-injection-number-{i}-with-a-long-name"
-                case["key"] = case["id"].split("@")[0] + "/" + "long" * 10
-                case["id"] = case["key"] + "@" + kernel
-                case["kernel"] = kernel
-                x["host"] = host
-                out.append(x)
+            for qemu in ("debian-10.0", LONG_QEMU):
+                for host in ("h1", "host-with-a-rather-long-name.example.org"):
+                    x = copy.deepcopy(r)
+                    case = x["case"]
+                    case["inject"] = f"guest-injection-number-{i}-with-a-long-name"
+                    case["key"] = case["id"].split("@")[0] + "/" + "long" * 10
+                    case["kernel"] = kernel
+                    case["qemu"] = qemu
+                    case["qemu_info"] = {"name": qemu, "release": "10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)",
+                                         "table": "debian-10.0",
+                                         "nearest": "debian-10.0" if qemu == LONG_QEMU else None}
+                    if i % 3 == 0 and x.get("observed"):
+                        # left to QEMU, which died of it
+                        case["forwarder"] = "qemu"
+                        case["key"] += ":by-qemu"
+                        x["observed"] = dict(x["observed"], qemu_alive=False, guest_alive=False, qemu_exit={
+                            "how": "killed by signal 6 (SIGABRT)", "status": -6,
+                            "said": "qemu-system-x86_64: ../../util/qemu-thread-posix.c:87: qemu_mutex_lock_impl: "
+                                    "Assertion `mutex->initialized' failed."})
+                        x["expected"] = dict(x.get("expected") or {}, qemu="dies", qemu_table="debian-10.0",
+                                             qemu_nearest=qemu == LONG_QEMU)
+                    case["id"] = f"{case['key']}@{kernel}@qemu={qemu}"
+                    x["host"] = host
+                    out.append(x)
     return out
 
 
@@ -181,7 +202,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="vmce-report-") as tmp:
         path = os.path.join(tmp, "report.html")
         for what, rs, tl in (("the recorded quick results' report", results, timeline),
-                             ("a report of three kernels on two hosts", worst_case(results), [])):
+                             ("a report of three kernels under two QEMUs on two hosts",
+                              worst_case(results), [])):
             with open(path, "w") as f:
                 f.write(vmce_report.render(meta, rs, tl, skipped))
             check(tap, path, rs, what)

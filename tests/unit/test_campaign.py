@@ -9,11 +9,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
 
 from vmcelab import campaign as campaign_mod  # noqa: E402
+from vmcelab import qemus  # noqa: E402
 from vmcelab.campaign import Campaign, SpecError  # noqa: E402
 from vmcelab.expect import expectation, judge  # noqa: E402
+from vmcelab.runner import GuestVm, qemu_identity  # noqa: E402
 
 
-class Spec(unittest.TestCase):
+class Files(unittest.TestCase):
+    """Campaign files read here: the guest kernel, image and disk are empty
+    files"""
+
     def setUp(self):
         # the guest kernel, image and disk need not exist for these tests
         self.tmp = tempfile.mkdtemp()
@@ -22,15 +27,19 @@ class Spec(unittest.TestCase):
         os.environ["VMCE_KERNEL"] = os.path.join(self.tmp, "vmlinux")
         os.environ["VMCE_INITRD"] = os.path.join(self.tmp, "guest.cpio.gz")
         os.environ["VMCE_DISK"] = os.path.join(self.tmp, "disk.img")
+        # QEMU: Debian's, the real one, unless a test asks for another
+        os.environ.pop("VMCE_QEMU", None)
 
-    def parse(self, text):
-        return Campaign.parse(text, "test.ini")
+    def parse(self, text, **kw):
+        return Campaign.parse(text, "test.ini", **kw)
 
     def error(self, text):
         with self.assertRaises(SpecError) as cm:
             self.parse(text)
         return str(cm.exception)
 
+
+class Spec(Files):
     def test_matrix_expands(self):
         c = self.parse("""
 [campaign]
@@ -120,6 +129,213 @@ kill = early, late
         c = [c.id for c in self.parse(text % 4).ordered()]
         self.assertEqual(a, b)
         self.assertNotEqual(a, c)
+
+
+def built(name):
+    """The real QEMU @name where it is built here, else None"""
+    try:
+        return qemus.resolve(name)
+    except qemus.QemuError:
+        return None
+
+
+class Qemus(Files):
+    """QEMU as an axis: `qemu` in a [guest], --qemus, forwarder = qemu, cpu.
+    The QEMUs are real binaries: Debian's 7.2 (always installed here), and
+    debian-10.0 or vmce-7.2 where `make qemus` built them (tests that need
+    one say so and skip without it)"""
+
+    def other(self):
+        """A second real QEMU: a known one if built, else Debian's 7.2 by a
+        path of its own (a QEMU vmce judges as the nearest known one)"""
+        for name in ("debian-10.0", "vmce-7.2"):
+            if built(name):
+                return name
+        link = os.path.join(self.tmp, "qemu-system-x86_64")
+        if not os.path.exists(link):
+            os.symlink("/usr/bin/qemu-system-x86_64", link)
+        return link
+
+    def test_one_qemu_keeps_the_ids(self):
+        c = self.parse("[matrix m]\npages = anon-dirty\n")
+        self.assertEqual(c.cases[0].id, "m/anon-dirty/ao/early/host/recovery1/0@debian-6.1")
+        self.assertEqual(c.cases[0].qemu, "debian-7.2")
+        d = c.cases[0].to_dict()
+        self.assertEqual((d["qemu"], d["qemu_info"]["name"], d["qemu_info"]["table"], d["forwarder"]),
+                         ("debian-7.2", "debian-7.2", "debian-7.2", "vmced"))
+        self.assertRegex(d["qemu_info"]["release"], r"^7\.2")
+        self.assertEqual(c.guest_for(c.cases[0]).name, "guest", "the default QEMU names no VM")
+
+    def test_every_case_under_each_qemu(self):
+        other = self.other()
+        c = self.parse(f"[guest g]\nkernel = debian-6.1\nqemu = debian-7.2, {other}\n"
+                       "[matrix m]\npages = anon-dirty, shmem\n")
+        name = c.qemus[other].name
+        self.assertEqual([(case.page, case.qemu) for case in c.cases],
+                         [("anon-dirty", "debian-7.2"), ("shmem", "debian-7.2"),
+                          ("anon-dirty", name), ("shmem", name)], "one QEMU's cases together")
+        self.assertEqual([case.id for case in c.cases[::2]],
+                         ["m/anon-dirty/ao/early/host/recovery1/0@debian-6.1@qemu=debian-7.2",
+                          f"m/anon-dirty/ao/early/host/recovery1/0@debian-6.1@qemu={name}"])
+        self.assertEqual(len({case.key for case in c.cases}), 2, "the same cases under two QEMUs")
+        guests = {c.guest_for(case).name for case in c.cases}
+        self.assertEqual(guests, {"g-debian-7.2", f"g-{qemus.slug(name)}"}, "a guest (and a template) each")
+        self.assertEqual(c.qemu_names, ["debian-7.2", name])
+        # --qemus replaces every guest's own, and order = random keeps each QEMU's together
+        c = self.parse("[campaign]\norder = random\n[matrix m]\npages = anon-dirty, shmem, thp, free\n",
+                       qemus=[other, "debian-7.2"])
+        order = [case.qemu for case in c.ordered()]
+        self.assertEqual(order, [name] * 4 + ["debian-7.2"] * 4)
+
+    def test_kernels_times_qemus(self):
+        other = self.other()
+        c = self.parse(f"[guest g]\nqemu = debian-7.2, {other}\n[case c]\n")
+        self.assertEqual(len(c.cases), 2)
+        self.assertTrue(all("@debian-6.1@qemu=" in case.id for case in c.cases))
+
+    def test_bad_qemus(self):
+        msg = self.error("[guest g]\nmem = 512M\nqemu = debian-7.2, debian-8.2\n[case c]\n")
+        self.assertTrue(msg.startswith("test.ini:3: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
+                                       "debian-10.0, vmce-10.0, or a PATH to a qemu-system-x86_64)"), msg)
+        with self.assertRaises(SpecError) as cm:
+            self.parse("[case c]\n", qemus=["debian-7.2", "qemu-8"])
+        self.assertTrue(str(cm.exception).startswith("test.ini: --qemus: unknown QEMU 'qemu-8'"), cm.exception)
+        os.environ["VMCE_QEMU"] = "debian-9"
+        self.assertIn("test.ini: VMCE_QEMU=debian-9: unknown QEMU 'debian-9'", self.error("[case c]\n"))
+        os.environ.pop("VMCE_QEMU")
+        self.assertIn("test.ini:2: /bin/true is not a QEMU", self.error("[guest g]\nqemu = /bin/true\n[case c]\n"))
+        self.assertIn("test.ini:2: a QEMU is named twice",
+                      self.error("[guest g]\nqemu = debian-7.2, debian-7.2\n[case c]\n"))
+        # not built: what makes it
+        saved = os.environ.get("VMCE_BUILD_DIR")
+        os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "empty-build")
+        try:
+            msg = self.error("[guest g]\n# patched\nqemu = vmce-7.2\n[case c]\n")
+        finally:
+            if saved is None:
+                os.environ.pop("VMCE_BUILD_DIR")
+            else:
+                os.environ["VMCE_BUILD_DIR"] = saved
+        self.assertRegex(msg, r"^test\.ini:3: QEMU vmce-7\.2 is missing at \S+: run `make qemu`$")
+
+    def test_cpu(self):
+        c = self.parse("[guest g]\n[case c]\n")
+        self.assertEqual((c.guests["g"].cpu, c.cases[0].cpu), ("Skylake-Client", "Skylake-Client"))
+        c = self.parse("[guest g]\ncpu = Skylake-Client,-hle\n[case c]\n")
+        self.assertEqual(c.guest_for(c.cases[0]).cpu, "Skylake-Client,-hle")
+        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=on,overflow-recov=on"), {"succor"})
+        self.assertEqual(campaign_mod.cpu_features("EPYC,+succor"), {"succor"})
+        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=off"), set())
+        # a QEMU too old for what the CPU asks: named, with the line
+        msg = self.error("[guest amd]\naccel = tcg\ncpu = EPYC,succor=on\n[case c]\n")
+        self.assertRegex(msg, r"^test\.ini:3: QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor "
+                              r"\(-cpu EPYC,succor=on\): .* needs QEMU 9\.1 or vmce's series")
+        self.assertIn("test.ini:2: 'EPYC succor' is not a -cpu model",
+                      self.error("[guest g]\ncpu = EPYC succor\n[case c]\n"))
+        for name in ("debian-10.0", "vmce-7.2"):
+            if built(name):
+                c = self.parse(f"[guest amd]\nqemu = {name}\naccel = kvm\ncpu = EPYC,succor=on\n[case c]\n")
+                self.assertEqual(c.cases[0].cpu, "EPYC,succor=on")
+                # TCG leaves SUCCOR out: an AMD guest there cannot recover
+                msg = self.error(f"[guest amd]\nqemu = {name}\ncpu = EPYC,succor=on\n[case c]\n")
+                self.assertTrue(msg.startswith("test.ini:3: -cpu EPYC,succor=on under TCG: QEMU gives a guest "
+                                               "SUCCOR under KVM only"), msg)
+
+    def test_forwarder(self):
+        c = self.parse("[matrix m]\npages = anon-dirty\nforwarder = vmced, qemu\n")
+        self.assertEqual([case.id for case in c.cases],
+                         ["m/anon-dirty/ao/early/host/recovery1/0@debian-6.1",
+                          "m/anon-dirty/ao/early/host/recovery1:by-qemu/0@debian-6.1"])
+        self.assertEqual(c.cases[1].to_dict()["forwarder"], "qemu")
+        msg = self.error("[case c]\ninject = guest-madvise\nforwarder = qemu\n")
+        self.assertTrue(msg.startswith("test.ini:3: forwarder = qemu needs a host error (inject = host or "
+                                       "host-real)"), msg)
+        msg = self.error("[matrix m]\nkinds = ao, ar\ninject = host-real\nforwarder = qemu\n")
+        self.assertTrue(msg.startswith("test.ini:2: a consumed (ar) host-real error needs vmced to hold back"),
+                        msg)
+        self.assertIn("test.ini:2: 'libvirt' is not a forwarder (known: vmced, qemu)",
+                      self.error("[case c]\nforwarder = libvirt\n"))
+        self.parse("[case c]\ninject = host-real\nforwarder = qemu\n")  # a real AO: fine
+
+    def test_qemu_dies_under_tcg(self):
+        """Debian's QEMU aborts on a host error under TCG: that is what is
+        expected of it, a pass when it does, and a fresh guest after"""
+        c = self.parse("[case c]\nforwarder = qemu\n")
+        case = c.cases[0]
+        exp = expectation(case)
+        self.assertEqual((exp.guest, exp.qemu_table, exp.qemu[0]), ("qemu-died", "debian-7.2", "dies"))
+        self.assertIn("QEMU dies", exp.summary)
+        self.assertEqual(exp.to_dict()["qemu"], "dies")
+        died = dict(panic=None, guest_alive=False, qemu_alive=False, actions={}, signals=[], workloads=[],
+                    qemu_exit={"how": "killed by signal 6 (SIGABRT)", "status": -6,
+                               "said": "qemu_mutex_lock_impl: Assertion `mutex->initialized' failed."})
+        verdict, why = judge(case, exp, died, None)
+        self.assertEqual(verdict, "pass")
+        self.assertIn("QEMU died (killed by signal 6 (SIGABRT): qemu_mutex_lock_impl", why[0])
+        self.assertIn("as debian-7.2 does", why[0])
+        lived = dict(died, qemu_alive=True, guest_alive=True, qemu_exit=None)
+        verdict, why = judge(case, exp, lived, None)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("QEMU lived on, though debian-7.2 dies of it", why[0])
+        # the runner boots a spare for it, as for a guest-ending case
+        from vmcelab.runner import _ends_guest
+        self.assertTrue(_ends_guest(case))
+        self.assertFalse(_ends_guest(self.parse("[case c]\n").cases[0]))
+
+    def test_a_qemu_that_forwards_is_judged_by_the_kernel(self):
+        q = built("vmce-7.2")
+        if q is None:
+            self.skipTest("vmce-7.2 is not built here (make qemu)")
+        c = self.parse("[case c]\nforwarder = qemu\n", qemus=["vmce-7.2"])
+        case = c.cases[0]
+        exp = expectation(case)
+        self.assertEqual((exp.guest, exp.qemu[0], exp.action), ("alive", "forwards", ("dirty LRU page", "Recovered")))
+        self.assertIn("QEMU (vmce-7.2) forwards it itself", exp.summary)
+        self.assertIn("0005", exp.note)
+
+    def test_a_qemu_by_path_is_judged_as_the_nearest_and_every_verdict_says_so(self):
+        link = os.path.join(self.tmp, "qemu-system-x86_64")
+        os.symlink("/usr/bin/qemu-system-x86_64", link)
+        c = self.parse("[case c]\nforwarder = qemu\n[case d]\n", qemus=[link])
+        by_qemu, by_vmced = c.cases
+        exp = expectation(by_qemu)
+        self.assertEqual((exp.qemu_table, exp.qemu_nearest), ("debian-7.2", True))
+        died = dict(panic=None, guest_alive=False, qemu_alive=False, actions={}, signals=[], workloads=[])
+        verdict, why = judge(by_qemu, exp, died, None)
+        self.assertEqual(verdict, "pass")
+        self.assertRegex(why[0], r"^QEMU judged as debian-7\.2, the nearest known QEMU to 7\.2")
+        self.assertEqual(by_qemu.to_dict()["qemu_info"]["nearest"], "debian-7.2")
+        # vmced forwards the other: what QEMU does by itself is not judged
+        self.assertFalse(expectation(by_vmced).qemu_nearest)
+
+    def test_a_consumed_error_left_to_debian_qemu_kills_it(self):
+        # vmced passes a consumed error on as the kernel forces it on a
+        # thread that blocks SIGBUS (host-daemon decision.c,
+        # vmce_decide_pass_how()): QEMU is killed, as without vmced
+        c = self.parse("[case c]\nkind = ar\nforwarder = qemu\n")
+        exp = expectation(c.cases[0])
+        self.assertEqual((exp.guest, exp.qemu[0]), ("qemu-died", "dies"))
+
+    def test_resuming_under_another_qemu_runs_the_cases_again(self):
+        c = self.parse("[matrix m]\npages = anon-dirty, shmem\n")
+        a, b = c.cases
+        mine = {"case": a.to_dict()}
+        other = {"case": dict(b.to_dict(), qemu="debian-10.0")}
+        old = {"case": {k: v for k, v in b.to_dict().items() if k != "qemu"}}  # before QEMUs were recorded
+        done, todo = c.split_done({a.id: mine, b.id: other})
+        self.assertEqual((list(done), [t.id for t in todo]), ([a.id], [b.id]))
+        done, todo = c.split_done({a.id: mine, b.id: old})
+        self.assertEqual((sorted(done), todo), (sorted([a.id, b.id]), []))
+
+    def test_a_template_is_restored_only_under_the_qemu_that_saved_it(self):
+        other = self.other()
+        c = self.parse(f"[guest g]\nqemu = debian-7.2, {other}\n[case c]\n")
+        first, second = (c.guest_for(case) for case in c.cases)
+        gvm = GuestVm(first, 0, self.tmp, None, [], restore=True)
+        gvm.template = (os.path.join(self.tmp, "g.template"), qemu_identity(first.qemu))
+        self.assertEqual(gvm._template(), os.path.join(self.tmp, "g.template"))
+        gvm.spec = second
+        self.assertIsNone(gvm._template(), "another QEMU's saved guest is booted afresh instead")
 
 
 class Judging(unittest.TestCase):

@@ -14,8 +14,9 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
-from vmcelab.report import (OUTCOMES, classify, kernel_section, load, matrix_html,  # noqa: E402
-                            outcome, outcome_label, render, summary_text, timeline_svg, times_svg)
+from vmcelab.report import (OUTCOMES, classify, load, matrix_html, qemu_matrix_html,  # noqa: E402
+                            variants_section, outcome, outcome_label, render, summary_text, timeline_svg,
+                            times_svg)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 # recorded by `run/campaign --quick` on debian-6.1 (and a case the bench
@@ -223,7 +224,7 @@ class Hosts(unittest.TestCase):
         page = render(self.meta, self.results, self.timeline)
         self.assertIn("<th>host</th>", page)
         self.assertIn("h3 (ssh://root@10.0.0.3) <b>lost: ssh: connection refused</b>", page)
-        side = kernel_section(self.results)
+        side = variants_section(self.results)
         self.assertIn("<th>h1</th><th>h2</th>", side)
         self.assertEqual(side.count("<li>"), 1, "one case ran on two hosts, and it differs")
         self.assertIn("h1: <i>process killed (AR)</i>", side)
@@ -242,7 +243,7 @@ class Hosts(unittest.TestCase):
 
     def test_spread_without_replicas_is_no_comparison(self):
         spread = [r for r in self.results if not (r["host"] == "h2" and r["case"]["page"] == "anon-dirty")]
-        self.assertEqual(kernel_section(spread), "")
+        self.assertEqual(variants_section(spread), "")
         self.assertIn("<th>host</th>", render({}, spread, []))
 
     def test_without_hosts(self):
@@ -289,7 +290,7 @@ class Report(unittest.TestCase):
         self.assertIn('d.open = true', page)
 
     def test_one_kernel_no_comparison(self):
-        self.assertEqual(kernel_section(RESULTS), "")
+        self.assertEqual(variants_section(RESULTS), "")
 
     def test_kernels_side_by_side(self):
         def on(kernel, action, codes, crash=None, nearest=False):
@@ -311,7 +312,7 @@ class Report(unittest.TestCase):
             on("/boot/vmlinuz-6.11", ("dirty LRU page", "Recovered"), [(2, "BUS_MCEERR_AO")],
                crash="BUG: unable to handle page fault for address: ffff888002ba3000", nearest=True),
         ]
-        html = kernel_section(results)
+        html = variants_section(results)
         for k in ("debian-6.1", "vmce-6.1", "debian-6.12", "/boot/vmlinuz-6.11 (judged as debian-6.12)"):
             self.assertIn(f"<th>{k}</th>", html)
         self.assertIn("&asymp;", html)
@@ -320,7 +321,7 @@ class Report(unittest.TestCase):
         self.assertIn("unmapping failed page: Ignored · no signal · then Fatal machine check", html)
         self.assertIn("vmce-6.1: <i>process killed (AO)</i>", html)
         self.assertIn("debian-6.1: <i>guest panicked</i>", html)
-        self.assertIn("nothing: every case came out the same", kernel_section(same))
+        self.assertIn("nothing: every case came out the same", variants_section(same))
         page = render({"name": "k"}, results, [])
         self.assertIn("Side by side: debian-6.1, vmce-6.1", page)
         # one sentence per kernel
@@ -336,6 +337,136 @@ class Report(unittest.TestCase):
         with open(RECORDED) as f:
             for line in f:
                 json.loads(line)
+
+
+RELEASES = {"debian-7.2": "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)",
+            "debian-10.0": "10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)",
+            "vmce-7.2": "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"}
+
+
+def under(qemu, r, kernel=None, forwarder=None, **obs):
+    """@r as run under QEMU @qemu (and on @kernel), as a campaign with more
+    than one QEMU records it"""
+    r = copy.deepcopy(r)
+    case = r["case"]
+    case["key"] = case.get("key") or case["id"].split("@")[0]
+    if kernel:
+        case.update(kernel=kernel, kernel_info={"name": kernel, "release": f"{kernel}.0-release"})
+    if forwarder:
+        case["forwarder"] = forwarder
+        case["key"] = case["key"].replace("/0", ":by-qemu/0")
+    case.update(qemu=qemu, qemu_info={"name": qemu, "release": RELEASES.get(qemu, "8.2.2"), "table": qemu
+                                      if qemu in RELEASES else "debian-7.2",
+                                      "nearest": None if qemu in RELEASES else "debian-7.2"})
+    case["id"] = f"{case['key']}@{case.get('kernel') or 'debian-6.1'}@qemu={qemu}"
+    if obs:
+        r["observed"] = dict(r["observed"] or {}, **obs)
+    return r
+
+
+class Qemus(unittest.TestCase):
+    """The same cases under several QEMUs: Debian's 7.2 and 10.0 die of a
+    host error they handle themselves under TCG, vmce's 7.2 forwards it"""
+
+    def setUp(self):
+        _, by, _, _ = recorded()
+        self.pc = next(r for r in load(RECORDED)[1] if r["case"]["id"].startswith("page-types/anon-dirty/"))
+        self.ksm = by["ksm"]
+        died = dict(qemu_alive=False, guest_alive=False, actions={}, signals=[], trouble=[],
+                    ms_to_action=None, panic=None,
+                    qemu_exit={"how": "killed by signal 6 (SIGABRT)", "status": -6,
+                               "said": "qemu-system-x86_64: ../../util/qemu-thread-posix.c:87: "
+                                       "qemu_mutex_lock_impl: Assertion `mutex->initialized' failed."})
+        self.results = []
+        for q in ("debian-7.2", "debian-10.0", "vmce-7.2"):
+            self.results.append(under(q, self.pc))  # forwarded by vmced: the same everywhere
+            self.results.append(under(q, self.ksm))
+            by_qemu = under(q, self.pc, forwarder="qemu", **(died if q != "vmce-7.2" else {}))
+            by_qemu["expected"] = dict(by_qemu["expected"] or {}, qemu="dies" if q != "vmce-7.2" else "forwards",
+                                       qemu_table=q)
+            self.results.append(by_qemu)
+        self.meta = {"name": "qemus", "qemus": [{"name": q, "release": RELEASES[q], "table": q, "nearest": None}
+                                                for q in ("debian-7.2", "debian-10.0", "vmce-7.2")]}
+
+    def test_a_sentence_per_qemu(self):
+        page = render(self.meta, self.results, [])
+        s = summary_of(page)
+        for q in ("debian-7.2", "debian-10.0"):
+            self.assertIn(f"Guest kernel debian-6.1 (6.1.0-57-amd64) under QEMU {q} ({RELEASES[q]}) survives "
+                          "1 of 3 error kinds; it panics on: ksm (ksmd reads the page); QEMU dies on: "
+                          "anon-dirty AO by QEMU (QEMU killed by signal 6 (SIGABRT)).", s)
+        self.assertIn("Guest kernel debian-6.1 (6.1.0-57-amd64) under QEMU vmce-7.2 (7.2.22 (Debian "
+                      "1:7.2+dfsg-7+deb12u18+b3)) survives 2 of 3 error kinds; it panics on: ksm", s)
+        self.assertEqual(len(summary_text(self.results)), 3)
+        # the run names every QEMU with its release
+        meta = re.search(r'<p class="meta">(.*?)</p>', page).group(1)
+        self.assertIn(html.escape(f"QEMU debian-7.2 ({RELEASES['debian-7.2']}), debian-10.0 "
+                                  f"({RELEASES['debian-10.0']}), vmce-7.2 ({RELEASES['vmce-7.2']})"), meta)
+        # and without the meta (a results file rendered again), from the records
+        self.assertIn("debian-10.0 (10.0.2 (Debian", re.search(r'<p class="meta">(.*?)</p>',
+                                                               render({}, self.results, [])).group(1))
+
+    def test_page_type_by_qemu(self):
+        m = qemu_matrix_html(self.results)
+        self.assertIn("page \\ QEMU", m)
+        for q in ("debian-7.2", "debian-10.0", "vmce-7.2"):
+            self.assertIn(f">QEMU {q}</th>", m)
+        row = re.search(r'<th class="row" title="anon-dirty">anon-dirty</th>(.*?)</tr>', m).group(1)
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        self.assertEqual(len(cells), 3)
+        self.assertIn(">QEMU died</span>", cells[0])
+        self.assertIn(">process killed (AO)</span>", cells[0])
+        self.assertNotIn("QEMU died", cells[2])
+        self.assertIn(">process killed (AO) \u00d72</span>", cells[2])
+        self.assertIn("\u2713 2", cells[2])
+        self.assertEqual(qemu_matrix_html(RESULTS), "", "one QEMU: no such matrix")
+        # the cells link to their cases
+        for anchor in re.findall(r'href="#([^"]+)"', m):
+            self.assertIn(f'<tr id="{anchor}">', render(self.meta, self.results, []))
+
+    def test_side_by_side_and_what_differs(self):
+        side = variants_section(self.results)
+        self.assertIn("<th>QEMU debian-7.2</th><th>QEMU debian-10.0</th><th>QEMU vmce-7.2</th>", side)
+        self.assertIn("on each of the QEMUs", side)
+        differs = re.findall(r"<li>(.*?)</li>", side)
+        self.assertEqual(len(differs), 1, "only the case QEMU handled itself differs")
+        self.assertIn(":by-qemu", differs[0])
+        self.assertIn("QEMU debian-7.2: <i>QEMU died</i> (no recovery action · no signal · QEMU killed by signal 6 "
+                      "(SIGABRT): qemu-system-x86_64: ../../util/qemu-thread-posix.c:87: qemu_mutex_lock_impl: "
+                      "Assertion `mutex-&gt;initialized&#x27; failed.)", differs[0])
+        self.assertIn("QEMU vmce-7.2: <i>process killed (AO)</i>", differs[0])
+        # the evidence says how QEMU ended
+        page = render(self.meta, self.results, [])
+        self.assertIn("QEMU killed by signal 6 (SIGABRT); its last word: qemu-system-x86_64:", page)
+
+    def test_kernels_and_qemus_vary(self):
+        rs = [under(q, self.pc, kernel=k) for k in ("debian-6.1", "vmce-6.1") for q in ("debian-7.2", "debian-10.0")]
+        s = summary_of(render({}, rs, []))
+        self.assertIn("Guest kernel vmce-6.1 (vmce-6.1.0-release) under QEMU debian-10.0 (10.0.2 (Debian", s)
+        self.assertEqual(len(summary_text(rs)), 4, "a sentence per (kernel, QEMU)")
+        side = variants_section(rs)
+        self.assertIn("<th>vmce-6.1 · QEMU debian-10.0</th>", side)
+        self.assertIn("guest kernels and QEMUs", side)
+        m = qemu_matrix_html(rs)
+        self.assertIn(">debian-6.1 · QEMU debian-7.2</th>", m)
+
+    def test_timeline_lanes_tell_the_qemus_apart(self):
+        lanes = [dict(vm=f"small-vmce-6.1-{q}-0", event="boot", start=0.0, end=3.0, boot=1)
+                 for q in ("debian-7.2", "debian-10.0")]
+        svg = timeline_svg(lanes)
+        labels = re.findall(r'text-anchor="end">([^<]*)<title>', svg)
+        self.assertEqual(len(set(labels)), 2, labels)
+        self.assertTrue(all(label.endswith(("debian-7.2-0", "debian-10.0-0")) for label in labels), labels)
+
+    def test_a_qemu_by_path(self):
+        path = "/home/dev/qemu/build/qemu-system-x86_64"
+        r = under(path, self.pc, forwarder="qemu")
+        r["expected"] = dict(r["expected"], qemu="dies", qemu_table="debian-7.2", qemu_nearest=True)
+        rs = [under("debian-7.2", self.pc, forwarder="qemu"), r]
+        side = variants_section(rs)
+        self.assertIn(f"<th>QEMU {path} (QEMU as debian-7.2)</th>", side)
+        self.assertIn("&asymp;", side)
+        self.assertIn(f"under QEMU {path} (as debian-7.2) (8.2.2)", summary_of(render({}, rs, [])))
 
 
 if __name__ == "__main__":

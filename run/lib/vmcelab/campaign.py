@@ -6,18 +6,21 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
 
   [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse,
                     restore
-  [guest NAME]      mem, cpus, accel, hugepages, ksm, disk, kernel (a list: every
-                    case on that guest runs on each kernel)
-  [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat
-                    (lists: every combination is a case)
-  [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, expect
+  [guest NAME]      mem, cpus, accel, cpu, hugepages, ksm, disk, kernel, qemu (kernel
+                    and qemu are lists: every case on that guest runs on each
+                    kernel under each QEMU)
+  [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat,
+                    forwarder (lists: every combination is a case)
+  [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, forwarder,
+                    expect
   [hosts]           NAME = ssh://[user@]host[:port][?keyfile=&no_verify=1&tree=PATH]: run
                     the cases on those hosts (NAME.libvirt and NAME.vmced: the same
                     host as run/virsh/campaign --hosts FILE reaches it)
 
 inject: host (vmced's simulated host error), host-real (the host kernel's
 memory_failure(): the host lab, run/hostlab --campaign FILE), guest-madvise,
-guest-corrupt-pfn, guest-mce-inject.
+guest-corrupt-pfn, guest-mce-inject. forwarder: vmced (it forwards the host
+error), or qemu (vmced passes it on and QEMU handles it by itself).
 
 Errors name the file, the line and the problem, and come before anything
 runs.
@@ -30,6 +33,7 @@ import re
 
 from . import kernels as kernels_mod
 from . import paths
+from . import qemus as qemus_mod
 from .hosts import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
@@ -41,6 +45,13 @@ KILLS = ("early", "late", "prctl-early", "prctl-late")
 # the host kernel's own memory_failure() on the page behind the guest's, so
 # only where the host kernel can poison (the host lab's L1)
 INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# who handles a host error: vmced forwards it, or (qemu) vmced passes it on
+# (policy pass) and QEMU does what it does by itself (qemus.BEHAVIOUR)
+FORWARDERS = ("vmced", "qemu")
+# the guest CPU when a [guest] names none: what run/vm and Vm.start boot
+DEFAULT_CPU = "Skylake-Client"
+# -cpu flags that need a QEMU feature (qemus.FEATURES)
+CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
 # pages with no process mapping: nothing in the guest can consume them on purpose
 KERNEL_PAGES = ("free", "slab", "pagetable")
 # what a page type needs from its guest
@@ -50,9 +61,10 @@ NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean"
 
 CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "restore",
                  "order"}
-GUEST_KEYS = {"mem", "cpus", "accel", "hugepages", "ksm", "disk", "kernel"}
-CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "expect"}
-MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat"}
+GUEST_KEYS = {"mem", "cpus", "accel", "cpu", "hugepages", "ksm", "disk", "kernel", "qemu"}
+CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
+             "expect"}
+MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat", "forwarder"}
 
 
 def host_can_poison():
@@ -112,26 +124,33 @@ def _list(value):
 
 class Guest:
     def __init__(self, name, mem="512M", cpus=1, accel="tcg", hugepages=0, ksm=False, disk=True,
-                 kernels=None):
+                 kernels=None, qemus=None, cpu=DEFAULT_CPU):
         self.name, self.mem, self.cpus, self.accel = name, mem, cpus, accel
-        self.hugepages, self.ksm, self.disk = hugepages, ksm, disk
-        # kernel spellings (names or paths); kernel: the one Kernel a booted
-        # guest of this type runs (set by on_kernel())
+        self.hugepages, self.ksm, self.disk, self.cpu = hugepages, ksm, disk, cpu
+        # kernel and QEMU spellings (names or paths); kernel, qemu: the one
+        # Kernel and Qemu a booted guest of this type runs (set by on())
         self.kernels = kernels or [kernels_mod.DEFAULT]
-        self.kernel = None
+        self.qemus = qemus or [qemus_mod.DEFAULT]
+        self.kernel = self.qemu = None
 
-    def on_kernel(self, kernel):
-        """This guest type running @kernel: what a worker boots"""
+    def on(self, kernel, qemu):
+        """This guest type running @kernel under @qemu: what a worker boots.
+        Its name says which, where the guest type has more than one or not
+        the default, so that its VMs, state directories and template (the
+        saved first boot) are its own"""
         g = Guest(self.name, self.mem, self.cpus, self.accel, self.hugepages, self.ksm, self.disk,
-                  [kernel.name])
-        g.kernel = kernel
+                  [kernel.name], [qemu.name], self.cpu)
+        g.kernel, g.qemu = kernel, qemu
         if len(self.kernels) > 1 or kernel.name != kernels_mod.DEFAULT:
-            g.name = f"{self.name}-{kernel_slug(kernel.name)}"
+            g.name += f"-{kernel_slug(kernel.name)}"
+        if len(self.qemus) > 1 or qemu.name != qemus_mod.DEFAULT:
+            g.name += f"-{qemus_mod.slug(qemu.name)}"
         return g
 
     def to_dict(self):
-        return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel,
-                    hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels)
+        return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel, cpu=self.cpu,
+                    hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels,
+                    qemus=self.qemus)
 
 
 def kernel_slug(spelling):
@@ -141,39 +160,71 @@ def kernel_slug(spelling):
     return "custom-" + re.sub(r"[^A-Za-z0-9.]+", "-", os.path.basename(spelling.rstrip("/")))[:24]
 
 
+def cpu_features(cpu):
+    """The QEMU features (qemus.FEATURES) a -cpu model with flags asks for:
+    'EPYC,succor=on,overflow-recov=on' -> {'succor'}"""
+    wanted = set()
+    for flag in cpu.split(",")[1:]:
+        name, _, value = flag.strip().lstrip("+").partition("=")
+        if name in CPU_FEATURES and value.lower() not in ("off", "false", "no"):
+            wanted.add(CPU_FEATURES[name])
+    return wanted
+
+
 class Case:
-    FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "kernel")
+    FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
+              "kernel", "qemu", "accel", "cpu")
 
     def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
-                 recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None):
+                 recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None,
+                 forwarder="vmced", qemu=None, accel="tcg", cpu=DEFAULT_CPU, qemu_in_id=False):
         self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
         self.inject, self.recovery, self.burst, self.repeat = inject, recovery, burst, repeat
+        self.forwarder = forwarder
         self.expect_override, self.rep = expect, rep
-        # the Kernel it runs on (kernels.resolve)
+        # the Kernel it runs on (kernels.resolve), and the Qemu (qemus.resolve)
         self.kernel_info = kernel
         self.kernel = kernel.name if kernel else kernels_mod.DEFAULT
+        self.qemu_info = qemu
+        self.qemu = qemu.name if qemu else qemus_mod.DEFAULT
+        # its guest's accelerator and CPU: what QEMU does by itself depends on them
+        self.accel, self.cpu = accel, cpu
+        # the id names the QEMU when the campaign runs more than one
+        self.qemu_in_id = qemu_in_id
 
     @property
     def key(self):
-        """The same case on any kernel: a row of the kernel comparison"""
-        extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "")
+        """The same case on any kernel and QEMU: a row of the comparison"""
+        extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "") \
+            + (":by-qemu" if self.forwarder == "qemu" else "")
         return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
                 f"/recovery{self.recovery}{extra}/{self.rep}")
 
     @property
     def id(self):
-        """Stable across runs of the same file: what resuming goes by"""
-        return f"{self.key}@{self.kernel}"
+        """Stable across runs of the same file: what resuming goes by. The
+        QEMU is named (@qemu=NAME, after the kernel) only when the campaign
+        runs more than one, so that a campaign on one QEMU keeps the ids it
+        always had"""
+        return f"{self.key}@{self.kernel}" + (f"@qemu={self.qemu}" if self.qemu_in_id else "")
 
     @property
     def host_side(self):
         """The error comes from the host, simulated or real"""
         return self.inject in ("host", "host-real")
 
+    def ran_as(self, rec):
+        """Whether @rec (a results.jsonl record with this case's id) is this
+        case's: the same QEMU (a record from before QEMUs were recorded is
+        taken as it is)"""
+        recorded = ((rec or {}).get("case") or {}).get("qemu")
+        return rec is not None and (recorded is None or recorded == self.qemu)
+
     def to_dict(self):
         d = {f: getattr(self, f) for f in self.FIELDS}
         d.update(id=self.id, key=self.key, scenario=self.scenario, rep=self.rep,
-                 kernel_info=self.kernel_info.to_dict() if self.kernel_info else None)
+                 kernel_info=self.kernel_info.to_dict() if self.kernel_info else None,
+                 qemu_info=self.qemu_info.to_dict() if self.qemu_info else None)
         return d
 
 
@@ -194,13 +245,13 @@ class Campaign:
         self.path = None
 
     @classmethod
-    def load(cls, path, kernels=None):
+    def load(cls, path, kernels=None, qemus=None):
         try:
             with open(path) as f:
                 text = f.read()
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        return cls.parse(text, path, kernels)
+        return cls.parse(text, path, kernels, qemus)
 
     @staticmethod
     def hosts_file(path):
@@ -227,9 +278,9 @@ class Campaign:
         return hosts
 
     @classmethod
-    def parse(cls, text, path="<campaign>", kernels=None):
-        """kernels: a list that replaces every guest's `kernel` (the command
-        line's --kernels)"""
+    def parse(cls, text, path="<campaign>", kernels=None, qemus=None):
+        """kernels, qemus: lists that replace every guest's `kernel` and
+        `qemu` (the command line's --kernels and --qemus)"""
         self = cls()
         self.path = path
         where = _locate(text)
@@ -295,6 +346,53 @@ class Campaign:
                     fail(section, key, str(e))
             return spellings
 
+        self.qemus = {}  # spelling -> Qemu
+
+        def qemu_list(section, value):
+            """A guest's QEMUs, each resolved (its binary asked its version
+            and target) once, before anything runs"""
+            env = os.environ.get("VMCE_QEMU")
+            spellings = qemus if qemus else (_list(value) if value else [qemus_mod.spelling()])
+            key = "qemu" if section and value and not qemus else None
+            # where a QEMU nobody wrote in the file comes from
+            origin = "--qemus: " if qemus else ("" if key else (f"VMCE_QEMU={env}: " if env else ""))
+            if len(set(spellings)) != len(spellings):
+                if key is None:
+                    raise SpecError(f"{path}: {origin}a QEMU is named twice in '{', '.join(spellings)}'")
+                fail(section, key, f"a QEMU is named twice in '{', '.join(spellings)}'")
+            for q in spellings:
+                if q in self.qemus:
+                    continue
+                try:
+                    self.qemus[q] = qemus_mod.resolve(q)
+                except qemus_mod.QemuError as e:
+                    if key is None:  # the default, or the command line's: no line to name
+                        raise SpecError(f"{path}: {origin}{e}") from None
+                    fail(section, key, str(e))
+            return spellings
+
+        def cpu_of(section, value, spellings, accel):
+            """The guest's -cpu (a model with flags); every QEMU of the guest
+            must have what its flags ask for"""
+            cpu = (value or DEFAULT_CPU).strip()
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+=,-]*", cpu):
+                fail(section, "cpu", f"'{cpu}' is not a -cpu model with flags (say EPYC,succor=on)")
+            for feature in sorted(cpu_features(cpu)):
+                for q in spellings:
+                    try:
+                        self.qemus[q].require(feature, f"-cpu {cpu}")
+                    except qemus_mod.QemuError as e:
+                        fail(section, "cpu", str(e))
+            # QEMU leaves it out under TCG ("TCG doesn't support requested
+            # feature: CPUID.80000007H:EBX.succor"), 7.2's series and 10.0
+            # alike: the AMD guest would have no SUCCOR, and vmced refuses
+            # the errors of an AMD guest that cannot recover
+            if "succor" in cpu_features(cpu) and accel == "tcg":
+                fail(section, "cpu", f"-cpu {cpu} under TCG: QEMU gives a guest SUCCOR under KVM only "
+                                     "(TCG leaves the flag out, and an AMD guest without it cannot recover): "
+                                     "use accel = kvm")
+            return cpu
+
         sections = parser.sections()
         for section in sections:
             kind = section.split()[0]
@@ -321,14 +419,17 @@ class Campaign:
             check_keys(section, GUEST_KEYS)
             g = parser[section]
             accel = one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
+            guest_qemus = qemu_list(section, g.get("qemu"))
             guest = Guest(name.strip() or "guest", mem=g.get("mem", "512M"),
                           cpus=integer(section, "cpus", 1, 1), accel=accel,
                           hugepages=integer(section, "hugepages", 0),
                           ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True),
-                          kernels=kernel_list(section, g.get("kernel")))
+                          kernels=kernel_list(section, g.get("kernel")), qemus=guest_qemus,
+                          cpu=cpu_of(section, g.get("cpu"), guest_qemus, accel))
             self.guests[guest.name] = guest
         if not self.guests:
-            self.guests["guest"] = Guest("guest", kernels=kernel_list(None, None))
+            self.guests["guest"] = Guest("guest", kernels=kernel_list(None, None),
+                                         qemus=qemu_list(None, None))
 
         def guest_of(section, value):
             name = value or next(iter(self.guests))
@@ -361,6 +462,21 @@ class Campaign:
                 if self.host_real_line is None or line < self.host_real_line:
                     self.host_real_line = line
 
+        def check_forwarder(section, group):
+            """QEMU can handle only what reaches it: a host error"""
+            for c in group:
+                if c["forwarder"] != "qemu":
+                    continue
+                if c["inject"] not in ("host", "host-real"):
+                    fail(section, "forwarder", f"forwarder = qemu needs a host error (inject = host or "
+                                               f"host-real): with inject = {c['inject']} the guest makes "
+                                               "the error itself and QEMU never hears of it")
+                if c["inject"] == "host-real" and c["kind"] == "ar":
+                    fail(section, "kind" if "kind" in parser[section] else "kinds",
+                         "a consumed (ar) host-real error needs vmced to hold back the host's early AO "
+                         "(policy ignore-ao), and with forwarder = qemu vmced passes every signal to "
+                         "QEMU: use kind = ao, or inject = host")
+
         scenarios = []
         for section in sections:
             kind, _, name = section.partition(" ")
@@ -378,8 +494,10 @@ class Campaign:
                     inject=one_of(section, "inject", s.get("inject", "host"), INJECTS),
                     recovery=one_of(section, "recovery", integer(section, "recovery", 1), (0, 1)),
                     burst=integer(section, "burst", 1, 1), repeat=boolean(section, "repeat", False),
+                    forwarder=one_of(section, "forwarder", s.get("forwarder", "vmced"), FORWARDERS),
                     expect=s.get("expect"))])
                 check_real(section, scenarios[-1])
+                check_forwarder(section, scenarios[-1])
             elif kind == "matrix":
                 check_keys(section, MATRIX_KEYS)
                 guest = guest_of(section, s.get("guest"))
@@ -391,20 +509,28 @@ class Campaign:
                 injects = [one_of(section, "inject", i, INJECTS) for i in _list(s.get("inject", "host"))]
                 recoveries = [one_of(section, "recovery", int(r), (0, 1))
                               for r in _list(s.get("recovery", "1"))]
+                forwarders = [one_of(section, "forwarder", f, FORWARDERS)
+                              for f in _list(s.get("forwarder", "vmced"))]
                 scenarios.append([dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl,
                                        inject=i, recovery=r, burst=integer(section, "burst", 1, 1),
-                                       repeat=boolean(section, "repeat", False))
-                                  for p, k, kl, i, r in itertools.product(pages, kinds, kills,
-                                                                          injects, recoveries)])
+                                       repeat=boolean(section, "repeat", False), forwarder=f)
+                                  for p, k, kl, i, r, f in itertools.product(pages, kinds, kills, injects,
+                                                                             recoveries, forwarders)])
                 check_real(section, scenarios[-1])
-        # kernel outermost: a worker is done with one kernel's guests before
-        # it boots the next kernel's
+                check_forwarder(section, scenarios[-1])
+        # kernel outermost, then QEMU: a worker is done with one (kernel,
+        # QEMU)'s guests before it boots the next one's
         kernel_order = list(dict.fromkeys(k for g in self.guests.values() for k in g.kernels))
-        for kernel in kernel_order:
+        qemu_order = list(dict.fromkeys(q for g in self.guests.values() for q in g.qemus))
+        for kernel, qemu in itertools.product(kernel_order, qemu_order):
             for rep in range(self.repetitions):
                 for group in scenarios:
-                    self.cases += [Case(rep=rep, kernel=self.kernels[kernel], **c) for c in group
-                                   if kernel in self.guests[c["guest"]].kernels]
+                    for c in group:
+                        g = self.guests[c["guest"]]
+                        if kernel in g.kernels and qemu in g.qemus:
+                            self.cases.append(Case(rep=rep, kernel=self.kernels[kernel],
+                                                   qemu=self.qemus[qemu], accel=g.accel, cpu=g.cpu,
+                                                   qemu_in_id=len(qemu_order) > 1, **c))
         if not self.cases:
             raise SpecError(f"{path}: names no cases: add a [matrix NAME] or a [case NAME]")
         seen = {}
@@ -431,20 +557,32 @@ class Campaign:
         random) shuffled, the same way for the same seed"""
         cases = list(self.cases)
         if self.order == "random":
-            # shuffled within each kernel's cases, which stay together
+            # shuffled within each (kernel, QEMU)'s cases, which stay together
             rng = random.Random(self.seed)
             shuffled = []
-            for kernel in dict.fromkeys(c.kernel for c in cases):
-                mine = [c for c in cases if c.kernel == kernel]
+            for variant in dict.fromkeys((c.kernel, c.qemu) for c in cases):
+                mine = [c for c in cases if (c.kernel, c.qemu) == variant]
                 rng.shuffle(mine)
                 shuffled += mine
             cases = shuffled
         return cases
 
+    def split_done(self, recorded):
+        """(done, todo) given @recorded (case id -> its last record): a case
+        is done when its id has a record of the same QEMU (a results file
+        resumed under another QEMU runs its cases again, rather than take
+        another QEMU's outcome for theirs)"""
+        done = {c.id: recorded[c.id] for c in self.cases if c.ran_as(recorded.get(c.id))}
+        return done, [c for c in self.ordered() if c.id not in done]
+
     def guest_for(self, case):
-        """The guest type @case runs on, on its kernel"""
-        return self.guests[case.guest].on_kernel(case.kernel_info)
+        """The guest type @case runs on, on its kernel, under its QEMU"""
+        return self.guests[case.guest].on(case.kernel_info, case.qemu_info)
 
     @property
     def kernel_names(self):
         return list(dict.fromkeys(c.kernel for c in self.cases))
+
+    @property
+    def qemu_names(self):
+        return list(dict.fromkeys(c.qemu for c in self.cases))

@@ -17,8 +17,16 @@ guest. Linux 6.1's, the first:
   BUS_MCEERR_AR, when its access faults again as above;
 - a page the handler leaves in use by the kernel is still bad: the next time
   the kernel reads it the guest takes an SRAR in kernel mode and panics.
+
+A host error vmced lets QEMU handle itself (forwarder = qemu) first meets
+QEMU: what QEMU does with it comes from the QEMU's BEHAVIOUR (qemus.py,
+read from each QEMU's source; qemu_handles() below). Where QEMU forwards
+it into the guest, the kernel's table says the rest; where QEMU dies, or
+the guest panics on what QEMU injects, that is the expectation.
 """
 from collections import namedtuple
+
+from . import qemus
 
 # kind/result: the "recovery action for <kind>: <result>" line;
 # early: mappers with early kill get BUS_MCEERR_AO; late: a later touch gets
@@ -145,6 +153,47 @@ NOTES = {
 }
 
 
+# What QEMU does by itself with a host error vmced passes on to it
+# (forwarder = qemu). Each: (what, why), what one of
+QEMU_FORWARDS = "forwards"  # into the guest, as vmced would: the kernel's table says the rest
+QEMU_DIES = "dies"  # the whole VM goes
+QEMU_GUEST_PANICS = "guest-panics"  # it injects what the guest cannot recover from
+
+# the host's CPU vendor, for KVM (kvm_amd strips MCG_SER_P from every guest)
+INTEL, AMD = "GenuineIntel", "AuthenticAMD"
+
+
+def qemu_handles(forwarder, accel, cpu_flags, behaviour, host_vendor):
+    """(what, why): what QEMU does with a host memory error vmced lets it
+    handle, given the case's forwarder, its guest's accelerator and -cpu
+    flags (the features asked for, campaign.cpu_features()), the QEMU's
+    BEHAVIOUR entry and, for KVM, the host's CPU vendor. None when vmced
+    forwards it (forwarder = vmced), or nothing is written down for it"""
+    if forwarder != "qemu":
+        return None
+    if accel == "tcg":
+        if behaviour["tcg_sigbus"] == "abort":
+            return (QEMU_DIES, "under TCG, QEMU's sigbus_handler() takes the KVM path "
+                               "(kvm_on_sigbus()), which has no KVM state to work with: a found "
+                               "error (AO, on the main thread) makes QEMU abort; a consumed one (AR) "
+                               "comes to a vCPU thread that blocks SIGBUS, which the kernel forces at "
+                               "its default action: QEMU is killed by SIGBUS")
+        return (QEMU_FORWARDS, "under TCG, QEMU forwards it into the guest itself, as it does under KVM "
+                               "(qemu-patches/ 0005): the guest kernel's handler does the rest")
+    if host_vendor == INTEL:
+        return (QEMU_FORWARDS, "under KVM on an Intel host, QEMU injects the machine check itself "
+                               "(kvm_arch_on_sigbus_vcpu()): the guest kernel's handler does the rest")
+    if host_vendor == AMD:
+        if behaviour["amd_kvm"] == "recover" and "succor" in cpu_flags:
+            return (QEMU_FORWARDS, "under KVM on an AMD host, QEMU injects AMD encodings into a guest "
+                                   "with SUCCOR (-cpu ...,succor=on): the guest kernel's handler does the rest")
+        why = ("this QEMU has no SUCCOR and injects Intel-style" if behaviour["amd_kvm"] == "panic"
+               else "the guest's CPU has no SUCCOR (-cpu ...,succor=on), so QEMU injects Intel-style")
+        return (QEMU_GUEST_PANICS, "under KVM on an AMD host, kvm_amd strips MCG_SER_P from every guest "
+                                   f"and {why}: the guest cannot recover and panics")
+    return None
+
+
 class Expectation:
     def __init__(self, case, action, signals, lsb, hc_kb, guest="alive", fsync_eio=None,
                  reread_ok=None, note=None, aftermath=None, others_ao=True):
@@ -158,12 +207,22 @@ class Expectation:
         # (why, Expectation): another outcome this kernel is known to give
         # for the case, checked as strictly when the first is not met
         self.alternative = None
+        # what QEMU does by itself (qemu_handles()), None where vmced
+        # forwards; the QEMU behaviour judged by, and whether that is only
+        # the nearest known QEMU's
+        self.qemu = None
+        self.qemu_table, self.qemu_nearest = None, False
 
     @property
     def summary(self):
+        if self.guest == "qemu-died":
+            return f"QEMU dies ({self.qemu_table} under TCG)"
+        if self.guest == "panic" and self.qemu:
+            return f"the guest panics on what QEMU ({self.qemu_table}) injects"
         if self.guest == "panic":
             return "the guest panics (memory_failure_recovery=0)"
-        parts = [f"{self.action[0]}: {self.action[1]}"] if self.action else []
+        parts = [f"QEMU ({self.qemu_table}) forwards it itself"] if self.qemu else []
+        parts += [f"{self.action[0]}: {self.action[1]}"] if self.action else []
         parts.append({"ao": "every mapper gets BUS_MCEERR_AO at its own VA",
                       "touch": "no signal until a mapper touches it: then BUS_MCEERR_AR",
                       "ar": "the consumer gets BUS_MCEERR_AR at its own VA",
@@ -199,7 +258,8 @@ class Expectation:
         return dict(action=self.action, signals=self.signals, lsb=self.lsb, hc_kb=self.hc_kb,
                     guest=self.guest, fsync_eio=self.fsync_eio, reread_ok=self.reread_ok,
                     note=self.note, aftermath=self.aftermath, summary=self.summary,
-                    table=self.table, nearest=self.nearest)
+                    table=self.table, nearest=self.nearest, qemu=self.qemu[0] if self.qemu else None,
+                    qemu_table=self.qemu_table, qemu_nearest=self.qemu_nearest)
 
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
@@ -217,7 +277,62 @@ def table_of(case):
     return info.table, bool(info.nearest)
 
 
-def expectation(case):
+def qemu_of(case):
+    """(behaviour, table, nearest) of @case's QEMU (qemus.Qemu): what it
+    does by itself, the known QEMU that says so, and whether that is only
+    the nearest one; Debian's 7.2 for a case made without a QEMU"""
+    info = getattr(case, "qemu_info", None)
+    if info is None:
+        return qemus.BEHAVIOUR[qemus.DEFAULT], qemus.DEFAULT, False
+    return info.behaviour, info.table, bool(info.nearest)
+
+
+_vendor = []
+
+
+def host_vendor():
+    """This host's CPU vendor (/proc/cpuinfo), asked once"""
+    if not _vendor:
+        try:
+            with open("/proc/cpuinfo") as f:
+                _vendor.append(next((line.split(":", 1)[1].strip() for line in f
+                                     if line.startswith("vendor_id")), None))
+        except OSError:
+            _vendor.append(None)
+    return _vendor[0]
+
+
+def expectation(case, vendor=None):
+    """What happens for @case: what QEMU does by itself, where vmced lets it
+    (forwarder = qemu), and what the case's guest kernel does; None where
+    nothing is written down. @vendor: the host's CPU vendor (default: this
+    host's), which matters to QEMU's own forwarding under KVM only"""
+    exp = _kernel_expectation(case)
+    forwarder = getattr(case, "forwarder", "vmced")
+    if forwarder != "qemu" or exp is None:
+        return exp
+    from .campaign import cpu_features  # (campaign -> hosts -> expect: not at the top)
+    behaviour, qtable, qnearest = qemu_of(case)
+    if case.accel == "kvm" and vendor is None:
+        vendor = host_vendor()
+    handled = qemu_handles(forwarder, case.accel, cpu_features(case.cpu), behaviour, vendor)
+    if handled is None:
+        return None
+    what, why = handled
+    if what == QEMU_FORWARDS:
+        exp.note = why + (f"; {exp.note}" if exp.note else "")
+    else:
+        # the guest kernel's handler never gets to it: no kernel table is
+        # judged by, the nearest or not
+        guest = "qemu-died" if what == QEMU_DIES else "panic"
+        table = exp.table
+        exp = Expectation(case, None, "none", exp.lsb, None, guest=guest, note=why)
+        exp.table = table
+    exp.qemu, exp.qemu_table, exp.qemu_nearest = handled, qtable, qnearest
+    return exp
+
+
+def _kernel_expectation(case):
     """What the case's guest kernel does for @case, or None where nothing is
     written down"""
     table, nearest = table_of(case)
@@ -328,7 +443,18 @@ def judge(case, exp, obs, not_run):
         info = case.kernel_info
         reasons = [f"judged as {exp.table}, the nearest known kernel to {info.release}: "
                    "no expectations are written for this kernel"] + reasons
+    if exp is not None and exp.qemu and exp.qemu_nearest:
+        info = case.qemu_info
+        reasons = [f"QEMU judged as {exp.qemu_table}, the nearest known QEMU to {info.release}: "
+                   "what this QEMU does by itself is not written down"] + reasons
     return verdict, reasons
+
+
+def qemu_exit_words(obs):
+    """How QEMU ended, with its last word (qemu.log), from the evidence"""
+    ended = obs.get("qemu_exit") or {}
+    words = ended.get("how") or "it exited"
+    return words + (f": {ended['said']}" if ended.get("said") else "")
 
 
 def _judge(case, exp, obs, not_run):
@@ -339,12 +465,16 @@ def _judge(case, exp, obs, not_run):
     if case.expect_override:
         return _judge_override(case.expect_override, obs)
     fails, oddities = [], []
+    if exp.guest == "qemu-died":
+        if obs["qemu_alive"]:
+            return "fail", [f"QEMU lived on, though {exp.qemu_table} dies of it: {exp.note}"]
+        return "pass", [f"QEMU died ({qemu_exit_words(obs)}), as {exp.qemu_table} does: {exp.note}"]
     if exp.guest == "panic":
         if not obs["panic"]:
             fails.append("the guest did not panic")
         return ("fail", fails) if fails else ("pass", [f"the guest panicked: {obs['panic']}"])
     if not obs["qemu_alive"]:
-        fails.append("QEMU died")
+        fails.append(f"QEMU died ({qemu_exit_words(obs)})")
     # ksmd compares stable KSM pages all the time: it may read the poisoned
     # page before the campaign provokes it
     after = obs.get("aftermath")

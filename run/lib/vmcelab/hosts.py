@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import paths
 from .expect import expectation
-from .runner import ResultsFile, case_record
+from .runner import ResultsFile, case_record, start_qemus
 
 PARAMS = ("keyfile", "no_verify", "tree")
 HELLO_TIMEOUT_S = 60
@@ -160,9 +160,9 @@ class HostsRunner:
     results.jsonl and resume as a campaign on one host (Runner)"""
 
     def __init__(self, campaign, hosts, outdir, spec_text, kernels=None, reuse=True, restore=True,
-                 fresh=False, log=print, progress=None):
+                 fresh=False, log=print, progress=None, qemus=None):
         self.campaign, self.hosts, self.outdir = campaign, hosts, outdir
-        self.spec_text, self.kernels = spec_text, kernels
+        self.spec_text, self.kernels, self.qemus = spec_text, kernels, qemus
         self.reuse, self.restore, self.log = reuse, restore, log
         self.progress = progress
         self.results = ResultsFile(os.path.join(outdir, "results.jsonl"), fresh)
@@ -185,14 +185,13 @@ class HostsRunner:
         self.results.append(rec)
 
     def run(self):
-        done = self.finished(lost_too=False)
-        todo = [c for c in self.campaign.ordered() if c.id not in done]
+        done, todo = self.campaign.split_done(self.finished(lost_too=False))
         if done:
             self.log(f"campaign {self.campaign.name}: {len(done)} case(s) already done, {len(todo)} to go")
         started = time.time()
         self.record({"type": "start", "time": started, "campaign": self.campaign.name, "reuse": self.reuse,
                      "restore": self.restore, "seed": self.campaign.seed,
-                     "hosts": [h.to_dict() for h in self.hosts]})
+                     "qemus": start_qemus(self.campaign), "hosts": [h.to_dict() for h in self.hosts]})
         why = {}
         probes = [threading.Thread(target=lambda h=h: why.__setitem__(h.name, probe(h, self.version)))
                   for h in self.hosts]
@@ -239,7 +238,8 @@ class HostsRunner:
     def drive(self, host, cases):
         """runs @cases on @host's worker until it says end or is lost"""
         job = {"type": "job", "name": self.campaign.name, "host": host.name, "spec": self.spec_text,
-               "spec_path": self.campaign.path, "kernels": self.kernels, "cases": [c.id for c in cases],
+               "spec_path": self.campaign.path, "kernels": self.kernels, "qemus": self.qemus,
+               "cases": [c.id for c in cases],
                "reuse": self.reuse, "restore": self.restore, "concurrency": self.campaign.concurrency,
                "version": self.version}
         pending = {c.id: c for c in cases}

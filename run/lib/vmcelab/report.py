@@ -1,13 +1,16 @@
 """The campaign report: one self-contained HTML file, charts as inline SVG.
 
-It answers first what an operator asks: what does this guest kernel survive?
+It answers first what an operator asks: what does this guest kernel survive,
+under this QEMU?
   1. a summary in words: how many error kinds the guest survives, and the
-     ones it panics on, each linked to its case
+     ones it panics on (or QEMU dies on), each linked to its case; a
+     sentence per guest kernel and per QEMU
   2. the outcome matrix: page type x injection; each cell says what the
      guest did (its label and colour) and, apart from that, the verdict
-     (a mark: as expected or not)
-  3. with more than one guest kernel, or the same case on more than one
-     host: the same cases side by side, and what differs
+     (a mark: as expected or not); with more than one QEMU, also page type
+     x QEMU: what the guest did under each
+  3. with more than one guest kernel or QEMU, or the same case on more
+     than one host: the same cases side by side, and what differs
   4. time from injection to the guest's recovery, per case
   5. the timeline of each guest, grouped per host
   6. every case: what the guest did, expected, the evidence (folded, the
@@ -86,12 +89,24 @@ def _elide(text, n):
     return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
+def _elide_middle(text, n):
+    """@text in @n characters, its end kept: a VM's name or a case's id ends
+    in what tells it from its neighbours (its kernel, its QEMU, its slot)"""
+    text = str(text)
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 3
+    return text[:head] + "\u2026" + text[len(text) - (n - 1 - head):]
+
+
 def column_of(case):
     """How a case was injected, as a matrix column"""
     col = str(case.get("kind", "?")).upper()
     inject = case.get("inject", "host")
     if inject != "host":
         col += " " + str(inject).replace("guest-", "guest ")
+    if case.get("forwarder") == "qemu":
+        col += " by QEMU"
     if case.get("kill", "early") != "early":
         col += f" {case['kill']}"
     if case.get("recovery", 1) == 0:
@@ -212,8 +227,15 @@ def _why_down(r, key):
     if key == "panicked":
         return _elide(_crash(obs), 48)
     if key == "qemu-died":
-        return "QEMU exited"
+        return f"QEMU {_qemu_ended(obs)}"
     return None
+
+
+def _qemu_ended(obs):
+    """How QEMU ended, in words ("killed by signal 6 (SIGABRT)"), from the
+    evidence; "exited" where the record does not say"""
+    ended = obs.get("qemu_exit")
+    return str(ended.get("how") or "exited") if isinstance(ended, dict) else "exited"
 
 
 # -- what went into the report, and what did not ---------------------------
@@ -240,6 +262,8 @@ def load(path):
                 meta.setdefault("time", rec.get("time"))
                 meta.setdefault("seed", rec.get("seed"))
                 meta.setdefault("reuse", rec.get("reuse", True))
+                if rec.get("qemus"):
+                    meta.setdefault("qemus", rec["qemus"])
             elif rec.get("type") == "end":
                 timeline += rec.get("timeline") or []
             elif rec.get("type") == "case":
@@ -268,7 +292,7 @@ def _usable(results, timeline):
             continue
         # a copy: the caller's records stay as they were
         case = {"page": "?", "kind": "?", **case}
-        for name in ("id", "page", "key", "kernel"):
+        for name in ("id", "page", "key", "kernel", "qemu"):
             if not isinstance(case.get(name), (str, type(None))):
                 case[name] = str(case[name])
         r = dict(r, case=case)
@@ -311,10 +335,16 @@ def _num(x):
     return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-# -- variants: the same case on other kernels or hosts ---------------------
+# -- variants: the same case on other kernels, QEMUs or hosts -------------
 
 def kernels_of(results):
     return list(dict.fromkeys(_case(r).get("kernel") or "?" for r in results))
+
+
+def qemus_of(results):
+    """The QEMUs the cases ran under (None: a record from before QEMUs were
+    recorded)"""
+    return list(dict.fromkeys(_case(r).get("qemu") for r in results))
 
 
 def _replicated_hosts(results):
@@ -328,15 +358,54 @@ def _replicated_hosts(results):
 
 
 def variants_of(results):
-    """(variant of a result, the variants in order, their labels)"""
+    """(variant of a result, the variants in order, their labels): a
+    variant is (kernel, QEMU, host), each None where it does not vary"""
     kernels = len(kernels_of(results)) > 1
+    qemus = len(qemus_of(results)) > 1
     hosts = _replicated_hosts(results)
 
     def variant(r):
-        return (_case(r).get("kernel") if kernels else None, r.get("host") if hosts else None)
+        return (_case(r).get("kernel") if kernels else None,
+                (_case(r).get("qemu") or "?") if qemus else None,
+                r.get("host") if hosts else None)
     order = list(dict.fromkeys(variant(r) for r in results))
-    labels = {v: " @ ".join(str(x) for x in v if x) for v in order}
+    labels = {v: _variant_label(v) for v in order}
     return variant, order, labels
+
+
+def _variant_label(v):
+    """"vmce-6.1 · QEMU vmce-7.2 @ h1": what varies, in words"""
+    kernel, qemu, host = v
+    label = " · ".join(x for x in (kernel, f"QEMU {qemu}" if qemu else None) if x)
+    return f"{label} @ {host}" if label and host else (label or host or "")
+
+
+def _qemu_info(r):
+    info = _case(r).get("qemu_info")
+    return info if isinstance(info, dict) else {}
+
+
+def _qemu_name(info, name):
+    """A QEMU as the report names it: a PATH one with the known QEMU it is
+    judged as"""
+    return f"{name} (as {info['table']})" if info.get("nearest") and info.get("table") else name
+
+
+def _qemus_line(meta, results):
+    """Every QEMU of the run with its release: from the run's meta, else
+    from the records"""
+    said = []
+    for q in meta.get("qemus") or []:
+        if isinstance(q, dict) and q.get("name"):
+            said.append(f"{_qemu_name(q, q['name'])} ({q.get('release') or '?'})")
+    if not said:
+        for name in qemus_of(results):
+            info = next((_qemu_info(r) for r in results if _case(r).get("qemu") == name), {})
+            if name:
+                said.append(f"{_qemu_name(info, name)} ({info.get('release') or '?'})")
+    if said:
+        return f"QEMU {', '.join(said)}"
+    return meta.get("qemu")
 
 
 # -- pieces ----------------------------------------------------------------
@@ -395,12 +464,24 @@ def summary_text(results):
     return [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in _summary_sentences(results)]
 
 
+def _subject(v, rs):
+    """Whom a summary sentence is about: "guest kernel K (release)", and
+    "under QEMU Q (release)" and "on host H" where those vary"""
+    kernel = v[0] or next((_case(r).get("kernel") for r in rs if _case(r).get("kernel")), None)
+    release = next(((_case(r).get("kernel_info") or {}).get("release") for r in rs
+                    if (_case(r).get("kernel_info") or {}).get("release")), None)
+    who = f"guest kernel {kernel}" + (f" ({release})" if release and release != kernel else "") \
+        if kernel else "this guest kernel"
+    if v[1]:
+        info = next((_qemu_info(r) for r in rs if _qemu_info(r)), {})
+        who += f" under QEMU {_qemu_name(info, v[1])}" + (f" ({info['release']})" if info.get("release") else "")
+    if v[2]:
+        who += f" on host {v[2]}"
+    return who[0].upper() + who[1:]
+
+
 def _summary_sentences(results):
     variant, order, labels = variants_of(results)
-    info = {}
-    for r in results:
-        ki = _case(r).get("kernel_info") or {}
-        info.setdefault(variant(r), ki.get("release"))
     paras = []
     for v in order:
         rs = [r for r in results if variant(r) == v]
@@ -415,11 +496,7 @@ def _summary_sentences(results):
                 if key in down:
                     down[key].append(r)
         survived = sum(1 for c in ran.values() if not any(classify(r) in FATAL for r in c))
-        who = labels[v] or (rs[0] and _case(rs[0]).get("kernel")) or ""
-        release = info.get(v)
-        name = f"guest kernel {who}" + (f" ({release})" if release and release != who else "") \
-            if who else "this guest kernel"
-        s = f"<b>{esc(name[0].upper() + name[1:])}</b> survives <b>{survived} of {len(ran)}</b> " \
+        s = f"<b>{esc(_subject(v, rs))}</b> survives <b>{survived} of {len(ran)}</b> " \
             f"error kind{'s' if len(ran) != 1 else ''}"
         parts = []
         for key, words in (("panicked", "it panics on"), ("doomed", "it is left to panic on"),
@@ -478,6 +555,58 @@ def matrix_html(results, per_table=8):
     return "\n".join(out)
 
 
+def qemu_matrix_html(results, per_table=8):
+    """Page type x QEMU (x kernel, where kernels vary too): what the guest
+    did under each, every injection of the page together (each outcome
+    once, with how many cases had it, linked to the first), and the
+    verdicts counted. Empty with one QEMU"""
+    variant, order, _ = variants_of(results)
+    if not any(v[1] for v in order):
+        return ""
+    cols = list(dict.fromkeys(v[:2] for v in order))
+    rows = sorted({_case(r)["page"] for r in results}, key=str)
+    cells = {}
+    for r in results:
+        cells.setdefault((_case(r)["page"], variant(r)[:2]), []).append(r)
+    chunks = math.ceil(len(cols) / per_table)
+    size = math.ceil(len(cols) / chunks)
+    out = []
+    for part in range(chunks):
+        these = cols[part * size:(part + 1) * size]
+        head = "".join(f'<th title="{esc(_variant_label(c + (None,)))}">{esc(_variant_label(c + (None,)))}</th>'
+                       for c in these)
+        body = []
+        for row in rows:
+            tds = []
+            for c in these:
+                rs = cells.get((row, c), [])
+                by_outcome = {}
+                for r in sorted(rs, key=lambda r: list(OUTCOMES).index(classify(r))):
+                    by_outcome.setdefault(classify(r), []).append(r)
+                chips = "".join(
+                    f'<a class="chip" href="#{_anchor(same[0])}" title="{esc(_short_name(same[0]))}'
+                    f'{esc(" and others" if len(same) > 1 else "")}"><span class="o" '
+                    f'style="background:{OUTCOMES[key][1]}">{esc(outcome_label(same[0], key))}'
+                    f'{esc(f" ×{len(same)}" if len(same) > 1 else "")}</span></a>'
+                    for key, same in by_outcome.items())
+                verdicts = {}
+                for r in rs:
+                    verdicts.setdefault(verdict_of(r)[0], []).append(r)
+                marks = " ".join(f'<span class="m" style="color:{verdict_of(vs[0])[3]};border-color:'
+                                 f'{verdict_of(vs[0])[3]}" title="{esc(verdict_of(vs[0])[1])}">'
+                                 f'{verdict_of(vs[0])[2]} {len(vs)}</span>'
+                                 for _, vs in sorted(verdicts.items(), key=lambda kv: ORDER.index(kv[0])
+                                                     if kv[0] in ORDER else -1))
+                tds.append(f"<td>{chips}{marks}</td>" if rs else "<td>-</td>")
+            body.append(f'<tr><th class="row" title="{esc(row)}">{esc(row)}</th>{"".join(tds)}</tr>')
+        out.append(f'<table class="matrix qemus"><colgroup><col class="rowh">{"<col>" * len(these)}'
+                   f'</colgroup><tr><th class="row">page \\ QEMU</th>{head}</tr>{"".join(body)}</table>')
+    return f"""<h2>What the guest did under each QEMU: page type &times; QEMU</h2>
+<p>Every injection of a page type together: each thing the guest did, with how many cases did it
+(linked to the first), and the verdicts counted (the mark: as in the legend above).</p>
+{"".join(out)}"""
+
+
 def times_svg(results):
     rows = [r for r in results if _num((r.get("observed") or {}).get("ms_to_action"))]
     if not rows:
@@ -494,7 +623,7 @@ def times_svg(results):
         name = _case(r)["id"] + (f" on {r['host']}" if r.get("host") else "")
         key = classify(r)
         out.append(f'<g><title>{esc(name)}</title><text x="{left - 6}" y="{y + 11}" font-size="10" '
-                   f'text-anchor="end">{esc(_elide(name, 58))}</text></g>')
+                   f'text-anchor="end">{esc(_elide_middle(name, 58))}</text></g>')
         out.append(f'<g><title>{esc(name)}: {ms:.0f} ms, {esc(outcome_label(r, key))}</title>'
                    f'<rect x="{left}" y="{y}" width="{max(1, ms * scale):.1f}" height="{bh - 4}" '
                    f'fill="{OUTCOMES[key][1]}"/></g>')
@@ -528,7 +657,7 @@ def timeline_svg(timeline, results=()):
             if lh == h:
                 out_lanes[(lh, vm)] = y
                 rows.append(f'<text x="{left - 6}" y="{y + 15}" font-size="12" text-anchor="end">'
-                            f'{esc(_elide(vm, 22))}<title>{esc(vm)}</title></text>')
+                            f'{esc(_elide_middle(vm, 22))}<title>{esc(vm)}</title></text>')
                 y += lane
     height = y + 36
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -575,25 +704,39 @@ def outcome(r):
     parts.append(", ".join(codes) if codes else "no signal")
     crash = _crash(obs)
     if crash:
-        parts.append("then " + re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", str(crash)))
+        parts.append("then " + _unaddressed(crash))
+    if obs.get("qemu_alive") is False:
+        said = (obs.get("qemu_exit") or {}).get("said") if isinstance(obs.get("qemu_exit"), dict) else None
+        parts.append(f"QEMU {_qemu_ended(obs)}" + (f": {_unaddressed(said)}" if said else ""))
     return " · ".join(parts)
 
 
-def kernel_section(results):
-    """The same cases side by side, one column per guest kernel (and per
-    host, where a case ran on several), and the cases whose outcome
-    differs. Empty with one of each"""
+def _unaddressed(text):
+    """@text without addresses: they differ from run to run, not between
+    kernels or QEMUs"""
+    return re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", str(text))
+
+
+def variants_section(results):
+    """The same cases side by side, one column per guest kernel, per QEMU
+    (per pair, when both vary) and per host, where a case ran on several;
+    and the cases whose outcome differs. Empty with one of each"""
     variant, order, labels = variants_of(results)
     if len(order) < 2:
         return ""
     by_key = {}
     for r in results:
         by_key.setdefault(_key(r), {})[variant(r)] = r
+    # judged by the nearest known kernel or QEMU, where vmce has no table
     nearest = {}
     for r in results:
-        if (r.get("expected") or {}).get("nearest"):
-            nearest[variant(r)] = r["expected"].get("table")
-    head = "".join(f"<th>{esc(labels[v])}{esc(f' (judged as {nearest[v]})') if v in nearest else ''}</th>"
+        exp = r.get("expected") or {}
+        said = nearest.setdefault(variant(r), [])
+        if exp.get("nearest") and f"judged as {exp.get('table')}" not in said:
+            said.append(f"judged as {exp.get('table')}")
+        if exp.get("qemu_nearest") and f"QEMU as {exp.get('qemu_table')}" not in said:
+            said.append(f"QEMU as {exp.get('qemu_table')}")
+    head = "".join(f"<th>{esc(labels[v])}{esc(' (' + ', '.join(nearest[v]) + ')') if nearest.get(v) else ''}</th>"
                    for v in order)
     rows, differs = [], []
     for key in sorted(by_key, key=lambda k: (str(_case(next(iter(by_key[k].values())))["page"]), k)):
@@ -604,7 +747,8 @@ def kernel_section(results):
             if r is None:
                 tds.append('<td class="k">-</td>')
                 continue
-            mark = " &asymp;" if (r.get("expected") or {}).get("nearest") else ""
+            exp = r.get("expected") or {}
+            mark = " &asymp;" if exp.get("nearest") or exp.get("qemu_nearest") else ""
             tds.append(f'<td class="k">{chip(r)}<div>{esc(outcome(r))}{mark}</div></td>')
         first = next(iter(cells.values()))
         rows.append(f'<tr><td class="el" title="{esc(key)}"><a href="#{_anchor(first)}">{esc(key)}</a></td>'
@@ -613,13 +757,14 @@ def kernel_section(results):
         if len(set(said.values())) > 1:
             differs.append(f"<li><b>{esc(key)}</b>: " + "; ".join(
                 f"{esc(k)}: <i>{esc(label)}</i> ({esc(v)})" for k, (label, v) in said.items()) + "</li>")
-    what = "guest kernels" if any(v[0] for v in order) else "hosts"
-    if any(v[0] for v in order) and any(v[1] for v in order):
-        what = "guest kernels and hosts"
+    axes = [name for i, name in enumerate(("guest kernels", "QEMUs", "hosts")) if any(v[i] for v in order)]
+    what = " and ".join(axes) if len(axes) < 3 else "guest kernels, QEMUs and hosts"
+    approx = any(nearest.values())
     return f"""<section id="side-by-side"><h2>Side by side: {esc(", ".join(labels[v] for v in order))}</h2>
-<p>The same cases on each of the {what}: what the guest did, what its HWPOISON handler said (the
-"recovery action" line), who got which signal, and what came after; the mark is the verdict against
-that kernel's own expectations{" (&asymp;: a kernel vmce has none for, judged by the nearest known one)" if nearest else ""}.</p>
+<p>The same cases on each of the {what}: what the guest did (or QEMU, where it handled the error
+itself), what the guest's HWPOISON handler said (the "recovery action" line), who got which signal, and
+what came after; the mark is the verdict against that kernel's and that QEMU's own
+expectations{" (&asymp;: a kernel or QEMU vmce has none for, judged by the nearest known one)" if approx else ""}.</p>
 <h3>What differs</h3>
 <ul>{"".join(differs) or "<li>nothing: every case came out the same on each</li>"}</ul>
 <table class="side"><colgroup><col class="key">{"<col>" * len(order)}</colgroup>
@@ -680,6 +825,12 @@ def _evidence(r):
     for label, alive in (("the guest", obs.get("guest_alive")), ("QEMU", obs.get("qemu_alive"))):
         if alive is False:
             bits.append(f"{label} was not alive at the end")
+    ended = obs.get("qemu_exit")
+    if obs.get("qemu_alive") is False and isinstance(ended, dict):
+        bits.append(f"QEMU {_qemu_ended(obs)}" + (f"; its last word: {ended['said']}" if ended.get("said") else ""))
+    for rec in obs.get("injected") or []:
+        if isinstance(rec, dict) and rec.get("handled_by") == "qemu":
+            bits.append(f"vmced passed the {rec.get('si_code')} on to QEMU ({rec.get('detail')})")
     return bits
 
 
@@ -807,10 +958,11 @@ def render(meta, results, timeline, skipped=None):
     kernel = meta.get("guest_kernel") or ", ".join(dict.fromkeys(
         " ".join(str(x) for x in (_case(r).get("kernel"), (_case(r).get("kernel_info") or {}).get("release"))
                  if x) for r in results if _case(r).get("kernel")))
+    qemus = _qemus_line(meta, results)
     # what is not known (a report rendered again from its results file) is left out
     facts = [when, f"{len(results)} case{'s' if len(results) != 1 else ''}: {verdicts}"]
     facts += [f"guest kernel {kernel}"] if kernel else []
-    facts += [meta["qemu"]] if meta.get("qemu") else []
+    facts += [qemus] if qemus else []
     facts += [f"guest reuse {'on' if meta.get('reuse', True) else 'off'}"]
     facts += [f"seed {meta['seed']}"] if meta.get("seed") is not None else []
     facts += [meta["host"]] if meta.get("host") else []
@@ -825,13 +977,15 @@ def render(meta, results, timeline, skipped=None):
 {summary_section(results, notes)}
 <p>Each case puts a guest page in a known state, injects a memory error into it, and records what
 the guest did. Separately, that is compared with what Linux's HWPOISON handler is expected to do for
-that page state (written down per kernel version in <code>run/lib/vmcelab/expect.py</code>): the
-verdict. A guest that panics can be <i>as expected</i>: the verdict says the harness agrees with the
+that page state (written down per kernel version in <code>run/lib/vmcelab/expect.py</code>) and, where
+vmced let QEMU handle the host error itself, with what that QEMU does by itself
+(<code>run/lib/vmcelab/qemus.py</code>): the verdict. A guest that panics can be <i>as expected</i>: the verdict says the harness agrees with the
 kernel, the outcome says what your guest survives.</p>
 <h2>Outcome matrix: page type &times; injection</h2>
 {legend()}
 {matrix_html(results)}
-{kernel_section(results)}
+{qemu_matrix_html(results)}
+{variants_section(results)}
 <h2>Time from injection to the guest's recovery</h2>
 {times_svg(results)}
 <h2>Per-VM timeline{" by host" if any(e.get("host") for e in timeline) else ""}</h2>

@@ -29,10 +29,10 @@ def slow(seconds):
 
 
 def _ends_guest(case):
-    """The case leaves its guest unusable: a panic, or a poisoned page the
-    guest's kernel still uses"""
+    """The case leaves its guest unusable: QEMU dies, the guest panics, or
+    a poisoned page the guest's kernel still uses"""
     exp = expectation(case)
-    return bool(exp and (exp.guest == "panic" or exp.aftermath in ENDING))
+    return bool(exp and (exp.guest in ("panic", "qemu-died") or exp.aftermath in ENDING))
 
 
 def _count(items):
@@ -66,6 +66,18 @@ class NotRun(Exception):
     """The case cannot be set up here; the reason goes in the report"""
 
 
+def qemu_identity(qemu):
+    """Which QEMU binary, exactly: its path, what it says it is, and when
+    it was built"""
+    if qemu is None:
+        return None
+    try:
+        built = os.stat(qemu.binary).st_mtime_ns
+    except OSError:
+        built = None
+    return (qemu.binary, qemu.version_line, built)
+
+
 class GuestVm:
     """One booted guest, attached to the campaign's vmced, reused while it
     is fit for the next case. Before a case that will leave it unusable (a
@@ -82,7 +94,7 @@ class GuestVm:
         # a file) and every later guest is a copy of it, loaded in a fraction
         # of a boot
         self.restore = restore
-        self.template = None
+        self.template = None  # (path, the QEMU that saved it: qemu_identity())
         self.boots = 0  # guests started, the spares too
         self.current = 0  # which of them runs the cases now
         self.vm = None
@@ -95,19 +107,29 @@ class GuestVm:
     def name(self):
         return f"{self.spec.name}-{self.slot}"
 
+    def _template(self):
+        """The saved first boot to restore a guest from, or None: never one
+        another QEMU saved (a migration stream is QEMU's own, version to
+        version, and a copy must run under the QEMU the case asks for)"""
+        if not self.restore or self.template is None:
+            return None
+        path, saved_by = self.template
+        return path if saved_by == qemu_identity(self.spec.qemu) else None
+
     def _boot_new(self, n, spare):
         """A guest ready for cases: booted (or restored), set up, attached to vmced"""
         t = time.time()
-        template = self.template if self.restore else None
+        template = self._template()
         # a template's disk stays untouched (each copy gets the pristine
         # image): the guest mounts it once it runs as itself
         later = self.restore and self.spec.disk
-        kernel = self.spec.kernel
+        kernel, qemu = self.spec.kernel, self.spec.qemu
         vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
                       accel=self.spec.accel, kernel=kernel.image if kernel else None,
                       initrd=kernel.initrd if kernel else None, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
-                      incoming=template,
+                      incoming=template, qemu=qemu.binary if qemu else None,
+                      cpu_model=self.spec.cpu,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
@@ -119,7 +141,7 @@ class GuestVm:
                 if self.restore:
                     path = os.path.join(self.workdir, f"{self.name}.template")
                     vm.save_state(path)
-                    self.template = path
+                    self.template = (path, qemu_identity(qemu))
             if later:
                 vm.agent.call("disk-up")
             self.daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path,
@@ -281,7 +303,7 @@ class CaseRun:
                 # touched before vmced has taken the page away, it would read fine
                 _wait(lambda: self._armed() > armed_before or proc.poll() is not None, 5, 0.01)
                 self.t_consumed = time.monotonic()
-                agent.call("pages-touch", pid=w["pid"], only=1)
+                self._touch(w)
                 out, err = proc.communicate(timeout=60)
                 return json.loads(out) if out.startswith("{") else {"error": err.strip()}
             trigger = ["--trigger", "now"] if case.kind == "ar" else []
@@ -304,6 +326,8 @@ class CaseRun:
         offset, hva = vm.ram_file_offset(int(w["gpa"], 16))
         journal_len = len(self.daemon.journal_records())
         ar = case.kind == "ar"
+        # (with forwarder = qemu, vmced passes it on: _run() set policy
+        # pass; the file refuses a consumed one, which needs ignore-ao)
         if ar:
             self.daemon.ctl("policy", vm.name, "ignore-ao")
         try:
@@ -314,7 +338,7 @@ class CaseRun:
             poisoned = json.loads(res.stdout)
             if ar:
                 self.t_consumed = time.monotonic()
-                self.agent.call("pages-touch", pid=w["pid"], only=1)
+                self._touch(w)
             # vmced's word on the signal it caught, whichever it was
             want = "BUS_MCEERR_AR" if ar else "BUS_MCEERR_AO"
             rec = _wait(lambda: next((r for r in self.daemon.journal_records()[journal_len:]
@@ -324,6 +348,15 @@ class CaseRun:
             if ar:
                 self.daemon.ctl("policy", vm.name, "forward", check=False)
         return {"host": {"hva": hex(hva), "file_offset": hex(offset), **poisoned}, "vmced": rec}
+
+    def _touch(self, w):
+        """The process reads its page: the access that consumes the error.
+        QEMU may die of it (forwarder = qemu), and that is the case's outcome"""
+        try:
+            self.agent.call("pages-touch", pid=w["pid"], only=1)
+        except AgentError:
+            if self.vm.alive():
+                raise
 
     def run(self):
         console_len = len(self.vm.console())
@@ -348,10 +381,18 @@ class CaseRun:
         t0 = time.monotonic()
         injected = []
         self.t_consumed = None
-        for w in workloads:
-            injected.append(self.inject(w))
-            if case.repeat:
+        # forwarder = qemu: vmced passes the host error on to QEMU, which
+        # does with it what it does without vmced (expect.qemu_handles())
+        if case.forwarder == "qemu":
+            self.daemon.ctl("policy", vm.name, "pass")
+        try:
+            for w in workloads:
                 injected.append(self.inject(w))
+                if case.repeat and vm.alive():
+                    injected.append(self.inject(w))
+        finally:
+            if case.forwarder == "qemu" and vm.alive():
+                self.daemon.ctl("policy", vm.name, "forward", check=False)
         # a consumed error happens when the process touches the page
         t0 = self.t_consumed or t0
         # the handler's word on each page, or the guest gone
@@ -452,6 +493,7 @@ class CaseRun:
             "trouble": log.trouble[:10],
             "guest_alive": alive,
             "qemu_alive": vm.alive(),
+            "qemu_exit": vm.exit_status(),
             "ms_to_action": round(ms_to_action, 1) if ms_to_action else None,
             "ms_to_signal": round(ms_to_signal, 1) if ms_to_signal else None,
         }
@@ -629,6 +671,12 @@ class ResultsFile:
                 os.fsync(f.fileno())
 
 
+def start_qemus(campaign):
+    """Every QEMU of the campaign, with its release, for the start record
+    and the report's meta"""
+    return [q.to_dict() for q in campaign.qemus.values() if q.name in campaign.qemu_names]
+
+
 class Runner:
     def __init__(self, campaign, outdir, reuse=None, fresh=False, log=print, restore=None):
         self.campaign, self.outdir, self.log = campaign, outdir, log
@@ -646,8 +694,7 @@ class Runner:
         self.results.append(rec)
 
     def run(self):
-        done = self.finished()
-        todo = [c for c in self.campaign.ordered() if c.id not in done]
+        done, todo = self.campaign.split_done(self.finished())
         if done:
             self.log(f"campaign {self.campaign.name}: {len(done)} case(s) already done, "
                      f"{len(todo)} to go")
@@ -658,7 +705,8 @@ class Runner:
             work.put(case)
         started = time.time()
         self.record({"type": "start", "time": started, "campaign": self.campaign.name,
-                     "reuse": self.reuse, "restore": self.restore, "seed": self.campaign.seed})
+                     "reuse": self.reuse, "restore": self.restore, "seed": self.campaign.seed,
+                     "qemus": start_qemus(self.campaign)})
         threads = [threading.Thread(target=self.worker, args=(slot, work, daemon, progress))
                    for slot in range(min(self.campaign.concurrency, max(1, len(todo))))]
         try:
@@ -695,8 +743,10 @@ class Runner:
                 except queue.Empty:
                     return
                 spec = self.campaign.guest_for(case)
-                # a kernel's cases come together: its guests go when they are done
-                for name in [n for n, g in gvms.items() if g.kernel != case.kernel]:
+                # a (kernel, QEMU)'s cases come together: its guests go when
+                # they are done, before the next one's boot
+                variant = (case.kernel, case.qemu)
+                for name in [n for n, g in gvms.items() if g.variant != variant]:
                     gvms.pop(name).close()
                 gvm = gvms.get(spec.name)
                 if gvm is None:
@@ -704,11 +754,12 @@ class Runner:
                                for c in self.campaign.cases)
                     gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline,
                                                     restore=self.restore, ram_file=real)
-                    gvm.kernel = case.kernel
+                    gvm.variant = variant
                 # a guest for a later case that will need one: it boots while
-                # the cases before it run
-                spare = any(_ends_guest(c) for c in list(work.queue) + [case]
-                            if c.guest == case.guest and c.kernel == case.kernel)
+                # the cases before it run (none after the variant's last case:
+                # its guests go before the next variant's boot)
+                later = [c for c in list(work.queue) if c.guest == case.guest and (c.kernel, c.qemu) == variant]
+                spare = bool(later) and any(_ends_guest(c) for c in later + [case])
                 rec = self.run_case(case, gvm, daemon, spare)
                 self.record(rec)
                 progress.update(rec)
@@ -738,7 +789,9 @@ class Runner:
             obs = CaseRun(case, gvm, daemon, expected).run()
             gvm.poisoned += case.burst * (2 if case.repeat else 1)
             after = obs.get("aftermath")
-            if not obs["guest_alive"]:
+            if not obs["qemu_alive"]:
+                gvm.dead = f"QEMU {(obs.get('qemu_exit') or {}).get('how') or 'exited'}"
+            elif not obs["guest_alive"]:
                 gvm.dead = obs.get("panic") or "the guest stopped answering"
             elif after:
                 gvm.dead = after.get("crash") or "a poisoned kernel page is still in use"

@@ -127,6 +127,34 @@ class Vm:
         except OSError:
             return ""
 
+    def exit_status(self):
+        """How QEMU ended, None while it runs: {"how": in words ("killed by
+        signal 6 (SIGABRT)", "exited with status 1"), "status": the wait
+        status as subprocess gives it, "said": its last word in qemu.log
+        (warnings left out), or None}"""
+        if self.alive():
+            return None
+        rc = None
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            try:
+                # gone from /proc a moment before its parent can reap it
+                rc = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if rc is None:
+            how = "exited"
+        elif rc < 0:
+            try:
+                how = f"killed by signal {-rc} ({signal.Signals(-rc).name})"
+            except ValueError:
+                how = f"killed by signal {-rc}"
+        else:
+            how = f"exited with status {rc}"
+        said = [line.strip() for line in self.qemu_log().splitlines()
+                if line.strip() and "warning:" not in line]
+        return {"how": how, "status": rc, "said": said[-1] if said else None}
+
     def qmp(self):
         return Qmp(self.qmp_path)
 

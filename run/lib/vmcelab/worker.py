@@ -67,7 +67,7 @@ def serve(hello_only=False):
         return 2
     try:
         campaign = Campaign.parse(job["spec"], job.get("spec_path") or "<campaign>",
-                                  kernels=job.get("kernels"))
+                                  kernels=job.get("kernels"), qemus=job.get("qemus"))
         campaign.check_host()
     except SpecError as e:
         send({"type": "error", "error": str(e)})

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""QEMUs by name or path (run/lib/vmcelab/qemus.py): the ones vmce knows,
+a QEMU of one's own judged by the nearest known one, the errors for what is
+not an x86_64 QEMU or not built, and what each QEMU does by itself with a
+host error vmced passes on (expect.qemu_handles()).
+
+The QEMUs are the real binaries where they are built (Debian's 7.2 always
+is: run/install-deps); a tiny shell script stands in for a QEMU only where
+what is tested is how its answers to --version and -machine help are read
+(another target's machine list, a version line)."""
+import os
+import stat
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
+
+from vmcelab import paths, qemus  # noqa: E402
+from vmcelab.expect import AMD, INTEL, QEMU_DIES, QEMU_FORWARDS, QEMU_GUEST_PANICS, qemu_handles  # noqa: E402
+
+BUILD = paths.build_dir()
+
+
+def built(name):
+    """The real QEMU @name where `make qemu`/`make qemus` built it, else None"""
+    try:
+        return qemus.resolve(name)
+    except qemus.QemuError:
+        return None
+
+
+def script(path, version_line, machines):
+    """A stand-in that answers --version and -machine help as a QEMU of
+    another target would, and nothing else"""
+    with open(path, "w") as f:
+        f.write(f"""#!/bin/sh
+case "$1" in
+--version) echo '{version_line}'; echo 'Copyright (c) 2003-2023 Fabrice Bellard and the QEMU Project developers' ;;
+-machine) echo 'Supported machines are:'; printf '%s\\n' {' '.join(repr(m) for m in machines)} ;;
+*) echo "$0: not a QEMU for that" >&2; exit 1 ;;
+esac
+""")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path
+
+
+class Resolve(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.saved = {k: os.environ.get(k) for k in ("VMCE_QEMU", "VMCE_BUILD_DIR")}
+        os.environ.pop("VMCE_QEMU", None)
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def test_debian_7_2(self):
+        q = qemus.resolve("debian-7.2")
+        self.assertEqual((q.name, q.table, q.nearest, q.series), ("debian-7.2", "debian-7.2", None, False))
+        self.assertEqual(q.version[:2], (7, 2))
+        self.assertRegex(q.release, r"^7\.2")
+        self.assertEqual(q.label, "debian-7.2")
+        self.assertEqual(q.behaviour["tcg_sigbus"], "abort")
+        d = q.to_dict()
+        self.assertEqual({k: d[k] for k in ("name", "table", "nearest")},
+                         {"name": "debian-7.2", "table": "debian-7.2", "nearest": None})
+        self.assertEqual(d["release"], q.release)
+        # the default, and what $VMCE_QEMU names
+        self.assertEqual(qemus.resolve().name, "debian-7.2")
+        os.environ["VMCE_QEMU"] = "debian-7.2"
+        self.assertEqual(qemus.resolve().binary, q.binary)
+
+    def test_the_other_known_ones_when_built(self):
+        for name, version, series in (("vmce-7.2", (7, 2), True), ("debian-10.0", (10, 0), False),
+                                      ("vmce-10.0", (10, 0), True)):
+            q = built(name)
+            if q is None:
+                continue  # not built here (yet): test_missing_from_the_build says what then
+            self.assertEqual((q.name, q.version[:2], q.series, q.table), (name, version, series, name))
+
+    def test_unknown_name(self):
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve("debian-8.2")
+        self.assertEqual(str(cm.exception), "unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
+                                            "debian-10.0, vmce-10.0, or a PATH to a qemu-system-x86_64)")
+
+    def test_missing_from_the_build(self):
+        os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
+        for name, how in (("vmce-7.2", "make qemu"), ("debian-10.0", "make qemus"),
+                          ("vmce-10.0", "make qemus")):
+            with self.assertRaises(qemus.QemuError) as cm:
+                qemus.resolve(name)
+            self.assertRegex(str(cm.exception), rf"^QEMU {name} is missing at {self.tmp}/build/qemus/{name}/"
+                                                rf"\S+: run `{how}`$")
+
+    def test_a_path_to_a_real_qemu_is_judged_as_the_nearest(self):
+        link = os.path.join(self.tmp, "qemu-system-x86_64")
+        os.symlink("/usr/bin/qemu-system-x86_64", link)
+        for spelling in (link, self.tmp):  # the binary, or a directory that has it
+            q = qemus.resolve(spelling)
+            self.assertEqual((q.name, q.table, q.nearest, q.series), (link, "debian-7.2", "debian-7.2", False))
+            self.assertEqual(q.label, f"{link} (as debian-7.2)")
+        self.assertTrue(qemus.slug(link).startswith("qemu-"))
+        self.assertNotIn("/", qemus.slug(link))
+        self.assertEqual(qemus.slug("vmce-7.2"), "vmce-7.2")
+
+    def test_not_a_qemu(self):
+        for path, said in (("/bin/true", "/bin/true is not a QEMU: --version said"),
+                           (os.path.join(self.tmp, "nothing"), "no such QEMU binary"),
+                           (self.tmp, "is a directory with no qemu-system-x86_64")):
+            with self.assertRaises(qemus.QemuError) as cm:
+                qemus.resolve(path)
+            self.assertIn(said, str(cm.exception))
+        text = os.path.join(self.tmp, "notes.txt")
+        open(text, "w").close()
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve(text)
+        self.assertIn("is not an executable file", str(cm.exception))
+
+    def test_not_x86_64(self):
+        # how an aarch64 QEMU answers: a version line like any QEMU's, and
+        # machines without pc or q35
+        path = script(os.path.join(self.tmp, "qemu-system-aarch64"), "QEMU emulator version 8.2.2",
+                      ["virt                 QEMU 8.2 ARM Virtual Machine (alias of virt-8.2)",
+                       "raspi3b              Raspberry Pi 3B (revision 1.2)"])
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve(path)
+        self.assertEqual(str(cm.exception), f"{path} is a QEMU but not qemu-system-x86_64 (it has no pc or "
+                                            "q35 machine)")
+
+    def test_version_read_and_nearest_of_an_x86_build(self):
+        # an x86 machine list and a version vmce has no table for (the QMP
+        # probe finds no inject-mce: a script answers no QMP)
+        path = script(os.path.join(self.tmp, "qemu-system-x86_64"), "QEMU emulator version 9.1.3 (v9.1.3-dirty)",
+                      ["pc                   Standard PC (i440FX + PIIX, 1996) (alias of pc-i440fx-9.1)",
+                       "q35                  Standard PC (Q35 + ICH9, 2009) (alias of pc-q35-9.1)"])
+        q = qemus.resolve(path)
+        self.assertEqual((q.version, q.series, q.table, q.release), ((9, 1, 3), False, "debian-10.0",
+                                                                     "9.1.3 (v9.1.3-dirty)"))
+        self.assertTrue(q.has("succor"), "9.1 has SUCCOR upstream")
+        self.assertFalse(q.has("tcg-forwarding"))
+
+    def test_nearest_table(self):
+        for version, series, want in (((7, 1), False, "debian-7.2"), ((8, 2), False, "debian-7.2"),
+                                      ((9, 1), False, "debian-10.0"), ((10, 2), False, "debian-10.0"),
+                                      ((6, 2), True, "vmce-7.2"), ((9, 2), True, "vmce-10.0")):
+            self.assertEqual(qemus.nearest_table(version, series), want, (version, series))
+
+    def test_too_old_for_a_feature(self):
+        q = qemus.resolve("debian-7.2")
+        self.assertFalse(q.has("succor"))
+        with self.assertRaises(qemus.QemuError) as cm:
+            q.require("succor", "-cpu EPYC,succor=on")
+        msg = str(cm.exception)
+        self.assertRegex(msg, r"^QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor \(-cpu EPYC,succor=on\)")
+        self.assertIn("needs QEMU 9.1 or vmce's series (vmce-7.2, vmce-10.0)", msg)
+        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0"):
+            other = built(name)
+            if other is not None:
+                other.require("succor")  # no error
+
+
+class WhatQemuDoes(unittest.TestCase):
+    """expect.qemu_handles(): what a QEMU does by itself with a host error
+    vmced passes on, from its BEHAVIOUR; one row per combination"""
+
+    def test_table(self):
+        B = qemus.BEHAVIOUR
+        rows = [
+            # forwarder, accel, -cpu features, QEMU, host vendor -> what
+            ("vmced", "tcg", set(), "debian-7.2", None, None),
+            ("vmced", "kvm", set(), "debian-7.2", AMD, None),
+            ("qemu", "tcg", set(), "debian-7.2", None, QEMU_DIES),
+            ("qemu", "tcg", set(), "debian-10.0", None, QEMU_DIES),
+            ("qemu", "tcg", set(), "vmce-7.2", None, QEMU_FORWARDS),
+            ("qemu", "tcg", set(), "vmce-10.0", None, QEMU_FORWARDS),
+            ("qemu", "kvm", set(), "debian-7.2", INTEL, QEMU_FORWARDS),
+            ("qemu", "kvm", set(), "debian-7.2", AMD, QEMU_GUEST_PANICS),
+            ("qemu", "kvm", {"succor"}, "debian-7.2", AMD, QEMU_GUEST_PANICS),
+            ("qemu", "kvm", set(), "debian-10.0", AMD, QEMU_GUEST_PANICS),
+            ("qemu", "kvm", {"succor"}, "debian-10.0", AMD, QEMU_FORWARDS),
+            ("qemu", "kvm", {"succor"}, "vmce-7.2", AMD, QEMU_FORWARDS),
+            ("qemu", "kvm", set(), "vmce-7.2", None, None),  # a host vmce knows nothing of
+        ]
+        for forwarder, accel, flags, name, vendor, want in rows:
+            got = qemu_handles(forwarder, accel, flags, B[name], vendor)
+            self.assertEqual(got and got[0], want, (forwarder, accel, flags, name, vendor))
+            if got:
+                self.assertTrue(got[1], "every answer says why")
+
+
+if __name__ == "__main__":
+    unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))
