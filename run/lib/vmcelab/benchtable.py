@@ -13,7 +13,7 @@ import os
 import platform
 import time
 
-from . import overhead, paths
+from . import overhead, paths, qemus
 
 
 def _load(out_dir, name):
@@ -31,10 +31,13 @@ def machine():
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
     except OSError:
         pass
-    patched = os.path.join(paths.build_dir(), "qemu", "current", "build", "qemu-system-x86_64")
+    versions = {}
+    for name in qemus.NAMES:
+        binary = qemus.binary(name)
+        versions[name] = paths.qemu_version(binary) if os.path.exists(binary) else None
     return {"host": platform.node(), "cores": os.cpu_count(), "cpu_model": model,
             "kernel": platform.release(), "qemu": paths.qemu_version(paths.qemu()),
-            "qemu_patched": paths.qemu_version(patched) if os.path.exists(patched) else None}
+            "qemu_patched": versions["vmce-7.2"], "qemus": versions}
 
 
 class Table:
@@ -158,6 +161,16 @@ def _fleet(t, d, how):
               + ("" if r["all_passed"] else ", NOT all passed") + ")", how=how)
 
 
+def _qemus(t, d, how):
+    for name, c in d["qemus"].items():
+        for kind in ("ao", "ar"):
+            figure = f"{kind.upper()} signal-stop to injection acknowledged, {name} (median / p99)"
+            if not c.get("measured"):
+                t.missing(figure, how, c.get("why"))
+                continue
+            t.row(figure, f"{_us(c[kind])} ({c['via']}; QEMU {c['release']})", how=how)
+
+
 def _p1(t, d, how):
     for r in d["p1"]:
         name = f"{r['accel']} {r['kind']}: host poison to {r['to']}, vmced over QEMU's own (median of {r['n']})"
@@ -173,11 +186,13 @@ def _p1(t, d, how):
 PARTS = [
     ("main", "run/bench", "guest boot to ready (TCG, 512 MiB)", _main),
     ("tail", "run/bench --only tail", "signal-stop to injection acknowledged (median / p99)", _tail),
+    ("qemus", "run/bench --only qemus", "signal-stop to injection acknowledged per QEMU (median / p99)",
+     _qemus),
     ("overhead", "run/bench --overhead", "throughput with vmced attached over not, TCG",
      functools.partial(_overhead, key="overhead_tcg", where="TCG")),
     ("overhead-kvm", "run/hostlab --overhead", "throughput with vmced attached over not, KVM (host lab L2)",
      functools.partial(_overhead, key="overhead_kvm", where="KVM (host lab L2)")),
-    ("p1", "run/hostlab --bench 10 --qemu build/qemu/current/build/qemu-system-x86_64",
+    ("p1", "run/hostlab --bench 10 --qemu vmce-7.2",
      "host poison to the guest's machine check, vmced over QEMU's own", _p1),
     ("scale", "run/libvirt/bench --domains 64 --mem 128M", "64 libvirt guests: attach, RSS, 64 errors at once",
      _scale),
@@ -206,7 +221,8 @@ def write(out_dir):
     t = build(out_dir)
     m = machine()
     print(f"vmce figures on {m['host']}: {m['cores']} cores, {m['cpu_model']}, kernel {m['kernel']}")
-    print(f"  QEMU: {m['qemu']}; patched: {m['qemu_patched'] or 'not built'}")
+    print("  QEMUs: " + "; ".join(f"{n} {v.split('version', 1)[-1].strip() if v else 'not built'}"
+                                   for n, v in m["qemus"].items()))
     width = max(len(r["figure"]) for r in t.rows)
     for r in t.rows:
         mark = {True: "ok", False: "MISSED", None: ""}[r["met"]]
