@@ -35,8 +35,13 @@
 #include "sim-poison.h"
 
 /* how long a vCPU that consumed poison may be held while QEMU queues the
- * machine check for it */
-#define VMCE_HOLD_MAX_US 20000
+ * machine check for it (HMP: until QEMU's main thread waits for the vCPU).
+ * 20 ms was too short where QEMU itself is slow: in the host lab (TCG L2 in
+ * a TCG L1) the main loop took 36 ms to reach the command, the vCPU let go
+ * at 20 ms ran on into a timer interrupt, and the SRAR, taken in kernel
+ * context, panicked the guest. As long as inject-mce's: a QEMU that never
+ * gets there still freezes the guest for a tenth of a second at most */
+#define VMCE_HOLD_MAX_US 100000
 /* inject-mce lets a held vCPU go with its answer (5-10 ms here); a QEMU
  * that does not answer must not keep the guest frozen */
 #define VMCE_HOLD_QMP_MAX_MS 100
