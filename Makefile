@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -24,12 +24,16 @@ help:
 	@echo "make fuzz     each libFuzzer target for 10^6 runs (clang; not in make check)"
 	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
-	@echo "make bench    every figure (boot, the injection tail, vmced attached vs not, 64 libvirt"
+	@echo "make bench    every figure (boot, the injection tail, the demo's latency per QEMU, vmced"
+	@echo "              attached vs not, 64 libvirt"
 	@echo "              guests, libvirtd restarts under load, the host lab's KVM overhead and P1),"
 	@echo "              then one table (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest: errors/s with nothing lost, vmced's RSS"
 	@echo "              as it goes (about 45 minutes)"
-	@echo "make qemu     QEMU from Debian's source with qemu-patches/ applied (cached)"
+	@echo "make qemu     vmce-7.2: Debian 12's QEMU source with qemu-patches/7.2/ (cached per machine)"
+	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), vmce-7.2, debian-10.0"
+	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
+	@echo "              with qemu-patches/10.0/)"
 	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian's source with guest-kernel/patches/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
@@ -71,8 +75,19 @@ $(BUILD)/images/disk.img: images/mkdisk
 	@mkdir -p $(dir $@)
 	@images/mkdisk --out $@
 
+# QEMU by name (run/lib/vmcelab/qemus.py): vmce-7.2 and vmce-10.0 are
+# Debian's source with qemu-patches/BASE/, debian-10.0 is bookworm-backports'
+# binary package unpacked; each kept once per machine in /var/cache/vmce/qemu
 qemu: deps
-	@qemu-patches/build --out $(BUILD)/qemu >/dev/null
+	@qemu-patches/build --base 7.2 --out $(BUILD)/qemus/vmce-7.2 >/dev/null
+
+qemu-10.0: deps
+	@qemu-patches/build --base 10.0 --out $(BUILD)/qemus/vmce-10.0 >/dev/null
+
+qemu-debian-10.0: deps
+	@qemu-patches/fetch --out $(BUILD)/qemus/debian-10.0 >/dev/null
+
+qemus: qemu qemu-debian-10.0 qemu-10.0
 
 demo: image
 	@run/demo
@@ -80,7 +95,7 @@ demo: image
 	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
 	@run/campaign --quick --fresh
 
-check: kernels qemu
+check: kernels qemus
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer
@@ -94,25 +109,24 @@ unit: build
 e2e: image
 	meson test -C $(MESON_DIR) --print-errorlogs --suite e2e
 
-hostlab: image
-	@run/hostlab --matrix
+hostlab: image qemus
+	@run/hostlab --matrix --qemus all
 
 campaign: image
 	@run/campaign --quick
-
-PATCHED_QEMU := $(BUILD)/qemu/current/build/qemu-system-x86_64
 
 # every figure, then one table of them (build/bench/bench-all.json, with
 # this machine's description); the 10^5-error storm is `make bench-storm`.
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail overhead overhead-kvm p1 scale libvirt-restarts remote fleet
-bench: kernels qemu
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet
+bench: kernels qemus
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
 	-@run/bench
 	-@run/bench --only tail
+	-@run/bench --only qemus
 	-@run/bench --overhead
 	-@run/bench --only remote
 	-@run/bench --only kernels
@@ -121,7 +135,7 @@ bench: kernels qemu
 	-@run/libvirt/restarts
 	-@run/fleet bench
 	-@run/hostlab --overhead
-	-@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
+	-@run/hostlab --bench 10 --qemus all
 	@run/bench --table
 
 bench-kernels: kernels
@@ -140,8 +154,8 @@ bench-libvirt-restarts: image
 bench-campaign: image
 	@run/campaign --bench
 
-bench-hostlab: image qemu
-	@run/hostlab --bench 10 --qemu $(PATCHED_QEMU)
+bench-hostlab: image qemus
+	@run/hostlab --bench 10 --qemus all
 
 bench-table:
 	@run/bench --table

@@ -172,13 +172,28 @@ def _qemus(t, d, how):
 
 
 def _p1(t, d, how):
-    for r in d["p1"]:
-        name = f"{r['accel']} {r['kind']}: host poison to {r['to']}, vmced over QEMU's own (median of {r['n']})"
-        if r.get("ratio") is None:
-            t.missing(name, how, r.get("why"))
-            continue
-        t.row(name, f"{r['ratio']:.2f}x ({r['vmced_ms']:.0f} vs {r['qemu_ms']:.0f} ms)", "<= 1.5x",
-              r["ratio"] <= 1.5, how)
+    # per QEMU where the run had several (run/hostlab --bench --qemus); an
+    # AO under KVM times the AMD guest's bank poll as much as the forwarder
+    # (README, Figures)
+    by_qemu = d.get("by_qemu") or {"": d["p1"]}
+    for slug, rows in by_qemu.items():
+        for r in rows:
+            # a side the bench leaves out by design (that QEMU cannot
+            # recover there: it aborts under TCG, or the guest panics) is
+            # no comparison to show
+            if len(by_qemu) > 1 and r.get("ratio") is None and "not run" in (r.get("why") or ""):
+                continue
+            _p1_row(t, r, how, f"{slug} " if len(by_qemu) > 1 else "")
+
+
+def _p1_row(t, r, how, prefix):
+    name = (f"{prefix}{r['accel']} {r['kind']}: host poison to {r['to']}, vmced over QEMU's own "
+            f"(median of {r['n']})")
+    if r.get("ratio") is None:
+        t.missing(name, how, r.get("why"))
+        return
+    t.row(name, f"{r['ratio']:.2f}x ({r['vmced_ms']:.0f} vs {r['qemu_ms']:.0f} ms)", "<= 1.5x",
+          r["ratio"] <= 1.5, how)
 
 
 # each part of the bench: its figure file, the command that writes it, what
@@ -192,7 +207,7 @@ PARTS = [
      functools.partial(_overhead, key="overhead_tcg", where="TCG")),
     ("overhead-kvm", "run/hostlab --overhead", "throughput with vmced attached over not, KVM (host lab L2)",
      functools.partial(_overhead, key="overhead_kvm", where="KVM (host lab L2)")),
-    ("p1", "run/hostlab --bench 10 --qemu vmce-7.2",
+    ("p1", "run/hostlab --bench 10 --qemus all",
      "host poison to the guest's machine check, vmced over QEMU's own", _p1),
     ("scale", "run/libvirt/bench --domains 64 --mem 128M", "64 libvirt guests: attach, RSS, 64 errors at once",
      _scale),

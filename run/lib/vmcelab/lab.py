@@ -7,17 +7,27 @@ poisons the host page behind the victim's page, and records what happened:
 did the victim get its SIGBUS, did the guest panic, did QEMU die, what did
 vmced do, what did each kernel log, how long did it take.
 
-Input: a JSON file {"scenarios": [{"name", "accel", "kind", "forwarder",
-"kill"}, ...], "qemu": PATH?}. Output, on stdout, one JSON object per line:
-{"type": "progress", "text": ...} and {"type": "result", ...}.
+Input: a JSON file {"qemus": [{"slug", "name", "binary", "release",
+"behaviour", "succor", ...}, ...], "scenarios": [{"name", "accel", "kind",
+"forwarder", "kill", "qemu": SLUG}, ...], "kvm_boots": N}: every QEMU that
+run/hostlab staged in L1 (images/host/qemu-files.py: each in
+/opt/qemus/SLUG with its own files), and what to run under which. Output, on
+stdout, one JSON object per line: {"type": "progress", "text": ...},
+{"type": "result", ...} (each with its QEMU), and {"type": "retire",
+"next": I} when this L1 has booted its share of KVM guests (nested SVM
+under TCG wedges after a dozen): run/hostlab boots a fresh L1 for the
+scenarios from I on.
 """
+import errno
 import functools
 import json
 import os
+import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from . import labcampaign, overhead, paths
@@ -37,8 +47,27 @@ class LabError(Exception):
     """A scenario that cannot be run as asked"""
 
 
+class LabInputError(LabError):
+    """A scenario refused before anything was done to its guest (a pfn that
+    is not the guest's): the guest is as good as before"""
+
+
+_emit_lock = threading.Lock()
+
+
 def emit(kind, **fields):
-    print(json.dumps({"type": kind, **fields}), flush=True)
+    line = json.dumps({"type": kind, **fields}) + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def heartbeat(stop):
+    """L0 takes an L1 that says nothing for 5 minutes for wedged: a TCG L2
+    rebooting inside it may say nothing for longer. L1 itself is alive as
+    long as this thread runs"""
+    while not stop.wait(30):
+        emit("alive")
 
 
 def progress(text):
@@ -67,28 +96,55 @@ class L1Log:
 
 @functools.lru_cache(maxsize=None)
 def qemu_knows_succor(qemu):
-    """QEMU lists the CPUID flags it knows in `-cpu help`"""
+    """QEMU lists the CPUID flags it knows in `-cpu help`: what qemus'
+    has('succor') says of it, checked on the binary"""
     res = subprocess.run([qemu, "-cpu", "help"], capture_output=True, text=True)
     return "succor" in res.stdout.split()
+
+
+def qemu_record(q):
+    """What a result says of its QEMU"""
+    return {k: q.get(k) for k in ("name", "slug", "label", "release", "version", "series", "table",
+                                  "nearest", "behaviour", "succor", "inject_mce", "binary")}
+
+
+def file_page(path, offset):
+    """Whether the page at @offset of the RAM file @path can be read: a
+    hwpoisoned shmem page answers EIO without being touched, a page punched
+    out reads back (zeroes)"""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        return f"cannot open: {e.strerror}"
+    try:
+        os.pread(fd, 4096, offset)
+        return "readable"
+    except OSError as e:
+        return "poisoned" if e.errno == errno.EIO else f"{errno.errorcode.get(e.errno, e.errno)}"
+    finally:
+        os.close(fd)
 
 
 class L2:
     """One L2 guest, maybe with a vmced, reused while scenarios allow it."""
 
-    def __init__(self, name, accel, forwarder, qemu):
+    def __init__(self, name, accel, forwarder, q):
         self.name = name
         self.accel = accel
         self.forwarder = forwarder
+        self.qemu = q
+        # what this guest went through before the scenario at hand
+        self.history = []
         self.ram = os.path.join(SHM, f"{name}.ram")
         work = os.path.join("/run/vmce/lab", name)
         cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
-        if accel == "kvm" and qemu_knows_succor(qemu):
+        if accel == "kvm" and q.get("succor"):
             # a QEMU that can give an AMD guest MCA recovery (9.1, or
-            # qemu-patches/ 0004) does so only when asked
+            # qemu-patches/ 0004: qemus has('succor')) does so only when asked
             cpu += ",succor=on,overflow-recov=on"
         self.cpu_model = cpu
         t = time.monotonic()
-        self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=qemu,
+        self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=q["binary"],
                            state_dir=os.path.join(work, "vm"), mem_file=self.ram)
         try:
             # a KVM L2 boots in about 10 s: one that has not in 60 is stuck
@@ -104,6 +160,7 @@ class L2:
                 raise LabError(f"QEMU exited: {said[-1]}") from e
             raise
         self.boot_s = time.monotonic() - t
+        self.boot_profile = boot_profile(self.vm)
         # an AMD guest finds a deferred error (an AO) only when it polls its
         # banks, every 5 minutes by default: poll every second
         self.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
@@ -117,8 +174,22 @@ class L2:
         self.healthy = True
 
     def usable_for(self, sc):
-        return (self.healthy and self.vm.alive() and self.accel == sc["accel"]
-                and self.forwarder == sc["forwarder"])
+        if not (self.healthy and self.vm.alive() and self.accel == sc["accel"]
+                and self.qemu["slug"] == sc["qemu"]):
+            return False
+        if self.forwarder == sc["forwarder"]:
+            return True
+        # `reuse: detach-vmced`: a QEMU row on the guest vmced watched, vmced
+        # gone first (make check: one TCG L2 boot for both)
+        return self.forwarder == "vmced" and sc["forwarder"] == "qemu" and sc.get("reuse") == "detach-vmced"
+
+    def detach_vmced(self, why):
+        """vmced stops (it detaches from QEMU on SIGTERM): QEMU handles the
+        next signal by itself, as if vmced had never been there"""
+        self.daemon.stop()
+        self.daemon = None
+        self.forwarder = "qemu"
+        self.history.append(f"vmced detached before {why}")
 
     def exit_status(self):
         """How QEMU ended, in words, or None while it runs"""
@@ -163,6 +234,24 @@ class L2:
             os.unlink(self.ram)
         except FileNotFoundError:
             pass
+
+
+def boot_profile(vm):
+    """Where a boot's time went, from the guest kernel's own log: when it
+    reached user space, and the longest gaps between two lines (under TCG
+    in TCG, a boot takes minutes)"""
+    try:
+        lines = vm.agent.call("kmsg", timeout=10)["lines"]
+    except Exception as e:  # noqa: BLE001 - evidence only
+        return {"error": str(e)[:200]}
+    prof = {"lines": len(lines), "last_s": round(lines[-1]["usec"] / 1e6, 2) if lines else None}
+    for key, text in (("userspace_s", "Run /init"), ("freed_init_s", "Freeing unused kernel")):
+        hit = next((ln for ln in lines if text in ln["text"]), None)
+        prof[key] = round(hit["usec"] / 1e6, 2) if hit else None
+    gaps = sorted(((b["usec"] - a["usec"]) / 1e6, a["text"][:70], b["text"][:70])
+                  for a, b in zip(lines, lines[1:]))[-5:]
+    prof["gaps"] = [{"s": round(g, 2), "after": a, "before": b} for g, a, b in reversed(gaps)]
+    return prof
 
 
 def console_lines(vm, since_len):
@@ -247,6 +336,47 @@ def observe_outcome(l2, sc, victim, t_poison, console_len, timeout):
     return "nothing", None, first_mce_ms
 
 
+STAMP = re.compile(r"\[\s*(\d+\.\d+)\]")
+
+
+def new_boot_lines(vm, console_len):
+    """The console's lines from the new boot on: after @console_len, from
+    the first line whose kernel timestamp goes back (the old boot's panic
+    may still be printing its last lines)"""
+    text = vm.console()
+    stamps = STAMP.findall(text[:console_len])
+    prev = float(stamps[-1]) if stamps else None
+    out, started = [], prev is None
+    for ln in text[console_len:].splitlines():
+        m = STAMP.search(ln)
+        if m:
+            ts = float(m.group(1))
+            if not started and ts < prev:
+                started = True
+            prev = ts
+        if started:
+            out.append(ln)
+    return out
+
+
+def wait_rebooted(l2, since, console_len, timeout):
+    """(back, why not): the guest's new boot answers, or it will not: QEMU
+    exited, or the new boot's kernel panicked (a page still poisoned, met
+    early in the boot), which is not waited out to the timeout"""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            l2.vm.wait_rebooted(since, timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+            return True, None
+        except Exception as e:  # noqa: BLE001 - recorded
+            why = str(e).splitlines()[0][:300]
+            panic = next((ln for ln in new_boot_lines(l2.vm, console_len) if PANIC.search(ln)), None)
+            if panic:
+                return False, f"the new boot's kernel: {panic.strip()[:200]}"
+            if not l2.vm.alive() or time.monotonic() >= deadline:
+                return False, why
+
+
 def reboot_after(l2, sc, result):
     """The scenario's `then: reboot`: the guest reboots (itself, if it still
     answers; else as an operator would, QMP system_reset and cont), and the
@@ -283,13 +413,14 @@ def reboot_after(l2, sc, result):
             back, detail = False, f"QMP system_reset: {type(e).__name__}: {e}"
     progress(f"{sc['name']}: the guest reboots ({'itself' if how == 'guest' else 'QMP system_reset'})")
     if back:
-        try:
-            l2.vm.wait_rebooted(t, timeout=600 if sc["accel"] == "tcg" else 60)
-        except Exception as e:  # noqa: BLE001 - recorded
-            back, detail = False, str(e).splitlines()[0][:300]
+        back, detail = wait_rebooted(l2, t, console_len, 600 if sc["accel"] == "tcg" else 60)
     lines = console_lines(l2.vm, console_len)
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    offset = int(result.get("ram_offset") or "0", 16)
     result["after_reboot"] = {
+        # the host page after the reset: still poisoned in the RAM file
+        # (QEMU 7.2 maps the same file page again), or punched out
+        "file_page": file_page(l2.ram, offset) if result.get("ram_offset") else None,
         "how": how, "back": back, "detail": detail,
         "boot_s": round(time.monotonic() - t, 1),
         # "mce: Machine check injector initialized" is mce-inject.ko loading
@@ -303,6 +434,8 @@ def reboot_after(l2, sc, result):
     }
     if back:
         try:
+            resync(l2.vm.agent)
+            result["after_reboot"]["boot_profile"] = boot_profile(l2.vm)
             l2.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
                              value=1)
         except Exception as e:  # noqa: BLE001 - recorded: it went down again
@@ -310,25 +443,76 @@ def reboot_after(l2, sc, result):
             # forwarding does not replace it) may panic and reset at once
             result["after_reboot"]["again"] = f"{type(e).__name__}: {e}"
             l2.healthy = False
+        else:
+            # a clean new boot, the page replaced: as good as a fresh guest
+            # for the next scenario (whatever the error's outcome was)
+            a = result["after_reboot"]
+            l2.healthy = (a["qemu_exit"] is None and not a["guest_mce_log"]
+                          and a["file_page"] in ("readable", None))
+            if l2.healthy:
+                l2.history.append(f"rebooted clean after {sc['name']}")
     else:
         l2.healthy = False
         result["after_reboot"]["console_tail"] = l2.vm.console().splitlines()[-15:]
 
 
+def resync(agent):
+    """The agent answers in order and without ids, on whichever connection
+    QEMU has for its port: an answer the lab gave up on (a ping that took
+    longer than its timeout while a TCG guest rebooted) comes in late, and
+    every later call would read the answer of the one before. Ask something
+    only this call can be answered with, and drop what comes before it"""
+    mark = 4000000 + random.randrange(100000)
+    agent.send("victim-status", pid=mark)
+    for _ in range(64):
+        reply = agent.read(30)
+        if str(mark) in json.dumps(reply.get("error", {})):
+            return
+    raise LabError("the guest agent's answers are out of step and do not catch up")
+
+
+def start_victim(l2, kind):
+    """A victim whose page L1 can poison through the RAM file. A page that
+    vmced gave QEMU back after a TCG vCPU consumed it is anonymous memory
+    from then on, no longer the file's; after the guest reboots, a new
+    victim is likely to get that very page again (the guest allocates in
+    the same order each boot). Such victims are kept until one lands in the
+    file, then stopped. Returns (victim, file offset, HVA, [GPAs passed over])"""
+    passed = []
+    try:
+        for _ in range(8):
+            victim = l2.vm.agent.call("victim-start", mode="read" if kind == "ar" else "idle")
+            try:
+                offset, hva = l2.vm.ram_file_offset(int(victim["gpa"], 16))
+                return victim, offset, hva, [p["gpa"] for p in passed]
+            except RuntimeError as e:
+                if "is not in" not in str(e):
+                    raise
+                passed.append(victim)
+        raise LabError(f"8 victims in a row got pages that are not {l2.ram}'s: "
+                       + ", ".join(p["gpa"] for p in passed))
+    finally:
+        for p in passed:
+            try:
+                l2.vm.agent.call("victim-stop", pid=p["pid"])
+            except Exception:  # noqa: BLE001 - it holds a page, nothing more
+                pass
+
+
 def run_scenario(sc, l2, l1log):
     name = sc["name"]
     agent = l2.vm.agent
+    resync(agent)
     kind = sc["kind"]
     agent.call("sysctl", name="vm.memory_failure_early_kill",
                value=0 if sc.get("kill") == "late" else 1)
-    victim = agent.call("victim-start", mode="read" if kind == "ar" else "idle")
+    victim, offset, hva, passed_over = start_victim(l2, kind)
     gpa = int(victim["gpa"], 16)
     if l2.daemon is not None:
         # AR for real: the host's early AO must not reach the guest, so
         # that the guest learns of the page only when it consumes it
         policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
         l2.daemon.ctl("policy", l2.name, policy)
-    offset, hva = l2.vm.ram_file_offset(gpa)
     in_rom = rom_blob(l2.vm, gpa)
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
@@ -346,8 +530,8 @@ def run_scenario(sc, l2, l1log):
         if target is None:
             raise LabError(f"QEMU has no page at {l2.ram} offset {offset:#x}")
         if target not in pfns:
-            raise LabError(f"pfn {target:#x} is not guest RAM of {l2.name} (no page of "
-                           f"{l2.ram} in QEMU has it): not poisoning it")
+            raise LabInputError(f"pfn {target:#x} is not guest RAM of {l2.name} (no page of "
+                                f"{l2.ram} in QEMU has it): not poisoning it")
         argv = ["vmce-poison", "corrupt-pfn", hex(target)]
     else:
         argv = ["vmce-poison", "file", l2.ram, hex(offset)]
@@ -378,7 +562,11 @@ def run_scenario(sc, l2, l1log):
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
     result = {
-        "scenario": sc, "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
+        "scenario": sc, "qemu": qemu_record(l2.qemu), "l2_history": list(l2.history),
+        # GPAs of victims whose page was no longer the RAM file's (vmced
+        # replaced it with anonymous memory, earlier in this guest's life)
+        "victims_passed_over": passed_over,
+        "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"], "ram_offset": hex(offset),
         # False: L1's memory_failure() poisoned the page but could not isolate it
         "l1_isolated": poisoned.get("isolated", True),
         "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"], "gpa_in_rom": in_rom,
@@ -386,7 +574,8 @@ def run_scenario(sc, l2, l1log):
         "guest_log": guest_log[:40], "journal": journal,
         "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,
         "ms_to_injection": round(injected_ms, 2) if injected_ms is not None else None,
-        "l2_boot_s": round(l2.boot_s, 1), "l2_cpu_model": l2.cpu_model,
+        "l2_boot_s": round(l2.boot_s, 1), "l2_cpu_model": l2.cpu_model, "l2_boot_profile": l2.boot_profile,
+        "cpu_help_succor": qemu_knows_succor(l2.qemu["binary"]),
         "qemu_log": l2.vm.qemu_log().splitlines()[-10:],
         "qemu_exit": l2.exit_status(),
     }
@@ -415,13 +604,14 @@ def run_scenario(sc, l2, l1log):
     return result
 
 
-def boot_l2(name, sc, qemu):
+def boot_l2(name, sc, q, count):
     """An L2 guest; a KVM one gets a second try. Nested SVM under TCG
     sometimes leaves an L2 that never prints a line (its firmware hangs)
     while the next one boots in seconds: that is the lab's trouble, not
-    the scenario's result"""
+    the scenario's result. @count(): called per boot"""
+    count()
     try:
-        return L2(name, sc["accel"], sc["forwarder"], qemu)
+        return L2(name, sc["accel"], sc["forwarder"], q)
     except LabError:
         raise  # QEMU said why it could not start: another try says the same
     except Exception as e:
@@ -429,7 +619,8 @@ def boot_l2(name, sc, qemu):
             raise
         progress(f"{sc['name']}: the L2 guest did not come up ({str(e).splitlines()[0][:100]}); "
                  "booting another")
-        return L2(name + "-again", sc["accel"], sc["forwarder"], qemu)
+        count()
+        return L2(name + "-again", sc["accel"], sc["forwarder"], q)
 
 
 def run_overhead(o, qemu):
@@ -455,6 +646,30 @@ def run_overhead(o, qemu):
         vm.stop()
 
 
+def link_known(qemus_):
+    """The QEMUs staged under /opt/qemus are also where qemus.py looks for
+    them by name (a campaign in L1 may name one): /usr/bin for debian-7.2,
+    $VMCE_BUILD_DIR/qemus/NAME/... for the others"""
+    from . import qemus as qemus_mod
+    for q in qemus_:
+        known = qemus_mod.KNOWN.get(q.get("name"))
+        if known is None:
+            continue
+        where = known.locate()
+        if os.path.realpath(where) == os.path.realpath(q["binary"]):
+            continue
+        os.makedirs(os.path.dirname(where), exist_ok=True)
+        if os.path.lexists(where):
+            os.unlink(where)
+        os.symlink(q["binary"], where)
+
+
+def scenario_name(sc):
+    return (f"{sc['accel']}-{sc['kind']}-{sc['forwarder']}"
+            + (f"-{sc['policy']}" if sc.get("policy") else "")
+            + (f"-then-{sc['then']}" if sc.get("then") else ""))
+
+
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
@@ -462,43 +677,80 @@ def main():
     os.environ.setdefault("VMCE_STATE_DIR", "/run/vmce/vms")
     os.environ.setdefault("VMCE_VMCED", "/usr/sbin/vmced")
     os.environ.setdefault("VMCE_VMCECTL", "/usr/bin/vmcectl")
-    os.environ.setdefault("VMCE_INITRD", "/lab/l2/guest.cpio.gz")
+    os.environ.setdefault("VMCE_INITRD", next(p for p in ("/lab/l2/guest.cpio", "/lab/l2/guest.cpio.gz")
+                                              if os.path.exists(p)))
     if "VMCE_KERNEL" not in os.environ:
         os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz")
                                          if os.path.exists(p))
-    qemu = spec.get("qemu") or paths.qemu()
+    qemus_ = spec.get("qemus") or [{"slug": "default", "name": None, "binary": spec.get("qemu") or paths.qemu()}]
+    by_slug = {q["slug"]: q for q in qemus_}
+    link_known(qemus_)
+    for q in qemus_:
+        # asked here: a QEMU that does not run in L1 (a library missing) says so
+        q["l1_version"] = paths.qemu_version(q["binary"])
+    qemu = qemus_[0]["binary"]
     with open("/proc/cpuinfo") as f:
         vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")
     emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
-         qemu=paths.qemu_version(qemu) or "?")
+         qemu=qemus_[0]["l1_version"] or "?",
+         qemus=[{"slug": q["slug"], "name": q.get("name"), "binary": q["binary"], "version": q["l1_version"]}
+                for q in qemus_])
     if spec.get("campaign"):
-        labcampaign.run(spec["campaign"], qemu)
+        # by name when qemus.py knows it (link_known put it where the name
+        # says): the campaign's records and report name it so
+        first = qemus_[0]
+        labcampaign.run(spec["campaign"], first["name"] if first.get("name") and not first.get("nearest")
+                        else qemu)
         emit("done")
         return
     if spec.get("overhead"):
         run_overhead(spec["overhead"], qemu)
         emit("done")
         return
+    stop = threading.Event()
+    threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
     l1log = L1Log()
     l2 = None
+    # KVM guests this L1 has booted (a reboot counts): at kvm_boots, the
+    # rest goes to a fresh L1
+    kvm_max, kvm_boots = spec.get("kvm_boots"), 0
+
+    def count():
+        nonlocal kvm_boots
+        kvm_boots += 1
     for i, sc in enumerate(spec["scenarios"]):
-        sc.setdefault("name", f"{sc['accel']}-{sc['kind']}-{sc['forwarder']}"
-                      + (f"-{sc['policy']}" if sc.get("policy") else "")
-                      + (f"-then-{sc['then']}" if sc.get("then") else ""))
+        sc.setdefault("name", scenario_name(sc))
+        sc.setdefault("qemu", qemus_[0]["slug"])
+        q = by_slug[sc["qemu"]]
+        if l2 is not None and not l2.usable_for(sc):
+            l2.stop()
+            l2 = None
+        if sc["accel"] == "kvm" and kvm_max and kvm_boots:
+            need = (l2 is None) + (sc.get("then") == "reboot")
+            if kvm_boots + need > kvm_max:
+                progress(f"this L1 has booted {kvm_boots} KVM guest(s): a fresh L1 for the "
+                         f"{len(spec['scenarios']) - i} scenario(s) left")
+                emit("retire", next=i, kvm_boots=kvm_boots)
+                break
         try:
-            if l2 is not None and not l2.usable_for(sc):
-                l2.stop()
-                l2 = None
+            if q.get("l1_version") is None:
+                raise LabError(f"QEMU {q.get('name') or q['binary']} does not run in L1 "
+                               f"({q['binary']} --version failed)")
             if l2 is None:
-                progress(f"{sc['name']}: booting an L2 guest ({sc['accel']}, forwarder "
-                         f"{sc['forwarder']})")
-                l2 = boot_l2(f"l2-{i}", sc, qemu)
+                progress(f"{sc['name']}: booting an L2 guest ({sc['accel']}, QEMU {q.get('name') or q['slug']}, "
+                         f"forwarder {sc['forwarder']})")
+                l2 = boot_l2(f"l2-{i}", sc, q, count if sc["accel"] == "kvm" else (lambda: None))
                 progress(f"{sc['name']}: L2 ready in {l2.boot_s:.1f} s")
+            elif l2.forwarder != sc["forwarder"]:
+                l2.detach_vmced(sc["name"])
+                progress(f"{sc['name']}: vmced detached from {l2.name}: QEMU on its own from here")
+            if sc["accel"] == "kvm" and sc.get("then") == "reboot":
+                count()
             emit("result", **run_scenario(sc, l2, l1log))
         except Exception as e:
             detail = str(e) if isinstance(e, LabError) else f"{type(e).__name__}: {e}"
-            emit("result", scenario=sc, outcome="error", detail=detail[:2000])
-            if l2 is not None:
+            emit("result", scenario=sc, qemu=qemu_record(q), outcome="error", detail=detail[:2000])
+            if l2 is not None and not isinstance(e, LabInputError):
                 l2.healthy = False
     if l2 is not None:
         l2.stop()

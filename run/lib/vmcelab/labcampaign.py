@@ -83,7 +83,9 @@ def run(spec, qemu):
     # take several times longer than on a host
     os.environ.setdefault("VMCE_TIME_SCALE", str(spec.get("time_scale", 5)))
     try:
-        campaign = Campaign.parse(spec["text"], spec["path"])
+        # the one QEMU L0 staged for L1, whatever QEMU names the file uses
+        # (they are L0's; L0 checked them before L1 booted)
+        campaign = Campaign.parse(spec["text"], spec["path"], qemus=[qemu])
         campaign.check_host()
     except SpecError as e:
         out.emit("campaign-error", text=str(e))
