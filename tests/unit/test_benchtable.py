@@ -90,6 +90,29 @@ class Table(unittest.TestCase):
         self.assertIn("spans", costly["value"])
         self.assertTrue(rows[name + "old"]["value"].startswith("not measured: "), "no verdict from old figures")
 
+    def test_p1_per_qemu(self):
+        # run/hostlab --bench --qemus: a row per QEMU; a side the bench left
+        # out by design (QEMU cannot recover there) is no row; both run and
+        # not both recovered is "not measured" with why
+        def row(accel, vm, qm, why=None):
+            r = {"accel": accel, "kind": "ar", "to": "the guest's first machine-check line", "n": 10,
+                 "vmced_ms": vm, "qemu_ms": qm, "ratio": vm / qm if vm and qm else None}
+            if why:
+                r["why"] = why
+            return r
+        self.write("p1", {"p1": [], "by_qemu": {
+            "debian-7.2": [row("tcg", 128, None, "no recovery by both to time: vmced recovered; QEMU not run"),
+                           row("kvm", None, None, "no recovery by both to time: vmced guest-panic; "
+                                                  "QEMU guest-panic")],
+            "vmce-10.0": [row("kvm", 143, 154), row("tcg", 300, 150)]}})
+        rows = {k: v for k, v in self.rows().items() if "vmced over QEMU's own" in k}
+        name = "{} {} ar: host poison to the guest's first machine-check line, vmced over QEMU's own (median of 10)"
+        self.assertEqual(len(rows), 3, sorted(rows))
+        self.assertNotIn(name.format("debian-7.2", "tcg"), rows, "a side not run by design is no row")
+        self.assertIn("guest-panic", rows[name.format("debian-7.2", "kvm")]["value"])
+        self.assertTrue(rows[name.format("vmce-10.0", "kvm")]["met"])
+        self.assertFalse(rows[name.format("vmce-10.0", "tcg")]["met"], "2.00x misses <= 1.5x")
+
     def test_a_cut_short_file_is_not_measured(self):
         with open(os.path.join(self.dir, "bench-tail.json"), "w") as f:
             f.write('{"tail": {"hmp": ')  # a bench interrupted while writing

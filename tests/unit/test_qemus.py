@@ -133,6 +133,14 @@ class Resolve(unittest.TestCase):
         self.assertEqual(str(cm.exception), f"{path} is a QEMU but not qemu-system-x86_64 (it has no pc or "
                                             "q35 machine)")
 
+    @unittest.skipUnless(os.path.exists("/usr/bin/qemu-system-i386"), "no qemu-system-i386 on this host")
+    def test_i386_has_pc_but_is_refused(self):
+        # Debian's qemu-system-i386 lists the pc machines too: its target
+        # (QMP query-target) tells it apart
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve("/usr/bin/qemu-system-i386")
+        self.assertEqual(str(cm.exception), "/usr/bin/qemu-system-i386 is a QEMU for i386, not qemu-system-x86_64")
+
     def test_version_read_and_nearest_of_an_x86_build(self):
         # an x86 machine list and a version vmce has no table for (the QMP
         # probe finds no inject-mce: a script answers no QMP)

@@ -207,14 +207,19 @@ def _probe(path):
     except (OSError, subprocess.TimeoutExpired) as e:
         raise QemuError(f"{path}: -machine help failed ({e})") from None
     x86 = bool(re.search(r"^(pc-i440fx|pc-q35|q35|pc)\b", mach.stdout, re.M))
-    # the series' own QMP command, asked without a guest
+    # the series' own QMP command, and the target (qemu-system-i386 has the
+    # pc machines too), asked without a guest
     series = False
     if x86:
         try:
             q = subprocess.run([path, "-machine", "none", "-nodefaults", "-display", "none", "-qmp", "stdio"],
                                input='{"execute":"qmp_capabilities"}\n{"execute":"query-commands"}\n'
-                                     '{"execute":"quit"}\n', capture_output=True, text=True, timeout=20)
+                                     '{"execute":"query-target"}\n{"execute":"quit"}\n',
+                               capture_output=True, text=True, timeout=20)
             series = '"inject-mce"' in q.stdout
+            arch = re.search(r'"arch":\s*"([^"]+)"', q.stdout)
+            if arch and arch.group(1) != "x86_64":
+                raise QemuError(f"{path} is a QEMU for {arch.group(1)}, not qemu-system-x86_64")
         except (OSError, subprocess.TimeoutExpired):
             pass
     _probed[key] = (first, version, x86, series)
