@@ -25,13 +25,38 @@
 
 #define MODULE_DEPTH_MAX 16
 
+/* This boot's id (/proc/sys/kernel/random/boot_id), 36 characters */
+static int boot_id(char out[40], struct error *err)
+{
+	ssize_t n = read_file("/proc/sys/kernel/random/boot_id", out, 40);
+
+	if (n < 36)
+		return fail(err, "GenericError", "/proc/sys/kernel/random/boot_id: %s",
+			    n < 0 ? strerror(errno) : "too short");
+	out[36] = '\0';
+	return 0;
+}
+
 /* The guest reboots itself, as `reboot -f` would: the kernel resets the
  * machine (through the reset port), which QEMU turns into a system reset.
- * A child does it a moment later, so that this answer gets out first. */
+ * A child does it a moment later, so that this answer gets out first.
+ * boot=ID: only if this is that boot. QEMU holds what the host writes
+ * while the guest's port is closed and hands it to the next boot's agent,
+ * so a request made just as the guest reset by itself would otherwise
+ * reboot the new boot too, unasked. */
 int cmd_reboot(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
 {
+	const char *want = arg(rq, "boot");
+	char id[40];
 	pid_t pid;
 
+	if (want != NULL) {
+		if (boot_id(id, err))
+			return -1;
+		if (strcmp(id, want))
+			return fail(err, "BootChanged",
+				    "this is boot %s, not %s: the guest restarted since", id, want);
+	}
 	sync();
 	pid = fork();
 	if (pid < 0)
@@ -49,11 +74,14 @@ int cmd_ping(struct agent *a, const struct request *rq, struct buf *out, struct 
 {
 	struct timespec ts;
 	struct utsname u;
+	char id[40];
 
 	clock_gettime(CLOCK_BOOTTIME, &ts);
 	uname(&u);
-	buf_printf(out, "{\"uptime_ms\":%lld,\"release\":",
-		   (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	if (boot_id(id, err))
+		return -1;
+	buf_printf(out, "{\"uptime_ms\":%lld,\"boot_id\":\"%s\",\"release\":",
+		   (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, id);
 	buf_json_cstr(out, u.release);
 	buf_puts(out, "}");
 	return 0;

@@ -90,7 +90,7 @@ struct command {
 static const struct command commands[] = {
 	/* agent-system.c */
 	{ "ping", cmd_ping, { NULL } },
-	{ "reboot", cmd_reboot, { NULL } },
+	{ "reboot", cmd_reboot, { "boot", NULL } },
 	{ "sysctl", cmd_sysctl, { "name", "value", NULL } },
 	{ "sysfs", cmd_sysfs, { "path", "value", NULL } },
 	{ "disk-up", cmd_disk_up, { NULL } },

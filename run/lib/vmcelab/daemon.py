@@ -83,8 +83,13 @@ class Vmced:
             time.sleep(0.05)
 
     def journal_records(self):
+        return self.records(self.journal)
+
+    @staticmethod
+    def records(path):
+        """The records of journal file @path"""
         try:
-            with open(self.journal) as f:
+            with open(path) as f:
                 return [json.loads(line) for line in f if line.strip()]
         except FileNotFoundError:
             return []

@@ -160,6 +160,8 @@ class L2:
                 raise LabError(f"QEMU exited: {said[-1]}") from e
             raise
         self.boot_s = time.monotonic() - t
+        # the boot the lab knows of: a reboot it asks for is of this boot only
+        self.boot = self.vm.boot_id()
         self.boot_profile = boot_profile(self.vm)
         # an AMD guest finds a deferred error (an AO) only when it polls its
         # banks, every 5 minutes by default: poll every second
@@ -359,14 +361,15 @@ def new_boot_lines(vm, console_len):
     return out
 
 
-def wait_rebooted(l2, since, console_len, timeout):
+def wait_rebooted(l2, since, console_len, old_boot, timeout):
     """(back, why not): the guest's new boot answers, or it will not: QEMU
     exited, or the new boot's kernel panicked (a page still poisoned, met
     early in the boot), which is not waited out to the timeout"""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            l2.vm.wait_rebooted(since, timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+            l2.vm.wait_rebooted(since, timeout=max(1.0, min(10.0, deadline - time.monotonic())),
+                                old_boot=old_boot)
             return True, None
         except Exception as e:  # noqa: BLE001 - recorded
             why = str(e).splitlines()[0][:300]
@@ -377,21 +380,32 @@ def wait_rebooted(l2, since, console_len, timeout):
                 return False, why
 
 
-def reboot_after(l2, sc, result):
-    """The scenario's `then: reboot`: the guest reboots (itself, if it still
-    answers; else as an operator would, QMP system_reset and cont), and the
-    lab records whether it comes back, and what its new boot's kernel log
-    says of machine checks: the host page is still poisoned unless someone
-    replaced it"""
+def reset_times(events, since):
+    """QEMU's RESET events so far on monitor @events, each as (time.time()
+    of it, its data), from wall-clock time @since on"""
+    out = []
+    for e in events.poll_events(0):
+        if e["event"] == "RESET":
+            ts = e["timestamp"]["seconds"] + e["timestamp"]["microseconds"] / 1e6
+            if ts >= since:
+                out.append((ts, e.get("data", {})))
+    return out
+
+
+def reboot_steps(l2, sc, events, steps):
+    """reboot_after()'s doing, each step's time.time() in @steps"""
     found = None
     if sc.get("forget") and l2.daemon is not None:
         # a vmced that never saw the error (killed, its journal lost): it
         # must find the page in QEMU's own page table
+        steps["vmced killed"] = time.time()
         l2.daemon.proc.kill()
         l2.daemon.proc.wait()
-        os.unlink(l2.daemon.journal)
+        # out of vmced's sight, kept for the record of a restart unasked
+        os.replace(l2.daemon.journal, l2.daemon.journal + ".killed")
         l2.daemon = Vmced(l2.daemon.workdir, args=l2.daemon.args)
         info = l2.daemon.wait_attached(l2.name, 120)
+        steps["vmced attached"] = time.time()
         found = {"poisoned": info["poisoned"], "poisoned_from": info["poisoned_from"]}
         progress(f"{sc['name']}: vmced started again without its journal: {info['poisoned_from']}")
     console_len = len(l2.vm.console())
@@ -399,21 +413,55 @@ def reboot_after(l2, sc, result):
     t = time.monotonic()
     how, back, detail = "guest", True, None
     try:
-        l2.vm.agent.call("reboot", timeout=5)
-    except Exception:
-        how = "qmp"
+        # boot=: QEMU would hand a request the old boot could not take to the
+        # next boot's agent, which would reboot once more, unasked
+        steps["reboot asked"] = time.time()
+        l2.vm.reboot(boot=l2.boot)
+    except Exception as e:
+        # the guest that restarted before it was asked answers when its new
+        # boot's agent runs (BootChanged), or not within the timeout: not
+        # a guest to reset once more
+        before = reset_times(events, steps["opened"])
+        if "(BootChanged)" in str(e) or before:
+            how = "unasked"
+        else:
+            how = "qmp"
+    if how == "qmp":
         try:
-            with l2.vm.qmp() as q:
-                q.execute("system_reset")
-                if q.execute("query-status")["status"] == "paused":
-                    q.execute("cont")
+            # on @events: QEMU serves one client per monitor socket
+            events.execute("system_reset")
+            if events.execute("query-status")["status"] == "paused":
+                events.execute("cont")
         except Exception as e:  # noqa: BLE001 - recorded
             # QEMU itself may die of the reset: rom_reset() writes the
             # -kernel image back, onto the page if it is still poisoned
             back, detail = False, f"QMP system_reset: {type(e).__name__}: {e}"
-    progress(f"{sc['name']}: the guest reboots ({'itself' if how == 'guest' else 'QMP system_reset'})")
+    progress(f"{sc['name']}: the guest reboots ("
+             + {"guest": "itself", "qmp": "QMP system_reset", "unasked": "it had already, unasked"}[how] + ")")
     if back:
-        back, detail = wait_rebooted(l2, t, console_len, 600 if sc["accel"] == "tcg" else 60)
+        back, detail = wait_rebooted(l2, t, console_len, l2.boot, 600 if sc["accel"] == "tcg" else 60)
+    return found, how, back, detail, console_len, journal_len, t
+
+
+def reboot_after(l2, sc, result):
+    """The scenario's `then: reboot`: the guest reboots (itself, if it still
+    answers; else as an operator would, QMP system_reset and cont), and the
+    lab records whether it comes back, and what its new boot's kernel log
+    says of machine checks: the host page is still poisoned unless someone
+    replaced it. QEMU's RESET events are recorded with the lab's steps, and
+    a guest that restarted before it was asked is told apart by its boot id
+    (the page may have been replaced then, by whoever watched)"""
+    # QEMU sends every monitor its events: this one's are the resets, each
+    # with QEMU's time, set against the lab's steps (time.time(): same clock).
+    # The lab's monitor: nothing else of the lab may use it meanwhile
+    events = l2.vm.qmp()
+    steps = {"opened": time.time()}
+    try:
+        found, how, back, detail, console_len, journal_len, t = reboot_steps(l2, sc, events, steps)
+        resets = reset_times(events, steps["opened"])
+    finally:
+        events.close()
+    asked = steps["reboot asked"]
     lines = console_lines(l2.vm, console_len)
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
     offset = int(result.get("ram_offset") or "0", 16)
@@ -431,10 +479,28 @@ def reboot_after(l2, sc, result):
         "vmced_without_journal": found,
         "qemu_exit": l2.exit_status(),
         "qemu_log": l2.vm.qemu_log().splitlines()[-6:],
+        # s from the reboot request: a reset before it (< 0) nobody asked for
+        "steps": {k: round(v - asked, 3) for k, v in steps.items() if k != "opened"},
+        "resets": [dict(s=round(ts - asked, 3), **data) for ts, data in resets],
     }
+    early = [round(ts - asked, 3) for ts, _ in resets if ts < asked]
+    if how == "unasked" or early:
+        # what vmced saw of it: its resets (the killed one's too) and log
+        if l2.daemon:
+            killed = l2.daemon.journal + ".killed"
+            old = Vmced.records(killed) if sc.get("forget") and os.path.exists(killed) else []
+            result["after_reboot"]["vmced_resets"] = [rec for rec in old + l2.daemon.journal_records()
+                                                      if rec["type"] == "reset"]
+            result["after_reboot"]["vmced_log"] = l2.daemon.log_text().splitlines()[-40:]
+        result["after_reboot"]["unasked"] = (
+            "the guest restarted before the lab asked it to"
+            + (f" (RESET {', '.join(f'{x:+.3f}' for x in early)} s from the request; lab steps "
+               + ", ".join(f"{k} {v:+.3f} s" for k, v in result["after_reboot"]["steps"].items()) + ")"
+               if early else ""))
     if back:
         try:
             resync(l2.vm.agent)
+            l2.boot = l2.vm.boot_id()
             result["after_reboot"]["boot_profile"] = boot_profile(l2.vm)
             l2.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
                              value=1)

@@ -60,11 +60,12 @@ class Qmp:
 
     def poll_events(self, timeout=0.5):
         """Reads the events QEMU has sent meanwhile (QMP sends events to
-        every monitor, unasked); returns all seen so far"""
+        every monitor, unasked), waiting up to @timeout for more (0: only
+        what is there); returns all seen so far"""
         deadline = time.monotonic() + timeout
         while True:
-            left = deadline - time.monotonic()
-            if b"\n" not in self.buf and (left <= 0 or not select.select([self.sock], [], [], left)[0]):
+            left = max(0.0, deadline - time.monotonic())
+            if b"\n" not in self.buf and not select.select([self.sock], [], [], left)[0]:
                 return self.events
             try:
                 msg = self._read()

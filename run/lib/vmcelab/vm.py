@@ -356,10 +356,26 @@ class Vm:
                                       + (f"\n--- qemu.log ---\n{log}" if log else "")) from None
         return self.ready_seconds
 
-    def wait_rebooted(self, since, timeout=90.0):
+    def boot_id(self):
+        """This boot's id, as the guest's agent says it"""
+        return self.agent.call("ping", timeout=5)["boot_id"]
+
+    def reboot(self, boot=None, timeout=5):
+        """The guest reboots itself (the agent's `reboot`), if it is still in
+        boot @boot (by default the one that answers now); returns that boot
+        id, for wait_rebooted. Raises agent.AgentError with class
+        BootChanged if the guest restarted meanwhile: QEMU hands a request
+        the old boot never read to the next boot's agent, and only that
+        boot's reboot is asked for"""
+        boot = boot or self.boot_id()
+        self.agent.call("reboot", boot=boot, timeout=timeout)
+        return boot
+
+    def wait_rebooted(self, since, timeout=90.0, old_boot=None):
         """Waits for the guest's agent after a reboot asked at monotonic time
-        @since: the old boot's agent may answer for a moment still, so a
-        guest up for longer than that is not the new one"""
+        @since: the old boot's agent may answer for a moment still. With
+        @old_boot (Vm.reboot()'s), the new boot is the one with another boot
+        id; without, one up for less time than since the reboot was asked"""
         deadline = time.monotonic() + timeout
         while True:
             if self.agent is not None:
@@ -371,7 +387,7 @@ class Vm:
             # the connection)
             try:
                 self.wait_ready(max(1.0, min(10.0, deadline - time.monotonic())))
-                uptime = self.agent.call("ping", timeout=5)["uptime_ms"] / 1000
+                pong = self.agent.call("ping", timeout=5)
             # OSError: the old guest's agent port reset as it went down
             except (agentmod.AgentError, OSError):
                 if not self.alive():
@@ -379,7 +395,11 @@ class Vm:
                 if time.monotonic() > deadline:
                     raise
                 continue
-            if uptime <= time.monotonic() - since + 1:
+            uptime, boot = pong["uptime_ms"] / 1000, pong.get("boot_id")
+            if old_boot is not None and boot is not None:
+                if boot != old_boot:
+                    return self.ready_seconds
+            elif uptime <= time.monotonic() - since + 1:
                 return self.ready_seconds
             if time.monotonic() > deadline:
                 raise agentmod.AgentError(f"vm {self.name}: the guest did not reboot (up {uptime:.0f} s)")
