@@ -336,7 +336,8 @@ def case_migration_refused():
         status = wait_for(lambda: (lambda s: s if s in ("cancelled", "failed", "completed") else None)(
             q.execute("query-migrate").get("status")), 60)
     tap.eq(status, "cancelled", "migration refused: vmced cancelled it")
-    recs = [r for r in records(daemon, since, "migration") if r["action"] == "refused"]
+    recs = wait_for(lambda: [r for r in records(daemon, since, "migration") if r["action"] == "refused"],
+                    10) or []
     tap.ok(len(recs) == 1 and all(hex(p) in recs[0]["pages"] for p in pages),
            "migration refused: the journal says so and names the pages", diag=recs)
     lines = [ln for ln in daemon.log_text().splitlines() if "migration refused" in ln]
@@ -377,7 +378,9 @@ def case_migration_allow_zero():
               if int(r["gpa"], 16) == victim["gpa_int"] and r.get("still_poisoned")]
     tap.ok(zeroed, "allow-zero: the migration thread read a zeroed page, journaled",
            diag=records(daemon, since))
-    done = [r for r in records(daemon, since, "migration") if r["action"] == "completed"]
+    # vmced journals it when its own monitor tells it, a moment after ours
+    done = wait_for(lambda: [r for r in records(daemon, since, "migration") if r["action"] == "completed"],
+                    10)
     tap.ok(done and done[0].get("destination") == NAME + "-dst" and victim["gpa"] in done[0]["pages_zeroed"],
            "allow-zero: the journal names the destination and the zeroed page", diag=done)
     marked = wait_for(lambda: [r for r in records(daemon, since, "memory-error")
