@@ -95,7 +95,7 @@ def guest_reset(how):
             q.execute("system_reset")
     else:
         vm.reboot()
-    vm.wait_rebooted(t0, 120, old_boot=boot)
+    vm.wait_rebooted(boot, 120)
     vm.agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
     return time.monotonic() - t0
 

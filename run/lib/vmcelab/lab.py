@@ -361,15 +361,14 @@ def new_boot_lines(vm, console_len):
     return out
 
 
-def wait_rebooted(l2, since, console_len, old_boot, timeout):
+def wait_rebooted(l2, console_len, old_boot, timeout):
     """(back, why not): the guest's new boot answers, or it will not: QEMU
     exited, or the new boot's kernel panicked (a page still poisoned, met
     early in the boot), which is not waited out to the timeout"""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            l2.vm.wait_rebooted(since, timeout=max(1.0, min(10.0, deadline - time.monotonic())),
-                                old_boot=old_boot)
+            l2.vm.wait_rebooted(old_boot, timeout=max(1.0, min(10.0, deadline - time.monotonic())))
             return True, None
         except Exception as e:  # noqa: BLE001 - recorded
             why = str(e).splitlines()[0][:300]
@@ -380,16 +379,11 @@ def wait_rebooted(l2, since, console_len, old_boot, timeout):
                 return False, why
 
 
-def reset_times(events, since):
-    """QEMU's RESET events so far on monitor @events, each as (time.time()
-    of it, its data), from wall-clock time @since on"""
-    out = []
-    for e in events.poll_events(0):
-        if e["event"] == "RESET":
-            ts = e["timestamp"]["seconds"] + e["timestamp"]["microseconds"] / 1e6
-            if ts >= since:
-                out.append((ts, e.get("data", {})))
-    return out
+def reset_times(events):
+    """QEMU's RESET events on monitor @events since it connected, each as
+    (time.time() of it, its data)"""
+    return [(e["timestamp"]["seconds"] + e["timestamp"]["microseconds"] / 1e6, e.get("data", {}))
+            for e in events.poll_events(0) if e["event"] == "RESET"]
 
 
 def reboot_steps(l2, sc, events, steps):
@@ -421,7 +415,7 @@ def reboot_steps(l2, sc, events, steps):
         # the guest that restarted before it was asked answers when its new
         # boot's agent runs (BootChanged), or not within the timeout: not
         # a guest to reset once more
-        before = reset_times(events, steps["opened"])
+        before = reset_times(events)
         if "(BootChanged)" in str(e) or before:
             how = "unasked"
         else:
@@ -439,7 +433,7 @@ def reboot_steps(l2, sc, events, steps):
     progress(f"{sc['name']}: the guest reboots ("
              + {"guest": "itself", "qmp": "QMP system_reset", "unasked": "it had already, unasked"}[how] + ")")
     if back:
-        back, detail = wait_rebooted(l2, t, console_len, l2.boot, 600 if sc["accel"] == "tcg" else 60)
+        back, detail = wait_rebooted(l2, console_len, l2.boot, 600 if sc["accel"] == "tcg" else 60)
     return found, how, back, detail, console_len, journal_len, t
 
 
@@ -455,10 +449,10 @@ def reboot_after(l2, sc, result):
     # with QEMU's time, set against the lab's steps (time.time(): same clock).
     # The lab's monitor: nothing else of the lab may use it meanwhile
     events = l2.vm.qmp()
-    steps = {"opened": time.time()}
+    steps = {}
     try:
         found, how, back, detail, console_len, journal_len, t = reboot_steps(l2, sc, events, steps)
-        resets = reset_times(events, steps["opened"])
+        resets = reset_times(events)
     finally:
         events.close()
     asked = steps["reboot asked"]
@@ -480,7 +474,7 @@ def reboot_after(l2, sc, result):
         "qemu_exit": l2.exit_status(),
         "qemu_log": l2.vm.qemu_log().splitlines()[-6:],
         # s from the reboot request: a reset before it (< 0) nobody asked for
-        "steps": {k: round(v - asked, 3) for k, v in steps.items() if k != "opened"},
+        "steps": {k: round(v - asked, 3) for k, v in steps.items()},
         "resets": [dict(s=round(ts - asked, 3), **data) for ts, data in resets],
     }
     early = [round(ts - asked, 3) for ts, _ in resets if ts < asked]

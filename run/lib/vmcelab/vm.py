@@ -371,11 +371,10 @@ class Vm:
         self.agent.call("reboot", boot=boot, timeout=timeout)
         return boot
 
-    def wait_rebooted(self, since, timeout=90.0, old_boot=None):
-        """Waits for the guest's agent after a reboot asked at monotonic time
-        @since: the old boot's agent may answer for a moment still. With
-        @old_boot (Vm.reboot()'s), the new boot is the one with another boot
-        id; without, one up for less time than since the reboot was asked"""
+    def wait_rebooted(self, old_boot, timeout=90.0):
+        """Waits for the guest's agent after a reboot of boot @old_boot
+        (Vm.reboot()'s): the old boot's agent may answer for a moment still,
+        so the new boot is the one with another boot id"""
         deadline = time.monotonic() + timeout
         while True:
             if self.agent is not None:
@@ -395,14 +394,11 @@ class Vm:
                 if time.monotonic() > deadline:
                     raise
                 continue
-            uptime, boot = pong["uptime_ms"] / 1000, pong.get("boot_id")
-            if old_boot is not None and boot is not None:
-                if boot != old_boot:
-                    return self.ready_seconds
-            elif uptime <= time.monotonic() - since + 1:
+            if pong["boot_id"] != old_boot:
                 return self.ready_seconds
             if time.monotonic() > deadline:
-                raise agentmod.AgentError(f"vm {self.name}: the guest did not reboot (up {uptime:.0f} s)")
+                raise agentmod.AgentError(f"vm {self.name}: the guest did not reboot "
+                                          f"(up {pong['uptime_ms'] / 1000:.0f} s, the same boot)")
             time.sleep(0.2)
 
     def stop(self, timeout=10.0):
