@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -37,6 +37,8 @@ help:
 	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian's source with guest-kernel/patches/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
+	@echo "make guest-image  guest images like an operator's: debian-12 and debian-12-cloud"
+	@echo "              (debootstrap, systemd, qemu-guest-agent; cached per machine)"
 	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
 	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local)"
 
@@ -60,6 +62,20 @@ kernel-6.12: build
 		--out $(BUILD)/images/guest-debian-6.12.cpio.gz
 
 kernels: image kernel-src kernel-6.12
+
+# guest images like an operator's (images/mkimage): Debian 12 with systemd and
+# qemu-guest-agent, with Debian's kernel and with its cloud kernel; each built
+# once per machine (a new images/mkimage builds anew) and linked into the
+# build directory
+GUEST_IMAGES := debian-12 debian-12-cloud
+guest-image: build
+	@key=$$(sha256sum images/mkimage | cut -c1-12); \
+	cache=$${VMCE_CACHE:-/var/cache/vmce}/images; \
+	mkdir -p $(BUILD)/images; \
+	for i in $(GUEST_IMAGES); do \
+		[ -f $$cache/$$i-$$key/image.json ] || images/mkimage --flavour $$i --out $$cache/$$i-$$key || exit 1; \
+		ln -sfn $$cache/$$i-$$key $(BUILD)/images/$$i; \
+	done
 
 $(MESON_DIR)/build.ninja:
 	meson setup $(MESON_DIR) --prefix $(PREFIX)
@@ -95,7 +111,7 @@ demo: image
 	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
 	@run/campaign --quick --fresh
 
-check: kernels qemus
+check: kernels qemus guest-image
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer

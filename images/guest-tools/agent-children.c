@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +60,32 @@ void describe_exit(char *s, size_t size, int status)
 		snprintf(s, size, "was killed by signal %d", WTERMSIG(status));
 	else
 		snprintf(s, size, "exited with code %d", WEXITSTATUS(status));
+}
+
+/*
+ * The tools live beside the agent: /bin in vmce's initramfs, and wherever
+ * the host put them in a guest it reaches through qemu-guest-agent (a
+ * tmpfs: an operator's image is not ours to write to). Called in the
+ * child, just before the exec.
+ */
+const char *tool_path(const char *name)
+{
+	static char path[PATH_MAX];
+	char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	char *slash;
+
+	if (n <= 0) {
+		snprintf(path, sizeof(path), "/bin/%s", name);
+		return path;
+	}
+	dir[n] = '\0';
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		snprintf(path, sizeof(path), "/bin/%s", name);
+	return path;
 }
 
 /*

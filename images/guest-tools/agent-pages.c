@@ -16,8 +16,6 @@
 
 #include "agent.h"
 
-#define PAGES_PATH "/bin/vmce-pages"
-
 struct page_group *find_leader(struct agent *a, pid_t pid)
 {
 	for (size_t i = a->ngroups; i-- > 0;)
@@ -45,7 +43,7 @@ static void exec_pages(const struct request *rq)
 	const char *argv[16];
 	int n = 0;
 
-	argv[n++] = PAGES_PATH;
+	argv[n++] = tool_path("vmce-pages");
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		if (arg(rq, opts[i][0])) {
 			argv[n++] = opts[i][1];
@@ -55,8 +53,8 @@ static void exec_pages(const struct request *rq)
 	argv[n++] = "--report-dir";
 	argv[n++] = REPORT_DIR;
 	argv[n] = NULL;
-	execv(PAGES_PATH, (char **)argv);
-	printf("{\"error\":\"cannot run " PAGES_PATH ": %s\"}\n", strerror(errno));
+	execv(argv[0], (char **)argv);
+	printf("{\"error\":\"cannot run %s: %s\"}\n", argv[0], strerror(errno));
 	_exit(1);
 }
 

@@ -8,6 +8,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,13 @@ int cmd_ping(struct agent *a, const struct request *rq, struct buf *out, struct 
 	buf_printf(out, "{\"uptime_ms\":%lld,\"boot_id\":\"%s\",\"release\":",
 		   (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, id);
 	buf_json_cstr(out, u.release);
+	/* Echoed: a host on a new connection reads up to its own ping's answer,
+	 * past those of requests a connection before it sent (a guest that
+	 * reset, say, whose next boot's agent reads what the port still held). */
+	if (arg(rq, "token")) {
+		buf_puts(out, ",\"token\":");
+		buf_json_cstr(out, arg(rq, "token"));
+	}
 	buf_puts(out, "}");
 	return 0;
 }
@@ -99,6 +108,89 @@ static bool sysctl_name_ok(const char *name)
 	return true;
 }
 
+/* images/mkdisk's data: the little-endian word at byte offset O is O | "vmce" << 32 */
+#define DATA_SALT 0x766d6365ULL
+#define DATA_BYTES (1 << 20)
+#define DATA_PAGE 4096
+
+static int write_pattern(int fd, off_t from, size_t bytes)
+{
+	uint64_t words[DATA_PAGE / 8];
+
+	for (size_t done = 0; done < bytes; done += sizeof(words)) {
+		for (size_t i = 0; i < DATA_PAGE / 8; i++)
+			words[i] = (uint64_t)(from + done + 8 * i) | DATA_SALT << 32;
+		if (pwrite(fd, words, sizeof(words), from + (off_t)done) != (ssize_t)sizeof(words))
+			return -1;
+	}
+	return 0;
+}
+
+/* DIR/NAME as mkdisk makes it, unless it is there already; its pages then
+ * leave the page cache, so that a case's first read brings in a clean page. */
+static int data_file(const char *dir, const char *name, bool sparse, struct error *err)
+{
+	char path[512];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(err, "Failed", "cannot create %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) == 0 && st.st_size != DATA_BYTES) {
+		int rc = ftruncate(fd, 0) || ftruncate(fd, DATA_BYTES) ||
+			 (sparse ? write_pattern(fd, 0, DATA_PAGE) ||
+					   write_pattern(fd, DATA_BYTES - DATA_PAGE, DATA_PAGE)
+				 : write_pattern(fd, 0, DATA_BYTES)) ||
+			 fsync(fd);
+
+		if (rc) {
+			int saved = errno;
+
+			close(fd);
+			return fail(err, "Failed", "writing %s: %s", path, strerror(saved));
+		}
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	return 0;
+}
+
+static bool is_mount_point(const char *path)
+{
+	struct stat up, here;
+	char parent[256];
+
+	snprintf(parent, sizeof(parent), "%s/..", path);
+	return !stat(path, &here) && !stat(parent, &up) && here.st_dev != up.st_dev;
+}
+
+/*
+ * disk-up dir=DIR: a guest vmce did not build (an operator's image) has no
+ * data disk of vmce's, and its own disk is not ours to mount. The
+ * page-cache cases need the data disk's files on a real file system: made
+ * once in DIR, on the guest's own file system, and DIR bound on /mnt/vmce,
+ * where vmce-pages looks for them.
+ */
+static int data_dir_up(const char *dir, struct buf *out, struct error *err)
+{
+	if (dir[0] != '/' || strstr(dir, ".."))
+		return fail(err, "InvalidParameter", "dir=%s is not an absolute path", dir);
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return fail(err, "Failed", "cannot make %s: %s", dir, strerror(errno));
+	if (data_file(dir, "data.bin", false, err) || data_file(dir, "sparse.bin", true, err))
+		return -1;
+	mkdir("/mnt", 0755);
+	mkdir("/mnt/vmce", 0755);
+	if (!is_mount_point("/mnt/vmce") && mount(dir, "/mnt/vmce", NULL, MS_BIND, NULL))
+		return fail(err, "Failed", "bind %s on /mnt/vmce: %s", dir, strerror(errno));
+	buf_printf(out, "{\"mounted\":\"/mnt/vmce\",\"dir\":");
+	buf_json_cstr(out, dir);
+	buf_puts(out, ",\"swap\":false}");
+	return 0;
+}
+
 /*
  * The data disk, when /init left it alone (vmce.disk=later): a guest saved
  * as a template and restored many times must not have written to a disk
@@ -108,6 +200,8 @@ int cmd_disk_up(struct agent *a, const struct request *rq, struct buf *out, stru
 {
 	bool mounted, swap;
 
+	if (arg(rq, "dir"))
+		return data_dir_up(arg(rq, "dir"), out, err);
 	if (access("/sys/block/vda", F_OK))
 		return fail(err, "NotFound", "no data disk (/dev/vda)");
 	mkdir("/mnt/vmce", 0755);

@@ -16,7 +16,6 @@
 #include "agent.h"
 #include "procfs.h"
 
-#define VICTIM_PATH "/bin/vmce-victim"
 
 /* The newest first: an old victim's pid may have been reused by a new one. */
 struct victim *find_victim(struct agent *a, pid_t pid)
@@ -73,7 +72,7 @@ static void exec_victim(const struct request *rq)
 	snprintf(report, sizeof(report), REPORT_DIR "/victim-%d.json", (int)getpid());
 	/* A report left by an earlier victim with this pid is not ours. */
 	unlink(report);
-	argv[n++] = VICTIM_PATH;
+	argv[n++] = tool_path("vmce-victim");
 	argv[n++] = "--report";
 	argv[n++] = report;
 	argv[n++] = "--mode";
@@ -87,8 +86,8 @@ static void exec_victim(const struct request *rq)
 		argv[n++] = arg(rq, "min-gpa");
 	}
 	argv[n] = NULL;
-	execv(VICTIM_PATH, (char **)argv);
-	fprintf(stderr, "cannot run " VICTIM_PATH ": %s\n", strerror(errno));
+	execv(argv[0], (char **)argv);
+	fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
 }
 

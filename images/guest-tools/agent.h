@@ -75,7 +75,8 @@ struct kmsg_record {
 };
 
 struct agent {
-	int port;
+	int port;	/* the virtio-serial port, or (--listen) the caller; -1: none */
+	int listen_fd;	/* --listen: the socket; -1 on a port */
 	bool port_live; /* false while the host seems absent */
 	char line[MAX_LINE + 1];
 	size_t line_len;
@@ -101,6 +102,8 @@ typedef int command_fn(struct agent *a, const struct request *rq, struct buf *ou
 /* Runs the tool, in the child, with what the request asks for; never returns. */
 typedef void exec_fn(const struct request *rq);
 
+/* NAME beside the agent's own binary. */
+const char *tool_path(const char *name);
 pid_t spawn_tool(exec_fn *exec_tool, const struct request *rq, bool with_stderr, int *out_fd,
 		 struct error *err);
 ssize_t read_first_line(int fd, char *out, size_t size, size_t *len);

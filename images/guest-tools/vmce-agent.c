@@ -5,6 +5,13 @@
  * described in images/README.md. This file is the protocol: the port, the
  * request line, the table of commands and the answer; the commands are in
  * agent-<concern>.c (agent.h).
+ *
+ * In a guest vmce did not build, which has no port of vmce's but has
+ * qemu-guest-agent, the same agent serves a Unix socket instead
+ * (--listen), and the host runs "vmce-agent --call SOCKET REQUEST" through
+ * qemu-guest-agent's guest-exec for each request: the commands, and the
+ * state they keep between requests (the page workloads, the kernel log
+ * ring), are the same either way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +36,8 @@
 #define REPLY_TIMEOUT_MS 2000
 /* Without a host on the port, look again this often even without SIGIO. */
 #define RECONNECT_POLL_MS 1000
+/* --call: a request that takes longer is a guest in trouble. */
+#define CALL_TIMEOUT_S 120
 
 /* ---- requests and errors ---- */
 
@@ -89,11 +101,11 @@ struct command {
 /* Grouped as agent.h groups the files that serve them. */
 static const struct command commands[] = {
 	/* agent-system.c */
-	{ "ping", cmd_ping, { NULL } },
+	{ "ping", cmd_ping, { "token", NULL } },
 	{ "reboot", cmd_reboot, { "boot", NULL } },
 	{ "sysctl", cmd_sysctl, { "name", "value", NULL } },
 	{ "sysfs", cmd_sysfs, { "path", "value", NULL } },
-	{ "disk-up", cmd_disk_up, { NULL } },
+	{ "disk-up", cmd_disk_up, { "dir", NULL } },
 	{ "modprobe", cmd_modprobe, { "name", NULL } },
 	/* agent-victim.c */
 	{ "victim-start", cmd_victim_start, { "mode", "node", "min-gpa", NULL } },
@@ -288,11 +300,27 @@ static void read_port(struct agent *a)
 		if (n < 0 && errno == EAGAIN)
 			return;
 		/* 0: no host on the other end; a new one must not see old bytes. */
+		if (a->listen_fd >= 0) {
+			/* --listen: that caller is done; the next one connects anew */
+			close(a->port);
+			a->port = -1;
+		}
 		a->port_live = false;
 		a->line_len = 0;
 		a->line_too_long = false;
 		return;
 	}
+}
+
+/* --listen: one caller at a time, each a request or a few. */
+static void accept_caller(struct agent *a)
+{
+	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	a->port = fd;
+	a->port_live = true;
 }
 
 static void __attribute__((noreturn)) serve(struct agent *a)
@@ -313,17 +341,20 @@ static void __attribute__((noreturn)) serve(struct agent *a)
 			cap = a->nvictims + 16;
 			fds = xrealloc(fds, cap * sizeof(*fds));
 		}
-		fds[n++] = (struct pollfd){ .fd = a->port_live ? a->port : -1, .events = POLLIN };
+		if (a->listen_fd >= 0 && a->port < 0)
+			fds[n++] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		else
+			fds[n++] = (struct pollfd){ .fd = a->port_live ? a->port : -1, .events = POLLIN };
 		for (size_t i = 0; i < a->nvictims; i++)
 			fds[n++] = (struct pollfd){ .fd = a->victims[i].out_fd, .events = POLLIN };
 
 		/* SIGIO, unblocked only here, says the host connected or left. */
-		rc = ppoll(fds, n, a->port_live ? NULL : &retry, &waitmask);
+		rc = ppoll(fds, n, a->port_live || a->listen_fd >= 0 ? NULL : &retry, &waitmask);
 		if (rc < 0 && errno != EINTR) {
 			fprintf(stderr, "vmce-agent: ppoll: %s\n", strerror(errno));
 			exit(1);
 		}
-		if (port_event || (rc == 0 && !a->port_live)) {
+		if (a->listen_fd < 0 && (port_event || (rc == 0 && !a->port_live))) {
 			port_event = 0;
 			a->port_live = true;
 		}
@@ -332,7 +363,9 @@ static void __attribute__((noreturn)) serve(struct agent *a)
 		for (size_t i = 1; i < n; i++)
 			if (fds[i].revents)
 				drain_victim(&a->victims[i - 1]);
-		if (fds[0].revents)
+		if (fds[0].revents && a->listen_fd >= 0 && a->port < 0)
+			accept_caller(a);
+		else if (fds[0].revents)
 			read_port(a);
 	}
 }
@@ -350,16 +383,137 @@ static void setup_signals(void)
 	sigprocmask(SIG_BLOCK, &io, NULL);
 }
 
+static int unix_address(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path)) {
+		fprintf(stderr, "vmce-agent: socket path too long: %s\n", path);
+		return -1;
+	}
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+/*
+ * --listen SOCKET: serves it from the background, so that the guest-exec
+ * that started it ends at once. A socket nobody answers on is stale (a
+ * guest agent that died): it is taken over; a live one is left alone and
+ * this one exits 0, the host having what it asked for.
+ */
+static int listen_on(struct agent *a, const char *path)
+{
+	struct sockaddr_un sa;
+	int fd, probe;
+
+	if (unix_address(path, &sa))
+		return -1;
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(probe);
+		exit(0);
+	}
+	if (probe >= 0)
+		close(probe);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0600) ||
+	    listen(fd, 4)) {
+		fprintf(stderr, "vmce-agent: cannot listen on %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	a->listen_fd = fd;
+	a->port = -1;
+	a->port_live = false;
+	/* the guest-exec that started us returns; we live on, in our own session */
+	if (fork() > 0)
+		_exit(0);
+	setsid();
+	/* not the caller's pipes: qemu-guest-agent would wait for them to close */
+	char log[sizeof(sa.sun_path) + 8];
+	int null = open("/dev/null", O_RDWR);
+	int errfd;
+
+	snprintf(log, sizeof(log), "%s.log", path);
+	errfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(errfd >= 0 ? errfd : null, STDERR_FILENO);
+	}
+	return 0;
+}
+
+/* --call SOCKET REQUEST...: one request to a --listen agent, its answer on stdout. */
+static int call(const char *path, int nwords, char **words)
+{
+	struct sockaddr_un sa;
+	struct buf line = { 0 };
+	char chunk[4096];
+	int fd;
+
+	if (unix_address(path, &sa))
+		return 2;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		/* the host tells this from an answer: it starts the agent again */
+		fprintf(stderr, "vmce-agent: no agent on %s: %s\n", path, strerror(errno));
+		return 3;
+	}
+	for (int i = 0; i < nwords; i++)
+		buf_printf(&line, "%s%s", i ? " " : "", words[i]);
+	buf_puts(&line, "\n");
+	alarm(CALL_TIMEOUT_S);
+	if (write(fd, line.p, line.len) != (ssize_t)line.len) {
+		fprintf(stderr, "vmce-agent: sending the request: %s\n", strerror(errno));
+		return 1;
+	}
+	shutdown(fd, SHUT_WR);
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		fwrite(chunk, 1, (size_t)n, stdout);
+	}
+	free(line.p);
+	return 0;
+}
+
+static int usage(FILE *f)
+{
+	fputs("Usage: vmce-agent PORT_DEVICE\n"
+	      "       vmce-agent --listen SOCKET\n"
+	      "       vmce-agent --call SOCKET COMMAND [KEY=VALUE]...\n"
+	      "Serves the vmce host over a virtio-serial port, or over a Unix socket that\n"
+	      "--call reaches (through qemu-guest-agent's guest-exec); protocol: images/README.md.\n",
+	      f);
+	return f == stdout ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
-	static struct agent a = { .kmsg_fd = -1, .trace_fd = -1, .port_live = true };
+	static struct agent a = { .kmsg_fd = -1, .trace_fd = -1, .port_live = true, .listen_fd = -1 };
 
-	if (argc != 2 || argv[1][0] == '-') {
-		fputs("Usage: vmce-agent PORT_DEVICE\n"
-		      "Serves the vmce host over a virtio-serial port (protocol: images/README.md).\n",
-		      argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+	if (argc == 2 && !strcmp(argv[1], "--help"))
+		return usage(stdout);
+	if (argc >= 4 && !strcmp(argv[1], "--call"))
+		return call(argv[2], argc - 3, argv + 3);
+	if (argc == 3 && !strcmp(argv[1], "--listen")) {
+		setup_signals();
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		if (listen_on(&a, argv[2]))
+			return 1;
+		if (kmsg_start(&a)) {
+			fputs("vmce-agent: out of memory\n", stderr);
+			return 1;
+		}
+		serve(&a);
 	}
+	if (argc != 2 || argv[1][0] == '-')
+		return usage(stderr);
 	setup_signals();
 	/* vmce-pages processes whose leader died become ours to reap. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);

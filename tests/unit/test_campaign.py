@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Campaign files: what they expand to, and their errors (file:line: problem)."""
+import json
 import os
 import sys
 import tempfile
@@ -432,6 +433,74 @@ class Judging(unittest.TestCase):
     def test_not_run(self):
         c = self.case(page="hugetlb")
         self.assertEqual(judge(c, expectation(c), None, "needs hugepages"), ("not run", ["needs hugepages"]))
+
+
+
+
+class Images(Files):
+    """[guest] image = ..., --images: an image stands where a kernel stands
+    (images.py); a fake debian-12 whose config says whether it has the
+    handler"""
+
+    def setUp(self):
+        super().setUp()
+        os.environ["VMCE_BUILD_DIR"] = self.tmp
+        for name, config in (("debian-12", "CONFIG_MEMORY_FAILURE=y\nCONFIG_X86_MCE=y\n"),
+                             ("debian-12-cloud", "# CONFIG_MEMORY_FAILURE is not set\n")):
+            d = os.path.join(self.tmp, "images", name)
+            os.makedirs(d)
+            with open(os.path.join(d, "config"), "w") as f:
+                f.write(config)
+            with open(os.path.join(d, "image.json"), "w") as f:
+                json.dump({"release": "6.1.0-50-amd64" if name == "debian-12" else "6.1.0-50-cloud-amd64",
+                           "cmdline": "root=/dev/vda ro console=ttyS0",
+                           "kernel_package": "linux-image-amd64"}, f)
+        self.addCleanup(os.environ.pop, "VMCE_BUILD_DIR", None)
+
+    SPEC = "[guest g]\nimage = debian-12, debian-12-cloud\n[matrix m]\npages = anon-dirty, pagecache-clean\n"
+
+    def test_each_case_on_each_image(self):
+        c = self.parse(self.SPEC)
+        self.assertEqual(len(c.cases), 4)
+        self.assertEqual({x.id.split("@")[1] for x in c.cases}, {"debian-12", "debian-12-cloud"})
+        self.assertEqual(c.guests["g"].mem, "1G", "systemd and its services want more than vmce's guest")
+        info = c.cases[0].to_dict()["kernel_info"]
+        self.assertEqual((info["kind"], info["release"], info["table"], info["nearest"]),
+                         ("image", "6.1.0-50-amd64", "debian-6.1", None))
+
+    def test_a_kernel_without_the_handler_is_judged_not_refused(self):
+        c = self.parse(self.SPEC)
+        cloud = next(x for x in c.cases if x.kernel == "debian-12-cloud")
+        exp = expectation(cloud)
+        self.assertEqual((exp.guest, exp.table), ("reset", "no-handler"))
+        self.assertEqual(cloud.kernel_info.missing, ["CONFIG_MEMORY_FAILURE", "CONFIG_X86_MCE"])
+        obs = dict(reset="a new boot on its console", qemu_alive=True, guest_alive=False, panic=None,
+                   after_reset={"booted": True, "seconds": 30.0})
+        verdict, reasons = judge(cloud, exp, obs, None)
+        self.assertEqual(verdict, "pass")
+        self.assertIn("its next boot answered after 30 s", reasons[0])
+        self.assertEqual(judge(cloud, exp, dict(obs, reset=None, guest_alive=True), None),
+                         ("fail", ["the guest did not reset and lives on"]))
+        self.assertEqual(judge(cloud, exp, dict(obs, qemu_alive=False, qemu_exit={"how": "exited"}), None)[0],
+                         "fail")
+
+    def test_command_line_images(self):
+        c = self.parse("[matrix m]\npages = anon-dirty\n", images=["debian-12-cloud"])
+        self.assertEqual([x.kernel for x in c.cases], ["debian-12-cloud"])
+        self.assertTrue(c.guests["guest"].image)
+
+    def test_bad_images(self):
+        self.assertIn("a guest has a kernel or an image, not both",
+                      self.error("[guest g]\nimage = debian-12\nkernel = debian-6.1\n[case c]\n"))
+        self.assertIn("test.ini:2: unknown image 'debian-13'",
+                      self.error("[guest g]\nimage = debian-13\n[case c]\n"))
+        self.assertIn("'debian-6.1' is a kernel, not an image",
+                      self.error("[guest g]\nimage = debian-6.1\n[case c]\n"))
+        self.assertIn("/nonexistent.qcow2: no such image file",
+                      self.error("[guest g]\nimage = /nonexistent.qcow2\n[case c]\n"))
+        with self.assertRaises(SpecError) as cm:
+            self.parse("[case c]\n", kernels=["debian-6.1"], images=["debian-12"])
+        self.assertIn("an image boots its own kernel", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -469,5 +469,32 @@ class Qemus(unittest.TestCase):
         self.assertIn(f"under QEMU {path} (as debian-7.2) (8.2.2)", summary_of(render({}, rs, [])))
 
 
+class Images(unittest.TestCase):
+    """An image is named as the whole guest, with its kernel; a kernel
+    without the handler is said plainly: every error resets the VM"""
+
+    def rec(self, kind, release, reset, missing=None):
+        r = result("anon-dirty", kind, "pass")
+        r["case"].update(kernel="debian-12-cloud", kernel_info={
+            "kind": "image", "name": "debian-12-cloud", "release": release, "handler_missing": missing})
+        if reset:
+            r["observed"].update(reset="a new boot on its console", guest_alive=False, signals=[])
+        return r
+
+    def test_every_error_resets_the_vm(self):
+        missing = ["CONFIG_MEMORY_FAILURE", "CONFIG_X86_MCE"]
+        rs = [self.rec(k, "6.1.0-50-cloud-amd64", True, missing) for k in ("ao", "ar")]
+        self.assertEqual(classify(rs[0]), "reset")
+        said = summary_of(render({}, rs, []))
+        self.assertIn("Image debian-12-cloud (6.1.0-50-cloud-amd64) survives 0 of 2 error kinds: every "
+                      "error resets the VM (its kernel has no handler: no CONFIG_MEMORY_FAILURE, no "
+                      "CONFIG_X86_MCE).", said)
+
+    def test_some_reset(self):
+        rs = [self.rec("ao", "6.1.0-50-amd64", False), self.rec("ar", "6.1.0-50-amd64", True)]
+        said = summary_of(render({}, rs, []))
+        self.assertIn("survives 1 of 2 error kinds; the VM resets on: anon-dirty AR", said)
+
+
 if __name__ == "__main__":
     unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))

@@ -4,6 +4,8 @@ Requests are `COMMAND key=value ...` lines, answers one JSON line each;
 images/README.md has the protocol.
 """
 import json
+import os
+import random
 import socket
 import time
 
@@ -14,7 +16,19 @@ class AgentError(Exception):
     pass
 
 
-class Agent:
+class AgentCalls:
+    """What every agent client offers on top of call(): vmce's own port
+    (Agent) and qemu-guest-agent's guest-exec (qga.QgaAgent)"""
+
+    def kmsg(self, since=0):
+        ret = self.call("kmsg", since=since)
+        return [r["text"] for r in ret["lines"]], ret["next"]
+
+    def hardware_corrupted_kb(self):
+        return self.call("meminfo")["hardware_corrupted_kb"]
+
+
+class Agent(AgentCalls):
     def __init__(self, path, connect_timeout=10.0):
         self.path = path
         self.buf = b""
@@ -68,14 +82,6 @@ class Agent:
     def __exit__(self, *exc):
         self.close()
 
-    def kmsg(self, since=0):
-        ret = self.call("kmsg", since=since)
-        return [r["text"] for r in ret["lines"]], ret["next"]
-
-    def hardware_corrupted_kb(self):
-        return self.call("meminfo")["hardware_corrupted_kb"]
-
-
 def wait_ready(path, timeout=60.0, alive=None):
     """Waits for the guest agent's first answer; returns (Agent, seconds).
 
@@ -83,12 +89,21 @@ def wait_ready(path, timeout=60.0, alive=None):
     guest opens its port, so the ping is answered as soon as the agent runs.
     """
     start = time.monotonic()
+    deadline = start + timeout
     agent = Agent(path, connect_timeout=timeout)
+    token = f"{os.getpid()}-{random.randrange(1 << 30)}"
     try:
-        agent.send("ping")
-        reply = agent.read(timeout, alive)
-        if "return" not in reply:
-            raise AgentError(f"ping: {reply}")
+        agent.send("ping", token=token)
+        # answers to requests sent before this connection (the port keeps
+        # what a guest that went down had not read, and its next boot's
+        # agent answers them) come first: read up to this ping's own
+        while True:
+            reply = agent.read(max(0.1, deadline - time.monotonic()), alive)
+            if (reply.get("return") or {}).get("token") == token:
+                break
+            # an agent of before the token (an older image) says so
+            if "token" in ((reply.get("error") or {}).get("desc") or ""):
+                break
     except Exception:
         agent.close()
         raise

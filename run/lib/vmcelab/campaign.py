@@ -8,7 +8,9 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
                     restore
   [guest NAME]      mem, cpus, accel, cpu, hugepages, ksm, disk, kernel, qemu (kernel
                     and qemu are lists: every case on that guest runs on each
-                    kernel under each QEMU)
+                    kernel under each QEMU), image (a list too, instead of
+                    kernel: debian-12, debian-12-cloud or a PATH; the image is
+                    the whole guest, driven through qemu-guest-agent)
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat,
                     forwarder (lists: every combination is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, forwarder,
@@ -31,6 +33,7 @@ import os
 import random
 import re
 
+from . import images as images_mod
 from . import kernels as kernels_mod
 from . import paths
 from . import qemus as qemus_mod
@@ -61,7 +64,7 @@ NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean"
 
 CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "restore",
                  "order"}
-GUEST_KEYS = {"mem", "cpus", "accel", "cpu", "hugepages", "ksm", "disk", "kernel", "qemu"}
+GUEST_KEYS = {"mem", "cpus", "accel", "cpu", "hugepages", "ksm", "disk", "kernel", "qemu", "image"}
 CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
              "expect"}
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat", "forwarder"}
@@ -132,6 +135,7 @@ class Guest:
         self.kernels = kernels or [kernels_mod.DEFAULT]
         self.qemus = qemus or [qemus_mod.DEFAULT]
         self.kernel = self.qemu = None
+        self.image = False  # kernels are images (images.Image)
 
     def on(self, kernel, qemu):
         """This guest type running @kernel under @qemu: what a worker boots.
@@ -140,7 +144,7 @@ class Guest:
         saved first boot) are its own"""
         g = Guest(self.name, self.mem, self.cpus, self.accel, self.hugepages, self.ksm, self.disk,
                   [kernel.name], [qemu.name], self.cpu)
-        g.kernel, g.qemu = kernel, qemu
+        g.kernel, g.qemu, g.image = kernel, qemu, self.image
         if len(self.kernels) > 1 or kernel.name != kernels_mod.DEFAULT:
             g.name += f"-{kernel_slug(kernel.name)}"
         if len(self.qemus) > 1 or qemu.name != qemus_mod.DEFAULT:
@@ -150,7 +154,7 @@ class Guest:
     def to_dict(self):
         return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel, cpu=self.cpu,
                     hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels,
-                    qemus=self.qemus)
+                    qemus=self.qemus, image=self.image)
 
 
 def kernel_slug(spelling):
@@ -245,13 +249,13 @@ class Campaign:
         self.path = None
 
     @classmethod
-    def load(cls, path, kernels=None, qemus=None):
+    def load(cls, path, kernels=None, qemus=None, images=None, resolve_image=None):
         try:
             with open(path) as f:
                 text = f.read()
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        return cls.parse(text, path, kernels, qemus)
+        return cls.parse(text, path, kernels, qemus, images, resolve_image)
 
     @staticmethod
     def hosts_file(path):
@@ -278,9 +282,14 @@ class Campaign:
         return hosts
 
     @classmethod
-    def parse(cls, text, path="<campaign>", kernels=None, qemus=None):
-        """kernels, qemus: lists that replace every guest's `kernel` and
-        `qemu` (the command line's --kernels and --qemus)"""
+    def parse(cls, text, path="<campaign>", kernels=None, qemus=None, images=None, resolve_image=None):
+        """kernels, qemus, images: lists that replace every guest's `kernel`,
+        `qemu` and `image` (the command line's --kernels, --qemus and
+        --images; --images makes every guest an image's). resolve_image:
+        what an image's name stands for (default images.resolve; libvirt
+        domains, for run/virsh/campaign)"""
+        if kernels and images:
+            raise SpecError(f"{path}: --kernels and --images: an image boots its own kernel")
         self = cls()
         self.path = path
         where = _locate(text)
@@ -326,7 +335,27 @@ class Campaign:
                 fail(section, key, f"'{value}' is not a {key} (known: {', '.join(allowed)})")
             return value
 
-        self.kernels = {}  # spelling -> Kernel
+        self.kernels = {}  # spelling -> Kernel, or images.Image
+
+        def image_list(section, value):
+            """A guest's images, each checked once: an image stands where a
+            kernel stands (the cases on it are that image's)"""
+            spellings = images if images else _list(value)
+            key = "image" if section and value and not images else None
+            if len(set(spellings)) != len(spellings):
+                fail(section, key, f"an image is named twice in '{', '.join(spellings)}'")
+            for i in spellings:
+                if i in self.kernels:
+                    continue
+                if i in kernels_mod.NAMES and resolve_image is None:
+                    fail(section, key, f"'{i}' is a kernel, not an image: say kernel = {i}")
+                try:
+                    self.kernels[i] = (resolve_image or images_mod.resolve)(i)
+                except images_mod.ImageError as e:
+                    if key is None:
+                        raise SpecError(f"{path}: {'--images: ' if images else ''}{e}") from None
+                    fail(section, key, str(e))
+            return spellings
 
         def kernel_list(section, value):
             """A guest's kernels, each resolved once (a PATH gets its initramfs
@@ -420,16 +449,25 @@ class Campaign:
             g = parser[section]
             accel = one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
             guest_qemus = qemu_list(section, g.get("qemu"))
-            guest = Guest(name.strip() or "guest", mem=g.get("mem", "512M"),
+            if g.get("image") and g.get("kernel"):
+                fail(section, "image", "a guest has a kernel or an image, not both: an image boots "
+                                       "its own kernel")
+            is_image = bool(images or g.get("image"))
+            # an image's guest has its own memory needs: systemd and its services
+            guest = Guest(name.strip() or "guest", mem=g.get("mem", "1G" if is_image else "512M"),
                           cpus=integer(section, "cpus", 1, 1), accel=accel,
                           hugepages=integer(section, "hugepages", 0),
                           ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True),
-                          kernels=kernel_list(section, g.get("kernel")), qemus=guest_qemus,
+                          kernels=(image_list(section, g.get("image")) if is_image
+                                   else kernel_list(section, g.get("kernel"))), qemus=guest_qemus,
                           cpu=cpu_of(section, g.get("cpu"), guest_qemus, accel))
+            guest.image = is_image
             self.guests[guest.name] = guest
         if not self.guests:
-            self.guests["guest"] = Guest("guest", kernels=kernel_list(None, None),
+            self.guests["guest"] = Guest("guest", mem="1G" if images else "512M",
+                                         kernels=image_list(None, None) if images else kernel_list(None, None),
                                          qemus=qemu_list(None, None))
+            self.guests["guest"].image = bool(images)
 
         def guest_of(section, value):
             name = value or next(iter(self.guests))
@@ -539,7 +577,9 @@ class Campaign:
                 raise SpecError(f"{path}: two cases are the same ({case.id}): give them different "
                                 "names or change them")
             seen[case.id] = case
-        if any(NEEDS.get(c.page) == "disk" for c in self.cases) and not os.path.exists(paths.disk()):
+        # an image's guest has no data disk of vmce's: its files go on its own disk (qga.DATA_DIR)
+        if any(NEEDS.get(c.page) == "disk" and not self.guests[c.guest].image for c in self.cases) \
+                and not os.path.exists(paths.disk()):
             raise SpecError(f"{path}: the guest data disk is missing at {paths.disk()}: run `make image`")
         return self
 

@@ -47,10 +47,13 @@ class Vmced:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def ctl_argv(self):
+        """vmcectl, pointed at this vmced"""
+        return [paths.require(paths.vmcectl(), "vmcectl", "run `make build`"), "--socket", self.socket]
+
     def ctl(self, *args, check=True, timeout=60):
         """Runs vmcectl against this vmced; returns the CompletedProcess."""
-        cmd = [paths.require(paths.vmcectl(), "vmcectl", "run `make build`"),
-               "--socket", self.socket, *args]
+        cmd = [*self.ctl_argv(), *args]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if check and res.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd[1:])} failed ({res.returncode}): "
@@ -114,6 +117,32 @@ class Vmced:
                 self.proc.wait()
         self.log.close()
         return self.proc.returncode
+
+
+class VmcedCtl(Vmced):
+    """A vmced that runs already (the host's, in libvirt mode), reached as
+    an operator reaches it: vmcectl, over its default socket or --connect
+    TARGET (an ssh:// host)"""
+
+    def __init__(self, target=None, socket_path=None):
+        self.target, self.socket = target, socket_path
+        self.journal = None
+
+    def ctl_argv(self):
+        where = ["--connect", self.target] if self.target else \
+            ["--socket", self.socket] if self.socket else []
+        return [paths.require(paths.vmcectl(), "vmcectl", "run `make build`"), *where]
+
+    def journal_records(self):
+        """The host's journal is the host's to read: the cases that need it
+        (inject = host-real) run with a vmced of the campaign's own"""
+        return []
+
+    def alive(self):
+        return self.ctl("status", check=False).returncode == 0
+
+    def stop(self, timeout=15):
+        return None  # not ours to stop
 
 
 class ControlConnection:

@@ -15,6 +15,7 @@ a kernel is judged by are named by `table` (expect.py). A kernel vmce does
 not know is judged by the table of the nearest known version, and says so.
 """
 import hashlib
+import shutil
 import os
 import re
 import struct
@@ -53,6 +54,7 @@ class Kernel:
         # table: the expectations (expect.py TABLES); nearest: set when the
         # kernel is not one vmce knows, and table is only the closest
         self.table, self.nearest, self.kdir = table, nearest, kdir
+        self.missing = None  # the handler's options it lacks (table "no-handler")
 
     @property
     def label(self):
@@ -60,7 +62,7 @@ class Kernel:
 
     def to_dict(self):
         return dict(name=self.name, release=self.release, table=self.table,
-                    nearest=self.nearest, image=self.image)
+                    nearest=self.nearest, image=self.image, handler_missing=self.missing)
 
 
 def _boot_image(kdir):
@@ -170,9 +172,18 @@ def _custom(path, prepare):
         _prepare_custom(path, kdir, release, made)
     if kdir is None:
         kdir = os.path.join(made, "kdir")
-    table = nearest_table(release)
-    return Kernel(path, _boot_image(kdir) if os.path.isdir(kdir) else path, initrd, release, table,
-                  nearest=table, kdir=kdir)
+    table, nearest = nearest_table(release), None
+    config = os.path.join(kdir, "config")
+    missing = config_missing(config) if os.path.exists(config) else []
+    handler_missing = [m for m in HANDLER if m in missing]
+    if handler_missing:
+        table = "no-handler"  # expect.NO_HANDLER: the VM resets on every error
+    else:
+        nearest = table
+    k = Kernel(path, _boot_image(kdir) if os.path.isdir(kdir) else path, initrd, release, table,
+               nearest=nearest, kdir=kdir)
+    k.missing = handler_missing or None
+    return k
 
 
 def _prepare_custom(path, kdir, release, made):
@@ -199,21 +210,23 @@ def _prepare_custom(path, kdir, release, made):
         _link(kdir, "config", config)
         if moddir:
             if not os.path.exists(os.path.join(moddir, "modules.dep")):
-                raise KernelError(f"{path}: {os.path.realpath(moddir)} has no modules.dep "
-                                  f"(run depmod -b ROOT {release})")
+                # a package unpacked with dpkg -x has none (depmod runs in its
+                # postinst): made here as guest-kernel/fetch makes Debian's,
+                # with busybox's depmod, in a copy of vmce's own
+                moddir = _depmod_copy(path, moddir, release, made)
             _link(kdir, "modules", os.path.realpath(moddir))
         else:
             os.makedirs(os.path.join(kdir, "modules"), exist_ok=True)
             open(os.path.join(kdir, "modules", "modules.dep"), "a").close()
         with open(os.path.join(kdir, "release"), "w") as f:
             f.write(release + "\n")
-    check = subprocess.run([os.path.join(paths.ROOT, "guest-kernel", "check-config"),
-                            os.path.join(kdir, "config")], capture_output=True, text=True)
-    if check.returncode != 0:
-        missing = [line.split(": ", 2)[1].split()[0] for line in check.stderr.splitlines()
-                   if line.startswith("check-config: CONFIG_")]
-        raise KernelError(f"{path} cannot be a vmce guest kernel: "
-                          + (f"it lacks {', '.join(missing)}" if missing else check.stderr.strip()))
+    missing = config_missing(os.path.join(kdir, "config"))
+    # only a kernel that cannot run vmce's agent is refused; one without the
+    # handler is run, and judged by what a guest without one does
+    cannot = [m for m in missing if m in AGENT_NEEDS]
+    if cannot:
+        raise KernelError(f"{path} cannot be a vmce guest kernel: it lacks {', '.join(cannot)}, "
+                          "which vmce's guest agent needs (its virtio-serial port)")
     out = os.path.join(made, "guest.cpio.gz")
     tools = os.path.join(paths.build_dir(), "meson", "images", "guest-tools")
     made_rd = subprocess.run([os.path.join(paths.ROOT, "images", "mkinitramfs"), "--kernel-dir", kdir,
@@ -221,6 +234,44 @@ def _prepare_custom(path, kdir, release, made):
     if made_rd.returncode != 0:
         raise KernelError(f"{path}: no initramfs: {made_rd.stderr.strip().splitlines()[-1]}")
     os.rename(out + ".tmp", out)
+
+
+# what vmce's guest agent cannot do without (guest-kernel/vmce.config)
+AGENT_NEEDS = ("CONFIG_VIRTIO_CONSOLE", "CONFIG_VIRTIO_PCI")
+# without these the guest has no HWPOISON handler at all
+HANDLER = ("CONFIG_MEMORY_FAILURE", "CONFIG_X86_MCE")
+
+
+def config_missing(config):
+    """The options of guest-kernel/vmce.config that @config lacks, as
+    guest-kernel/check-config names them"""
+    check = subprocess.run([os.path.join(paths.ROOT, "guest-kernel", "check-config"), config],
+                           capture_output=True, text=True)
+    if check.returncode == 0:
+        return []
+    missing = [line.split(": ", 2)[1].split()[0].split("=")[0] for line in check.stderr.splitlines()
+               if line.startswith("check-config: CONFIG_")]
+    if not missing:
+        raise KernelError(f"{config}: {check.stderr.strip()}")
+    return missing
+
+
+def _depmod_copy(path, moddir, release, made):
+    """A copy of the kernel's modules with the modules.dep busybox's depmod
+    writes, in vmce's cache: the operator's tree stays as it is"""
+    root = os.path.join(made, "root")
+    copy = os.path.join(root, "lib", "modules", release)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(moddir, copy, symlinks=True,
+                    ignore=lambda d, names: [n for n in names if n in ("build", "source")])
+    if shutil.which("busybox") is None:
+        raise KernelError(f"{path}: its modules have no modules.dep, and busybox (busybox-static, whose "
+                          "depmod writes it) is not installed")
+    res = subprocess.run(["busybox", "depmod", "-b", root, release], capture_output=True, text=True)
+    if res.returncode != 0 or not os.path.exists(os.path.join(copy, "modules.dep")):
+        raise KernelError(f"{path}: busybox depmod -b {root} {release} failed: "
+                          f"{(res.stderr.strip() or 'no modules.dep').splitlines()[-1]}")
+    return copy
 
 
 def _link(kdir, leaf, target):

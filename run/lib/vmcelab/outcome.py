@@ -31,6 +31,9 @@ PANIC = re.compile(r"Kernel panic - not syncing: (?P<why>.*)")
 MCE_REPORT = re.compile(r"mce: \[Hardware Error\]: (?P<what>.*)")
 # "BUG: ", "WARNING: CPU: 0 PID: 1 at ..."; not "BUG_ON" in a symbol name
 TROUBLE = re.compile(r"(?:^|\] )(?P<what>(?:BUG|WARNING): .*)")
+# a guest starting: on the console of one that has reset, a new boot (the
+# kernel's banner, or vmce's own /init, whose kernel logs at loglevel=4)
+BOOT = re.compile(r"Linux version (?P<release>\S+) \(|^vmce-guest: (?P<ready>ready)$")
 # dmesg lines begin "[   12.345678] "
 _STAMP = re.compile(r"^\s*\[\s*\d+\.\d+\]\s*")
 
@@ -56,6 +59,7 @@ class GuestLog:
         self.panics = []
         self.mce_reports = []
         self.trouble = []       # BUG:/WARNING: lines
+        self.boots = []         # "Linux version" banners: a (re)start
         for line in lines:
             self.add(line)
 
@@ -110,6 +114,10 @@ class GuestLog:
         m = TROUBLE.search(line)
         if m:
             self.trouble.append(m["what"])
+            return
+        m = BOOT.search(line)
+        if m:
+            self.boots.append(m["release"] or "vmce's guest")
 
     def action_for(self, pfn):
         """The handler's last word on @pfn: (page type, result) or None"""

@@ -49,6 +49,9 @@ OUTCOMES = {
     "panicked": ("guest panicked", "#b71c1c",
                  "the guest kernel panicked or oopsed: at once, or when it read the bad page "
                  "again later (ksmd, a process exit)"),
+    "reset": ("VM reset", "#4a148c",
+              "the guest restarted at once: a machine check into a guest kernel without a "
+              "handler (no CR4.MCE) is a triple fault, and the VM resets"),
     "hung": ("guest hung", "#6a1b9a", "the guest stopped answering, without a panic line"),
     "doomed": ("guest doomed", "#880e4f",
                "the handler left a bad page the kernel itself still uses: its next read panics "
@@ -74,7 +77,7 @@ OUTCOMES = {
     "not-run": ("not run", "#757575", "the case could not be carried out here (the reason is given)"),
 }
 # what an operator counts as the guest surviving the error
-FATAL = ("qemu-died", "panicked", "hung", "doomed")
+FATAL = ("qemu-died", "panicked", "reset", "hung", "doomed")
 # why the guest went down, by how the campaign brought the aftermath about
 WHY = {"ksm-merge": "ksmd reads the page", "exit": "at process exit",
        "in-use": "the kernel still uses the page"}
@@ -148,6 +151,8 @@ def classify(r):
         return "qemu-died"
     if _crash(obs):
         return "panicked"
+    if obs.get("reset"):
+        return "reset"
     if obs.get("guest_alive") is False:
         return "hung"
     after = obs.get("aftermath") or {}
@@ -470,8 +475,10 @@ def _subject(v, rs):
     kernel = v[0] or next((_case(r).get("kernel") for r in rs if _case(r).get("kernel")), None)
     release = next(((_case(r).get("kernel_info") or {}).get("release") for r in rs
                     if (_case(r).get("kernel_info") or {}).get("release")), None)
-    who = f"guest kernel {kernel}" + (f" ({release})" if release and release != kernel else "") \
-        if kernel else "this guest kernel"
+    # an image is the whole guest: it is named, with the kernel it boots
+    image = any((_case(r).get("kernel_info") or {}).get("kind") == "image" for r in rs)
+    who = f"{'image' if image else 'guest kernel'} {kernel}" + \
+        (f" ({release})" if release and release != kernel else "") if kernel else "this guest kernel"
     if v[1]:
         info = next((_qemu_info(r) for r in rs if _qemu_info(r)), {})
         who += f" under QEMU {_qemu_name(info, v[1])}" + (f" ({info['release']})" if info.get("release") else "")
@@ -489,7 +496,7 @@ def _summary_sentences(results):
         for r in rs:
             cells.setdefault((_case(r).get("page"), column_of(_case(r))), []).append(r)
         ran = {k: c for k, c in cells.items() if any(classify(r) != "not-run" for r in c)}
-        down = {"panicked": [], "doomed": [], "hung": [], "qemu-died": []}
+        down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "qemu-died": []}
         for c in ran.values():
             for r in c:
                 key = classify(r)
@@ -497,13 +504,19 @@ def _summary_sentences(results):
                     down[key].append(r)
         survived = sum(1 for c in ran.values() if not any(classify(r) in FATAL for r in c))
         s = f"<b>{esc(_subject(v, rs))}</b> survives <b>{survived} of {len(ran)}</b> " \
-            f"error kind{'s' if len(ran) != 1 else ''}"
+            f"error kind{'s' if len(ran) != 1 else ''}" if ran else f"<b>{esc(_subject(v, rs))}</b>: no case ran"
         parts = []
+        every_reset = ran and len(down["reset"]) == sum(len(c) for c in ran.values())
+        if every_reset:
+            # said plainly: what an operator must see of a kernel without a handler
+            s += ": every error resets the VM" + _no_handler(rs)
+            down["reset"] = []
         for key, words in (("panicked", "it panics on"), ("doomed", "it is left to panic on"),
+                           ("reset", "the VM resets on"),
                            ("hung", "it stops answering on"), ("qemu-died", "QEMU dies on")):
             if down[key]:
                 parts.append(f"{words}: " + ", ".join(_named(r, key) for r in down[key]))
-        s += ("; " + "; ".join(parts) if parts else ": every one") + "."
+        s += ("; " + "; ".join(parts) if parts else "" if every_reset or not ran else ": every one") + "."
         missing = [r for r in rs if classify(r) == "not-run"]
         if missing:
             s += f" {len(missing)} case{'s' if len(missing) != 1 else ''} did not run: " + \
@@ -514,6 +527,13 @@ def _summary_sentences(results):
         s += " Verdicts: " + ", ".join(f"{n} {esc(label)}" for label, n in counts.items()) + "."
         paras.append(s)
     return paras
+
+
+def _no_handler(rs):
+    """(its kernel has no handler: CONFIG_...), where the record says so"""
+    missing = next(((_case(r).get("kernel_info") or {}).get("handler_missing") for r in rs
+                    if (_case(r).get("kernel_info") or {}).get("handler_missing")), None)
+    return f" (its kernel has no handler: no {', no '.join(missing)})" if missing else ""
 
 
 def _named(r, key):

@@ -11,9 +11,10 @@ import threading
 import time
 
 from . import paths
+from . import qga
 from .agent import AgentError
 from .daemon import Vmced
-from .expect import ENDING, expectation, judge
+from .expect import ENDING, NO_HANDLER, expectation, judge
 from .outcome import GuestLog, kernel_crash
 from .vm import Vm
 
@@ -119,17 +120,21 @@ class GuestVm:
     def _boot_new(self, n, spare):
         """A guest ready for cases: booted (or restored), set up, attached to vmced"""
         t = time.time()
-        template = self._template()
+        kernel, qemu = self.spec.kernel, self.spec.qemu
+        image = kernel if self.spec.image else None
+        # an image's guest writes to its root disk as it boots: a copy of
+        # its saved RAM would not match the fresh disk a copy gets
+        restore = self.restore and image is None
+        template = self._template() if restore else None
         # a template's disk stays untouched (each copy gets the pristine
         # image): the guest mounts it once it runs as itself
-        later = self.restore and self.spec.disk
-        kernel, qemu = self.spec.kernel, self.spec.qemu
+        later = restore and self.spec.disk
         vm = Vm.start(f"{self.name}.{n}", mem=self.spec.mem, cpus=self.spec.cpus,
                       accel=self.spec.accel, kernel=kernel.image if kernel else None,
                       initrd=kernel.initrd if kernel else None, state_dir=os.path.join(self.workdir, f"{self.name}.{n}"),
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template, qemu=qemu.binary if qemu else None,
-                      cpu_model=self.spec.cpu,
+                      cpu_model=self.spec.cpu, image=image,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
@@ -138,14 +143,16 @@ class GuestVm:
             else:
                 vm.wait_ready(timeout=slow(180))
                 self._set_up(vm)
-                if self.restore:
+                if restore:
                     path = os.path.join(self.workdir, f"{self.name}.template")
                     vm.save_state(path)
                     self.template = (path, qemu_identity(qemu))
             if later:
                 vm.agent.call("disk-up")
+            # an image has no port for vmced's own agent connection
+            agent = ["--agent", vm.vmced_agent_path] if image is None else []
             self.daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path,
-                            "--name", vm.name, "--agent", vm.vmced_agent_path)
+                            "--name", vm.name, *agent)
         except Exception as e:
             said = [] if vm.alive() else vm.qemu_log().strip().splitlines()
             self._stop_vm(vm)  # a guest that did not come up is not left behind
@@ -158,6 +165,11 @@ class GuestVm:
 
     def _set_up(self, vm):
         agent = vm.agent
+        if self.spec.image:
+            self._learn(vm)
+            if self.spec.disk:
+                # the page-cache cases' files, on the image's own file system
+                agent.call("disk-up", dir=qga.DATA_DIR)
         if self.spec.hugepages:
             agent.call("sysctl", name="vm.nr_hugepages", value=self.spec.hugepages)
         if self.spec.ksm:
@@ -169,7 +181,24 @@ class GuestVm:
         # periodic writeback (it made pagecache-dirty "clean" in the host
         # lab, where a case takes long enough for the flusher to come by)
         agent.call("sysctl", name="vm.dirty_writeback_centisecs", value=0)
-        agent.call("trace-mf", on="1")
+        try:
+            agent.call("trace-mf", on="1")
+        except AgentError:
+            # an operator's kernel may have no tracefs, and one without the
+            # handler has no memory_failure_event: the log says it all
+            if not (self.spec.image or self.spec.kernel.table == NO_HANDLER):
+                raise
+
+    def _learn(self, vm):
+        """What the image's kernel is, once it runs: which expectations judge
+        it (a PATH image's is unknown until now)"""
+        image = self.spec.kernel
+        if getattr(vm.agent, "info", None) and vm.agent.info.get("os"):
+            image.meta.setdefault("os", vm.agent.info["os"])
+        if image.release is not None:
+            return
+        release = vm.agent.call("ping")["release"]
+        image.learn(release, vm.agent.read_file(f"/boot/config-{release}"))
 
     def _adopt(self, vm, n):
         self.vm, self.poisoned, self.dead, self.current = vm, 0, None, n
@@ -205,8 +234,10 @@ class GuestVm:
         try:
             self._adopt(self._boot_new(self.boots, False), self.boots)
         except Exception as e:
-            # nor booted again for every case that needs it
-            self.unbootable = str(e).splitlines()[0]
+            # nor booted again for every case that needs it; a guest qga
+            # cannot drive booted, and says why itself
+            drive = isinstance(e, qga.QgaError) and e.kind in ("no-agent", "refused", "no-tmpfs")
+            self.unbootable = ("" if drive else "the guest did not boot: ") + str(e).splitlines()[0]
             raise
         return time.monotonic() - t
 
@@ -258,14 +289,17 @@ class CaseRun:
         self.case, self.gvm, self.daemon, self.exp = case, gvm, daemon, exp
         self.vm = gvm.vm
         self.agent = gvm.vm.agent
+        self.no_handler = bool(exp and exp.table == NO_HANDLER)
 
     def set_up(self):
         case, agent = self.case, self.agent
         early = case.kill in ("early", "prctl-early")
         # prctl-* set the opposite system-wide: the process's own choice must win
         sysctl_early = early if not case.kill.startswith("prctl") else not early
-        agent.call("sysctl", name="vm.memory_failure_early_kill", value=int(sysctl_early))
-        agent.call("sysctl", name="vm.memory_failure_recovery", value=case.recovery)
+        # a kernel without the handler has neither sysctl: nothing to choose
+        if not self.no_handler:
+            agent.call("sysctl", name="vm.memory_failure_early_kill", value=int(sysctl_early))
+            agent.call("sysctl", name="vm.memory_failure_recovery", value=case.recovery)
         if case.page == "ksm" and self.gvm.spec.ksm:
             agent.call("sysfs", path="/sys/kernel/mm/ksm/run", value=1)
         args = {"type": case.page}
@@ -296,7 +330,7 @@ class CaseRun:
                 # consumed: the host page goes away, and the process's touch
                 # is the vCPU access that brings the AR
                 armed_before = self._armed()
-                proc = subprocess.Popen([paths.vmcectl(), "--socket", self.daemon.socket, "--json",
+                proc = subprocess.Popen([*self.daemon.ctl_argv(), "--json",
                                          "poison", self.vm.name, "--gpa", w["gpa"], "--kind", "ar",
                                          "--trigger", "access", "--timeout", "20"],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -351,20 +385,41 @@ class CaseRun:
 
     def _touch(self, w):
         """The process reads its page: the access that consumes the error.
-        QEMU may die of it (forwarder = qemu), and that is the case's outcome"""
+        QEMU may die of it (forwarder = qemu), or the guest reset (no
+        handler), and that is the case's outcome"""
         try:
             self.agent.call("pages-touch", pid=w["pid"], only=1)
         except AgentError:
-            if self.vm.alive():
+            if self.vm.alive() and not self.reset():
                 raise
+
+    def reset(self):
+        """The guest restarted during the case (where a kernel without a
+        handler is sent a machine check): how that is known, or None"""
+        return self.vm.restarted(self.reset_mark)
+
+    def _after_reset(self):
+        """What the next boot meets: whether it comes up (vmced has replaced
+        the poisoned page by then), and how long it took; a guest that did
+        is set up again, and fit for the next case"""
+        t = time.monotonic()
+        try:
+            self.vm.wait_ready(timeout=slow(180))
+            self.gvm._set_up(self.vm)
+        except (AgentError, OSError) as e:
+            return {"booted": False, "why": str(e).splitlines()[0]}
+        self.agent = self.vm.agent
+        self.gvm.poisoned = 0
+        return {"booted": True, "seconds": round(time.monotonic() - t, 1)}
 
     def run(self):
         console_len = len(self.vm.console())
+        self.reset_mark = self.vm.reset_mark()
 
         def guest_alive():
             # a panic, not any BUG: an oops leaves a guest that still answers
             log = GuestLog(self.vm.console()[console_len:].splitlines())
-            return self.vm.alive() and not log.panics
+            return self.vm.alive() and not log.panics and not self.reset()
         # the bad page may be read by the guest's kernel at any moment of the
         # case: then no call waits for an answer that will not come
         self.agent.alive = guest_alive
@@ -376,7 +431,8 @@ class CaseRun:
     def _run(self, console_len):
         case, agent, vm = self.case, self.agent, self.vm
         workloads = self.set_up()
-        hc_before = agent.call("counters")
+        # (no HardwareCorrupted line without the handler)
+        hc_before = None if self.no_handler else agent.call("counters")
         _, seq = agent.kmsg()
         t0 = time.monotonic()
         injected = []
@@ -408,7 +464,7 @@ class CaseRun:
                 except (AgentError, OSError):
                     pass  # the guest went down between the two calls
             log.__init__(lines + console)
-            if log.panics or not vm.alive():
+            if log.panics or not vm.alive() or self.reset():
                 return True
             # a repeated error is answered twice: the action, then "already poisoned"
             return all((log.action_for(w["pfn_int"]) or w["pfn_int"] in log.already)
@@ -417,7 +473,8 @@ class CaseRun:
         _wait(settled, slow(ACTION_TIMEOUT_S))
         ms_to_action = (time.monotonic() - t0) * 1000 if any(
             log.action_for(w["pfn_int"]) for w in workloads) else None
-        alive = vm.alive() and not log.panics and self._answers()
+        reset = self.reset()
+        alive = vm.alive() and not log.panics and not reset and self._answers()
         statuses, checks = [], []
         touched = False
         try:
@@ -433,6 +490,10 @@ class CaseRun:
             ms_to_signal = (time.monotonic() - t0) * 1000
         obs = self._observed(workloads, injected, log, statuses, checks, alive, t0, ms_to_action,
                              ms_to_signal)
+        obs["reset"] = reset = reset or self.reset()
+        if reset and self.exp and self.exp.guest == "reset":
+            obs["after_reset"] = self._after_reset()
+            return obs
         try:
             if alive:
                 self._after(workloads, hc_before, obs, console_len)
@@ -502,11 +563,12 @@ class CaseRun:
     def _after(self, workloads, hc_before, obs, console_len):
         """Counters, the tracepoint, the workloads stopped, the aftermath"""
         case, agent = self.case, self.agent
-        after = agent.call("counters")
-        obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
-        obs["node_memory_failure"] = after.get("node_memory_failure")
-        obs["node_mf_delta"] = _node_delta(hc_before.get("node_memory_failure"),
-                                           after.get("node_memory_failure"))
+        if hc_before is not None:
+            after = agent.call("counters")
+            obs["hardware_corrupted_kb"] = after["hardware_corrupted_kb"] - hc_before["hardware_corrupted_kb"]
+            obs["node_memory_failure"] = after.get("node_memory_failure")
+            obs["node_mf_delta"] = _node_delta(hc_before.get("node_memory_failure"),
+                                               after.get("node_memory_failure"))
         try:
             obs["trace"] = agent.call("trace-mf", read="1").get("events", [])[-4:]
         except AgentError:
@@ -698,7 +760,7 @@ class Runner:
         if done:
             self.log(f"campaign {self.campaign.name}: {len(done)} case(s) already done, "
                      f"{len(todo)} to go")
-        daemon = Vmced(os.path.join(self.outdir, "vmced"))
+        daemon = self.daemon()
         progress = Progress(len(self.campaign.cases), len(done))
         work = queue.Queue()
         for case in todo:
@@ -752,8 +814,7 @@ class Runner:
                 if gvm is None:
                     real = any(c.inject == "host-real" and c.guest == case.guest
                                for c in self.campaign.cases)
-                    gvm = gvms[spec.name] = GuestVm(spec, slot, self.outdir, daemon, self.timeline,
-                                                    restore=self.restore, ram_file=real)
+                    gvm = gvms[spec.name] = self.guest(spec, slot, daemon, real)
                     gvm.variant = variant
                 # a guest for a later case that will need one: it boots while
                 # the cases before it run (none after the variant's last case:
@@ -767,13 +828,22 @@ class Runner:
             for gvm in gvms.values():
                 gvm.close()
 
+    def guest(self, spec, slot, daemon, real):
+        """The GuestVm that runs @spec's cases in worker @slot"""
+        return GuestVm(spec, slot, self.outdir, daemon, self.timeline, restore=self.restore,
+                       ram_file=real)
+
+    def daemon(self):
+        """The vmced the cases go through: one of the campaign's own"""
+        return Vmced(os.path.join(self.outdir, "vmced"))
+
     def run_case(self, case, gvm, daemon, spare=False):
         expected = expectation(case)
         t_start = t_case = time.time()
         obs, why_not = None, None
         try:
             if gvm.unbootable:
-                raise NotRun(f"the guest did not boot: {gvm.unbootable}")
+                raise NotRun(gvm.unbootable)
             if not self.reuse or not gvm.fit(self.campaign.max_poisoned):
                 t = time.time()
                 first = gvm.vm is None and gvm.spare is None and gvm.boots == 0
@@ -785,12 +855,18 @@ class Runner:
                                           boot=gvm.current))
             if self.reuse and spare:
                 gvm.prepare_spare()
+            # an image's kernel is known once it runs: judged by its own table
+            expected = expectation(case)
             t_case = time.time()
             obs = CaseRun(case, gvm, daemon, expected).run()
             gvm.poisoned += case.burst * (2 if case.repeat else 1)
             after = obs.get("aftermath")
             if not obs["qemu_alive"]:
                 gvm.dead = f"QEMU {(obs.get('qemu_exit') or {}).get('how') or 'exited'}"
+            elif obs.get("reset"):
+                # its next boot, set up again, runs the next case
+                if not (obs.get("after_reset") or {}).get("booted"):
+                    gvm.dead = f"the guest reset: {obs['reset']}"
             elif not obs["guest_alive"]:
                 gvm.dead = obs.get("panic") or "the guest stopped answering"
             elif after:
@@ -799,7 +875,9 @@ class Runner:
             why_not = str(e)
         except Exception as e:  # a case that could not be carried out is not a pass
             # the first line says it; the rest (console, QEMU's log) is in the guest's directory
-            why_not = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            first = str(e).splitlines()[0] if str(e) else ""
+            why_not = gvm.unbootable if gvm.unbootable and gvm.vm is None else \
+                f"{type(e).__name__}: {first}"
             gvm.dead = why_not
         rec = case_record(case, expected, obs, why_not, t_start, time.time(), vm=gvm.name, boot=gvm.current)
         self.timeline.append(dict(vm=gvm.name, event="case", start=t_case, end=rec["end"],

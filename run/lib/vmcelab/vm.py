@@ -8,6 +8,8 @@ sockets, its guest agent socket, its console log and QEMU's own log:
   agent.sock        the vmce guest agent (virtio-serial port org.vmce.agent.0)
   vmced-agent.sock  a second agent port (org.vmce.agent.1), for vmced/vmcectl
 QEMU serves one client per socket, hence two of each.
+  qga.sock          an image's qemu-guest-agent (org.qemu.guest_agent.0),
+                    in place of vmce's agent ports (images.py, qga.py)
   console.log   the guest's serial console
   qemu.log      QEMU's stderr (its own MCE messages land here)
   qemu.pid, vm.json
@@ -24,6 +26,8 @@ import time
 
 from . import agent as agentmod
 from . import paths
+from . import qga
+from .outcome import GuestLog
 from .qmp import Qmp
 
 AGENT_PORTS = ("org.vmce.agent.0", "org.vmce.agent.1")
@@ -32,7 +36,7 @@ AGENT_PORTS = ("org.vmce.agent.0", "org.vmce.agent.1")
 DISK_LAYOUT = (("ext4", 0, 64), ("swap", 64, 64))
 
 
-SOCKETS = ("qmp.sock", "vmced.qmp", "agent.sock", "vmced-agent.sock")
+SOCKETS = ("qmp.sock", "vmced.qmp", "agent.sock", "vmced-agent.sock", "qga.sock")
 # sockaddr_un.sun_path holds 108 bytes with its NUL
 SUN_PATH_MAX = 107
 
@@ -67,6 +71,7 @@ class Vm:
         self.agent = None
         self.ready_seconds = None
         self.mem_file = None  # the RAM file when started with mem_file=
+        self.image = None  # images.Image: driven through qemu-guest-agent
 
     # -- paths
     def path(self, leaf):
@@ -90,6 +95,10 @@ class Vm:
     @property
     def vmced_agent_path(self):
         return self.sock_path("vmced-agent.sock")
+
+    @property
+    def qga_path(self):
+        return self.sock_path("qga.sock")
 
     @property
     def console_path(self):
@@ -163,7 +172,7 @@ class Vm:
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
               cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None,
-              incoming_uri=None):
+              incoming_uri=None, image=None):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
@@ -179,9 +188,16 @@ class Vm:
         incoming_uri: QEMU's own -incoming (e.g. "defer", then QMP
         migrate-incoming): a migration's destination, started with the same
         arguments as its source.
+        image: an images.Image, the whole guest: its disk (snapshot=on, the
+        image itself never written), its own kernel or its own boot loader,
+        and qemu-guest-agent's port instead of vmce's agent's; kernel,
+        initrd, disk and append are not used
         """
-        kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
-        initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
+        if image is not None:
+            kernel, initrd, disk = image.image, image.initrd, False
+        else:
+            kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
+            initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
         if disk is None:
             disk = paths.disk() if os.path.exists(paths.disk()) else None
         elif disk is True:
@@ -207,6 +223,10 @@ class Vm:
 
         mem_mib = parse_size(mem)
         cmdline = "console=ttyS0 loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
+        if image is not None:
+            cmdline = image.cmdline or ""
+        boot = ["-kernel", kernel] + (["-initrd", initrd] if initrd else []) + \
+            (["-append", cmdline.strip()] if cmdline.strip() else []) if kernel else []
         args = [
             qemu or paths.qemu(),
             "-name", f"guest={name},debug-threads=on",
@@ -214,7 +234,7 @@ class Vm:
             "-cpu", cpu_model,
             "-smp", str(cpus),
             "-nodefaults", "-no-user-config", "-display", "none",
-            "-kernel", kernel, "-initrd", initrd, "-append", cmdline.strip(),
+            *boot,
             "-serial", f"file:{vm.console_path}",
             "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
             "-mon", "chardev=qmp,mode=control",
@@ -222,9 +242,15 @@ class Vm:
             "-mon", "chardev=qmp-vmced,mode=control",
             "-device", "virtio-serial-pci,id=vser0",
         ]
-        for i, (port, sock) in enumerate(zip(AGENT_PORTS, (vm.agent_path, vm.vmced_agent_path))):
-            args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
-                     "-device", f"virtserialport,chardev=agent{i},name={port}"]
+        if image is not None:
+            args += ["-chardev", f"socket,id=qga0,path={vm.qga_path},server=on,wait=off",
+                     "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+                     "-drive", f"file={image.disk.replace(',', ',,')},if=virtio,format={image.format},"
+                               "snapshot=on"]
+        else:
+            for i, (port, sock) in enumerate(zip(AGENT_PORTS, (vm.agent_path, vm.vmced_agent_path))):
+                args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
+                         "-device", f"virtserialport,chardev=agent{i},name={port}"]
         if mem_file:
             args += ["-m", f"{mem_mib}M",
                      "-object", f"memory-backend-file,id=ram0,size={mem_mib}M,"
@@ -257,9 +283,12 @@ class Vm:
             f.write(f"{proc.pid}\n")
         with open(vm.path("vm.json"), "w") as f:
             json.dump({"name": name, "pid": proc.pid, "accel": accel, "mem": mem, "cpus": cpus,
-                       "numa": numa, "disk": disk or None, "command": args}, f, indent=2)
+                       "numa": numa, "disk": disk or None,
+                       "image": image.to_dict() if image is not None else None,
+                       "command": args}, f, indent=2)
         vm._proc = proc
         vm.mem_file = mem_file
+        vm.image = image
         return vm
 
     def ram_file_offset(self, gpa):
@@ -335,9 +364,40 @@ class Vm:
         with open(self.path("vm.json")) as f:
             return " ".join(shlex.quote(a) for a in json.load(f)["command"])
 
+    def reset_mark(self):
+        """Where the guest is now, for restarted()"""
+        return len(self.console())
+
+    def restarted(self, mark):
+        """How it is known that the guest restarted since @mark, or None: a
+        new boot's banner on its console"""
+        boots = GuestLog(self.console()[mark:].splitlines()).boots
+        return f"a new boot on its console, {boots[-1]}" if boots else None
+
+    def why_silent(self, since=0):
+        """(kind, why) for an agent that stopped answering: "dead" (QEMU
+        exited, or the kernel panicked), "reset" (a new boot on the console
+        after byte @since) or "hung" (QEMU runs, its guest said nothing)"""
+        if not self.alive():
+            ended = self.exit_status() or {}
+            return "dead", f"QEMU {ended.get('how') or 'exited'}" + \
+                (f": {ended['said']}" if ended.get("said") else "")
+        log = GuestLog(self.console()[since:].splitlines())
+        if log.panics:
+            return "dead", f"the guest kernel panicked: {log.panics[0]}"
+        if log.boots:
+            return "reset", f"the guest restarted (a new boot, {log.boots[-1]}, on its console)"
+        return "hung", "the guest is hung: QEMU runs and its console shows no panic"
+
     def wait_ready(self, timeout=90.0):
         """Waits for the guest agent; returns seconds from now."""
         stuck = None
+        if self.image is not None:
+            return self._wait_qga(timeout)
+        if self.agent is not None:
+            # QEMU serves one client per socket: the old one goes first
+            self.agent.close()
+            self.agent = None
 
         def booting():
             # a vCPU KVM cannot run stops QEMU's guest for good, QEMU lives on
@@ -354,6 +414,24 @@ class Vm:
             why = f"QEMU stopped the guest: {stuck}" if stuck else str(e)
             raise agentmod.AgentError(f"vm {self.name}: {why}\n--- console (tail) ---\n{tail}"
                                       + (f"\n--- qemu.log ---\n{log}" if log else "")) from None
+        return self.ready_seconds
+
+    def _wait_qga(self, timeout):
+        """An image's qemu-guest-agent, with vmce's tools pushed in and its
+        agent listening (qga.QgaAgent)"""
+        console_from = len(self.console())
+        if self.agent is not None:  # (as wait_ready)
+            self.agent.close()
+            self.agent = None
+        agent = qga.QgaAgent(qga.QgaSocket(self.qga_path), why_silent=lambda: self.why_silent(console_from))
+        try:
+            self.ready_seconds = agent.wait_ready(timeout, alive=self.alive)
+        except agentmod.AgentError as e:
+            agent.close()
+            tail = "\n".join(self.console().splitlines()[-15:])
+            raise qga.QgaError(f"vm {self.name}: {e}\n--- console (tail) ---\n{tail}",
+                               getattr(e, "kind", "failed")) from None
+        self.agent = agent
         return self.ready_seconds
 
     def boot_id(self):

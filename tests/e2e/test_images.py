@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""The operator's own guests: whole guest images (`make guest-image`:
+Debian 12 with systemd and qemu-guest-agent, nothing of vmce's) driven
+through qemu-guest-agent alone, with the real QEMU, real vmced and real
+ptrace, and a private libvirtd for the virsh path.
+
+Asserts: on debian-12 the page-type campaign (run/campaigns/images.ini:
+anon, page cache clean and dirty, shmem, THP, and AR) passes with systemd up
+and qga answering, every process signalled at its own address with the
+right si_code and vmced's journal naming each page's GPA; on
+debian-12-cloud (no handler) the error resets the VM, QEMU's own words on
+record, and its next boot comes up; the same campaign through
+run/virsh/campaign on a libvirt domain of the image, results in the same
+results.jsonl and report; bad input: a domain without qga, an image that
+does not boot, a qga that stops answering (hung) or whose domain dies
+(dead), no executable tmpfs, a qga that refuses guest-exec: each a case
+"not run (why)" or one clear error, never a hang.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from common import Tap, Vmced, paths, prerequisites, workdir
+
+sys.path.insert(0, os.path.join(paths.ROOT, "run", "lib"))
+from vmcelab import images, qga  # noqa: E402
+from vmcelab.libvirt import image_domain_xml  # noqa: E402
+
+tap = Tap()
+prerequisites(tap)
+for name in images.KNOWN:
+    if not os.path.exists(os.path.join(images.image_dir(name), "image.json")):
+        tap.bail(f"guest image {name} missing at {images.image_dir(name)}: `make check` builds it "
+                 "(make guest-image)")
+
+CAMPAIGN = os.path.join(paths.ROOT, "run", "campaign")
+VIRSH_CAMPAIGN = os.path.join(paths.ROOT, "run", "virsh", "campaign")
+SPEC = os.path.join(paths.ROOT, "run", "campaigns", "images.ini")
+PRIVATE = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")
+work = workdir("images")
+debian12 = images.resolve("debian-12")
+tap.diag(f"debian-12: {debian12.release}, built in {debian12.meta.get('build_seconds')} s; "
+         f"debian-12-cloud: {images.resolve('debian-12-cloud').release}")
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cases(path):
+    return {r["case"]["id"]: r for r in records(path) if r.get("type") == "case"}
+
+
+def campaign(*args, timeout=900, env=None):
+    t = time.monotonic()
+    res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", *args], capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    return res, time.monotonic() - t
+
+
+def own_signal(rec):
+    """Every workload process that got a SIGBUS got it at its own page, with
+    the si_code the expectation names"""
+    obs, exp = rec["observed"], rec["expected"]
+    want = {"ao": 5, "ar": 4, "touch": 4}.get(exp["signals"])
+    sigs = obs["signals"]
+    vas = {w["pid"]: int(w["va"], 16) >> 12 for w in obs["workloads"] if w.get("va")}
+    return bool(sigs) and all(s.get("code") == want and int(s["addr"], 16) >> 12 == vas.get(s["pid"])
+                              for s in sigs if s["pid"] in vas)
+
+
+# -- 1. debian-12: the campaign through qga, by QEMU directly
+out = os.path.join(work, "debian-12")
+res, took = campaign("--images", "debian-12", "--out", out, SPEC)
+tap.ok(res.returncode == 0, f"run/campaign --images debian-12 images.ini: exit 0 ({took:.0f} s)",
+       diag=res.stdout[-3000:] + res.stderr[-2000:])
+got = cases(os.path.join(out, "results.jsonl")) if os.path.exists(os.path.join(out, "results.jsonl")) else {}
+tap.eq(sorted((r["case"]["page"], r["case"]["kind"], r["verdict"]) for r in got.values()),
+       sorted([(p, "ao", "pass") for p in ("anon-dirty", "pagecache-clean", "pagecache-dirty", "shmem", "thp")]
+              + [("anon-dirty", "ar", "pass")]),
+       "every case judged and passing: anon, page cache clean and dirty, shmem, THP (AO), anon AR")
+info = [r["case"]["kernel_info"] for r in got.values()]
+tap.ok(info and all(i.get("kind") == "image" and i.get("release") == debian12.release
+                    and i.get("table") == "debian-6.1" and not i.get("nearest") for i in info),
+       f"each case names the image and its kernel ({debian12.release}), judged as Debian's 6.1",
+       diag=info[:1])
+signalled = [r for r in got.values() if r["expected"]["signals"] in ("ao", "ar")]
+tap.ok(signalled and all(own_signal(r) for r in signalled),
+       f"{len(signalled)} case(s): each process got SIGBUS at its own page with the right si_code",
+       diag=[(r["case"]["id"], r["observed"]["signals"]) for r in signalled if not own_signal(r)])
+journal = records(os.path.join(out, "vmced", "journal.jsonl"))
+errors = [j for j in journal if j.get("type") == "memory-error"]
+tap.ok(all(any(e["result"] == "injected" and int(e["gpa"], 16) == int(w["gpa"], 16) for e in errors)
+           for r in got.values() for w in r["observed"]["workloads"]),
+       f"vmced's journal has every page's GPA, injected ({len(errors)} memory-error records)")
+console = re.sub(r"\x1b\[[0-9;]*m", "", "".join(
+    open(os.path.join(out, d, "console.log"), errors="replace").read()
+    for d in os.listdir(out) if os.path.exists(os.path.join(out, d, "console.log"))))
+tap.ok("Welcome to" in console and "Started qemu-guest-agent.service" in console
+       and "Reached target" in console,
+       "the guest booted as its image does: systemd, its targets and qemu-guest-agent (console)")
+tap.ok("Image debian-12 (" in res.stdout and "survives 6 of 6" in res.stdout,
+       "the summary names the image with its kernel: survives 6 of 6")
+
+# -- 2. debian-12-cloud: a kernel without the handler, measured, not refused
+cloud_spec = os.path.join(work, "cloud.ini")
+with open(cloud_spec, "w") as f:
+    f.write("[campaign]\nname = cloud\n[guest image]\nmem = 1G\nimage = debian-12-cloud\n"
+            "[case found]\npage = anon-dirty\nkind = ao\n")
+out = os.path.join(work, "cloud")
+res, took = campaign("--out", out, cloud_spec)
+got = cases(os.path.join(out, "results.jsonl")) if os.path.exists(os.path.join(out, "results.jsonl")) else {}
+rec = next(iter(got.values()), {})
+obs = rec.get("observed") or {}
+tap.ok(rec.get("verdict") == "pass" and rec["expected"]["guest"] == "reset",
+       f"debian-12-cloud judged as 'no handler': the VM resets ({took:.0f} s)",
+       diag=res.stdout[-2000:] + res.stderr[-1000:])
+inj = (obs.get("injected") or [{}])[0]
+tap.ok(obs.get("reset") and obs.get("qemu_alive") and "triple fault" in (inj.get("detail") or "")
+       and (inj.get("qemu_event") or {}).get("action") == "reset",
+       "its fate on record: a new boot on the console, QEMU alive, vmced's record has QEMU's "
+       "'MCE capability is not enabled, raising triple fault' and MEMORY_FAILURE action reset",
+       diag={k: obs.get(k) for k in ("reset", "qemu_alive")} | {"injected": inj})
+tap.ok((obs.get("after_reset") or {}).get("booted"),
+       f"its next boot came up ({(obs.get('after_reset') or {}).get('seconds')} s)", diag=obs.get("after_reset"))
+tap.ok("survives 0 of 1 error kind: every error resets the VM" in res.stdout
+       and "no CONFIG_MEMORY_FAILURE" in res.stdout,
+       "the summary says it plainly: survives 0 of 1, every error resets the VM, and why")
+
+# -- 2b. the same kernel as a new user tries it: Debian's package unpacked
+# with dpkg -x (no modules.dep: depmod runs in its postinst) and given by
+# path, on vmce's own guest. Not refused: its modules.dep made in vmce's
+# cache, the tree left as it is, and judged as "no handler"
+cache = os.environ.get("VMCE_CACHE", "/var/cache/vmce")
+debs = [d for d in glob.glob(os.path.join(cache, "debootstrap", "linux-image-*-cloud-amd64_*.deb"))
+        if re.match(r"linux-image-\d", os.path.basename(d))]
+if not debs:
+    tap.skip("the cloud kernel by path", f"no linux-image-*-cloud-amd64 package in {cache}/debootstrap "
+                                        "(make guest-image leaves it there)")
+else:
+    tree = os.path.join(work, "cloud-kernel")
+    subprocess.run(["dpkg", "-x", debs[0], tree], check=True)
+    vmlinuz = glob.glob(os.path.join(tree, "boot", "vmlinuz-*"))[0]
+    release = os.path.basename(vmlinuz).removeprefix("vmlinuz-")
+    spec = os.path.join(work, "cloud-kernel.ini")
+    with open(spec, "w") as f:
+        f.write(f"[campaign]\nname = cloud-kernel\n[guest g]\nkernel = {vmlinuz}\n"
+                "[case found]\npage = anon-dirty\n[case consumed]\npage = anon-dirty\nkind = ar\n")
+    res, took = campaign("--out", os.path.join(work, "cloud-kernel-run"), spec)
+    tap.ok(res.returncode == 0 and "2 pass" in res.stdout
+           and "survives 0 of 2 error kinds: every error resets the VM" in res.stdout,
+           f"Debian's cloud kernel unpacked with dpkg -x, by path: run, judged 'no handler', 2 pass ({took:.0f} s)",
+           diag=res.stdout[-1500:] + res.stderr[-800:])
+    tap.ok(not os.path.exists(os.path.join(tree, "lib", "modules", release, "modules.dep")),
+           "... its modules.dep made in vmce's cache (busybox depmod), the unpacked tree untouched")
+
+# -- 3. an image that does not boot: not run, said why, never a hang
+blank = os.path.join(work, "blank.qcow2")
+subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", blank, "64M"], check=True)
+blank_spec = os.path.join(work, "blank.ini")
+with open(blank_spec, "w") as f:
+    f.write(f"[campaign]\nname = blank\n[guest image]\nimage = {blank}\n[case found]\npage = anon-dirty\n")
+# its boot timeout shortened (VMCE_TIME_SCALE stretches or shrinks them all)
+res, took = campaign("--out", os.path.join(work, "blank"), blank_spec, timeout=300,
+                     env=dict(os.environ, VMCE_TIME_SCALE="0.1"))
+rec = next(iter(cases(os.path.join(work, "blank", "results.jsonl")).values()), {})
+tap.ok(res.returncode == 1 and rec.get("verdict") == "not run"
+       and "did not answer within" in (rec.get("not_run") or ""),
+       f"an image that does not boot: the case is not run, and says why ({took:.0f} s)",
+       diag=(rec.get("not_run"), res.stderr[-1000:]))
+
+# -- 4. the same through run/virsh/campaign, on libvirt domains as they are
+if not shutil.which("libvirtd") or not shutil.which("virsh"):
+    tap.skip("run/virsh/campaign on an image's domain", "libvirtd or virsh is missing")
+    tap.done()
+lv = os.path.join(work, "libvirt")
+res = subprocess.run([PRIVATE, "start", lv], capture_output=True, text=True, timeout=120)
+if res.returncode != 0:
+    tap.bail(f"private libvirtd did not start: {res.stderr.strip()}")
+uri = res.stdout.strip()
+daemon = None
+
+
+def virsh(*args, check=True):
+    r = subprocess.run(["virsh", "-q", "-c", uri, *args], capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def create(name, xml_text):
+    state = os.path.join(work, name)
+    os.makedirs(state, exist_ok=True)
+    with open(os.path.join(state, "domain.xml"), "w") as f:
+        f.write(xml_text)
+    virsh("create", os.path.join(state, "domain.xml"))
+    return state
+
+
+try:
+    daemon = Vmced(os.path.join(work, "vmced"), args=["--connect", uri, "--all-domains"])
+    op = "operator-1"
+    create(op, image_domain_xml(op, os.path.join(work, op), debian12))
+    # a domain with neither vmce's agent nor qemu-guest-agent
+    bare = "no-qga"
+    os.makedirs(os.path.join(work, bare), exist_ok=True)
+    create(bare, f"""<domain type='qemu'><name>{bare}</name><memory unit='MiB'>256</memory>
+  <os><type arch='x86_64' machine='pc'>hvm</type><kernel>{paths.kernel()}</kernel>
+  <initrd>{paths.initrd()}</initrd><cmdline>console=ttyS0</cmdline></os>
+  <devices><serial type='file'><source path='{os.path.join(work, bare, "console.log")}'/></serial>
+  <memballoon model='none'/></devices></domain>""")
+    env = dict(os.environ, VMCE_SOCKET=daemon.socket, VMCECTL=paths.vmcectl())
+    vout = os.path.join(work, "virsh")
+    t = time.monotonic()
+    res = subprocess.run([VIRSH_CAMPAIGN, "--connect", uri, "--out", vout, op, bare],
+                         capture_output=True, text=True, timeout=1200, env=env)
+    took = time.monotonic() - t
+    tap.diag(res.stdout[-1500:])
+    got = cases(os.path.join(vout, "results.jsonl")) if os.path.exists(os.path.join(vout, "results.jsonl")) else {}
+    mine = {i: r for i, r in got.items() if i.endswith("@" + op)}
+    tap.eq(sorted((r["case"]["page"], r["case"]["kind"], r["verdict"]) for r in mine.values()),
+           sorted([(p, "ao", "pass") for p in ("anon-dirty", "pagecache-clean", "pagecache-dirty", "shmem",
+                                                "thp")] + [("anon-dirty", "ar", "pass")]),
+           f"run/virsh/campaign on domain {op} (qga only): every case judged and passing ({took:.0f} s)")
+    tap.ok(mine and all(r["case"]["kernel_info"].get("release") == debian12.release
+                        and r["case"]["kernel_info"].get("os", "").startswith("Debian GNU/Linux 12")
+                        for r in mine.values()),
+           "each case names the domain's image (its OS, from qga) and its kernel")
+    tap.ok(all(own_signal(r) for r in mine.values() if r["expected"]["signals"] in ("ao", "ar")),
+           "each process got SIGBUS at its own page with the right si_code (through virsh)")
+    errors = [j for j in daemon.journal_records() if j.get("type") == "memory-error" and j.get("vm") == op]
+    tap.ok(mine and all(any(e["result"] == "injected" and int(e["gpa"], 16) == int(w["gpa"], 16) for e in errors)
+                        for r in mine.values() for w in r["observed"]["workloads"]),
+           f"the host's vmced journal names domain {op} and every page's GPA")
+    theirs = [r for i, r in got.items() if i.endswith("@" + bare)]
+    tap.ok(theirs and all(r["verdict"] == "not run" and "no qemu-guest-agent channel" in r["not_run"]
+                          for r in theirs),
+           f"a domain without qga: each of its cases 'not run (why)'", diag=[r.get("not_run") for r in theirs][:1])
+    tap.ok(res.returncode == 1 and os.path.exists(os.path.join(vout, "report.html")),
+           "the campaign went to its end (exit 1: cases not run) and wrote its report")
+
+    # -- 5. bad input to the agent, on the running domain: never a hang
+    agent = qga.QgaAgent(qga.QgaVirsh(op, uri))
+    agent.wait_ready(60)
+    # qga stops answering for a while (frozen): hung, said so
+    agent._spawn("/bin/sh", ["-c", "kill -STOP $(pidof qemu-ga); sleep 25; kill -CONT $(pidof qemu-ga)"],
+                 capture=False)
+    time.sleep(1)
+    from vmcelab.domains import DomainVm  # noqa: E402
+    dvm = DomainVm(op, uri, os.path.join(work, "bad"))
+    frozen = qga.QgaAgent(qga.QgaVirsh(op, uri), why_silent=lambda: dvm.why_silent(dvm.reset_mark()))
+    frozen.dir = agent.dir
+    t = time.monotonic()
+    try:
+        frozen.call("ping")
+        err = None
+    except qga.QgaError as e:
+        err = e
+    tap.ok(err is not None and err.kind == "hung" and "the guest is hung" in str(err),
+           f"a qga that stops answering: one error, 'hung' ({time.monotonic() - t:.0f} s)", diag=str(err))
+    time.sleep(max(0, 27 - (time.monotonic() - t)))
+    # no executable tmpfs for the tools
+    agent.wait_ready(60)
+    agent._exec("/bin/sh", ["-c", "mount -o remount,noexec /dev/shm; mount -o remount,noexec /run"])
+    try:
+        qga.QgaAgent(qga.QgaVirsh(op, uri)).wait_ready(60)
+        err = None
+    except qga.QgaError as e:
+        err = e
+    agent._exec("/bin/sh", ["-c", "mount -o remount,exec /dev/shm; mount -o remount,exec /run"])
+    tap.ok(err is not None and err.kind == "no-tmpfs" and "/dev/shm" in str(err) and "/run" in str(err),
+           "no executable tmpfs: one error naming each place tried", diag=str(err))
+    # a qga that refuses guest-exec (block-rpcs, as RHEL's qemu-ga ships)
+    agent.call("ping")
+    handle = agent._qga("guest-file-open", {"path": "/etc/qemu/qemu-ga.conf", "mode": "w"})
+    agent._qga("guest-file-write", {"handle": handle, "buf-b64": "W2dlbmVyYWxdCmJsb2NrLXJwY3M9Z3Vlc3QtZXhlYwo="})
+    agent._qga("guest-file-close", {"handle": handle})
+    agent._spawn("/bin/sh", ["-c", "sleep 1; systemctl restart qemu-guest-agent"], capture=False)
+    time.sleep(6)
+    rout = os.path.join(work, "refused")
+    res = subprocess.run([VIRSH_CAMPAIGN, "--connect", uri, "--out", rout, op],
+                         capture_output=True, text=True, timeout=600, env=env)
+    got = cases(os.path.join(rout, "results.jsonl")) if os.path.exists(os.path.join(rout, "results.jsonl")) else {}
+    tap.ok(got and all(r["verdict"] == "not run" and "refuses guest-exec" in r["not_run"] for r in got.values()),
+           f"a qga that refuses guest-exec: {len(got)} case(s) 'not run (why)', the campaign ends",
+           diag=[r.get("not_run") for r in got.values()][:1] or res.stdout[-1000:])
+    # the domain dies under a call: dead, said so
+    virsh("destroy", op)
+    try:
+        agent.call("ping")
+        err = None
+    except qga.AgentError as e:
+        err = e
+    tap.ok(isinstance(err, qga.QgaError) and err.kind == "dead" and f"domain {op} is gone" in str(err),
+           "a domain that dies: one error, saying the domain is gone", diag=str(err))
+finally:
+    if daemon is not None:
+        daemon.stop()
+    subprocess.run([PRIVATE, "stop", lv], capture_output=True, timeout=120)
+tap.done()
