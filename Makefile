@@ -68,7 +68,7 @@ kernels: image kernel-src kernel-6.12
 # once per machine (a new images/mkimage builds anew) and linked into the
 # build directory
 GUEST_IMAGES := debian-12 debian-12-cloud
-guest-image: build
+guest-image: deps
 	@key=$$(sha256sum images/mkimage | cut -c1-12); \
 	cache=$${VMCE_CACHE:-/var/cache/vmce}/images; \
 	mkdir -p $(BUILD)/images; \
@@ -111,7 +111,16 @@ demo: image
 	@echo "vmce demo: and now the quick campaign: every page type, judged (run/campaign --quick)"
 	@run/campaign --quick --fresh
 
-check: kernels qemus guest-image
+# the guest images build beside the kernels and QEMUs: debootstrap waits on
+# the mirror and dpkg, the compilers on the CPUs
+check: deps
+	@mkdir -p $(BUILD); \
+	$(MAKE) --no-print-directory guest-image >$(BUILD)/guest-image.log 2>&1 & images=$$!; \
+	$(MAKE) --no-print-directory kernels qemus; built=$$?; \
+	if ! wait $$images; then echo "make guest-image failed ($(BUILD)/guest-image.log):"; \
+		tail -5 $(BUILD)/guest-image.log; exit 1; fi; \
+	cat $(BUILD)/guest-image.log; \
+	[ $$built = 0 ] || exit $$built; \
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer

@@ -2,6 +2,7 @@
 kernel, a real vmced with real ptrace. Nothing here is a fake."""
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -14,6 +15,7 @@ from vmcelab.vm import Vm  # noqa: E402
 from tap import Tap  # noqa: E402
 
 __all__ = ["Tap", "Vm", "Vmced", "paths", "prerequisites", "wait_for", "workdir",
+           "PRIVATE_LIBVIRTD", "private_libvirtd", "Virsh",
            "start_victim", "victim_status", "wait_sigbus", "wait_kmsg", "thread_states",
            "gpa2hva"]
 
@@ -35,6 +37,32 @@ def prerequisites(tap):
     except qemus.QemuError as e:
         tap.bail(f"{e} (make check builds every QEMU it tests)")
     tap.diag(f"QEMU {q.label}: {q.release}")
+
+
+PRIVATE_LIBVIRTD = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")
+
+
+def private_libvirtd(tap, state_dir):
+    """A libvirtd of the test's own (run/libvirt/private-libvirtd) in
+    @state_dir: its URI; bails out when it does not start"""
+    res = subprocess.run([PRIVATE_LIBVIRTD, "start", state_dir], capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        tap.bail(f"private libvirtd did not start: {res.stderr.strip()}")
+    return res.stdout.strip()
+
+
+class Virsh:
+    """virsh against one URI: virsh("list") is its output, stripped"""
+
+    def __init__(self, uri):
+        self.uri = uri
+
+    def __call__(self, *args, check=True):
+        r = subprocess.run(["virsh", "-q", "-c", self.uri, *args], capture_output=True, text=True,
+                           timeout=120)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout.strip()
 
 
 def workdir(name):

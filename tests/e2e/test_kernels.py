@@ -5,8 +5,9 @@ expectations, and a report with one column per kernel. On vmce-6.1 a KSM
 page recovers (its mappers are signalled, and ksmd merging the same data
 again does not bring the guest down), an mlocked page is reported as
 mlocked, and the per-node memory_failure statistics count every error.
-Then the bad input: a kernel without MEMORY_FAILURE, a file that is not a
-kernel, an unknown kernel name in a campaign file, a patch that does not
+Then the bad input: check-config on a kernel without MEMORY_FAILURE (run
+anyway, as "no handler": e2e-images), run/vm on one without VIRTIO_CONSOLE
+(refused: vmce's agent cannot run), a file that is not a kernel, an unknown kernel name in a campaign file, a patch that does not
 apply, no network for the source.
 """
 import json

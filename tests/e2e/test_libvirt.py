@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 
-from common import Tap, Vmced, paths, prerequisites, thread_states, wait_for, wait_sigbus, workdir
+from common import (PRIVATE_LIBVIRTD, Tap, Virsh, Vmced, paths, prerequisites, private_libvirtd,  # noqa: E402
+                    thread_states, wait_for, wait_sigbus, workdir)
 
 sys.path.insert(0, os.path.join(paths.ROOT, "run", "lib"))
 from vmcelab import agent as agentmod  # noqa: E402
@@ -28,22 +29,13 @@ if not shutil.which("libvirtd") or not shutil.which("virsh"):
     tap.skip("libvirt mode", "libvirtd or virsh is missing (run/install-deps installs them)")
     tap.done()
 
-PRIVATE = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")
+PRIVATE = PRIVATE_LIBVIRTD
 RESTARTS = 10
 work = workdir("libvirt")
 lv = os.path.join(work, "libvirt")
-res = subprocess.run([PRIVATE, "start", lv], capture_output=True, text=True, timeout=120)
-if res.returncode != 0:
-    tap.bail(f"private libvirtd did not start: {res.stderr.strip()}")
-uri = res.stdout.strip()
+uri = private_libvirtd(tap, lv)
+virsh = Virsh(uri)
 daemon = None
-
-
-def virsh(*args, check=True):
-    r = subprocess.run(["virsh", "-q", "-c", uri, *args], capture_output=True, text=True, timeout=120)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
-    return r.stdout.strip()
 
 
 def create(name, **kw):

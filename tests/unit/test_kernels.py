@@ -83,15 +83,24 @@ class Resolve(unittest.TestCase):
         self.assertIn("the vmce-6.1 guest kernel is missing at", str(cm.exception))
         self.assertIn("run `make kernel-src`", str(cm.exception))
 
-    def test_kernel_without_memory_failure(self):
+    def test_kernel_without_memory_failure_is_run_not_refused(self):
         boot = os.path.join(self.tmp, "boot")
         os.makedirs(boot)
         bzimage(os.path.join(boot, "vmlinuz-6.9.0"), "6.9.0")
         config(os.path.join(boot, "config-6.9.0"), drop=("CONFIG_MEMORY_FAILURE", "CONFIG_HWPOISON_INJECT"))
+        k = kernels.resolve(os.path.join(boot, "vmlinuz-6.9.0"))
+        self.assertEqual((k.table, k.nearest, k.missing), ("no-handler", None, ["CONFIG_MEMORY_FAILURE"]))
+        self.assertEqual(k.to_dict()["handler_missing"], ["CONFIG_MEMORY_FAILURE"])
+
+    def test_kernel_that_cannot_run_the_agent(self):
+        boot = os.path.join(self.tmp, "boot")
+        os.makedirs(boot)
+        bzimage(os.path.join(boot, "vmlinuz-6.9.0"), "6.9.0")
+        config(os.path.join(boot, "config-6.9.0"), drop=("CONFIG_VIRTIO_CONSOLE", "CONFIG_MEMORY_FAILURE"))
         with self.assertRaises(kernels.KernelError) as cm:
             kernels.resolve(os.path.join(boot, "vmlinuz-6.9.0"), prepare=True)
-        msg = str(cm.exception)
-        self.assertIn("cannot be a vmce guest kernel: it lacks CONFIG_MEMORY_FAILURE, CONFIG_HWPOISON_INJECT", msg)
+        self.assertIn("cannot be a vmce guest kernel: it lacks CONFIG_VIRTIO_CONSOLE, which vmce's guest "
+                      "agent needs", str(cm.exception))
 
     def test_kernel_without_a_config(self):
         path = os.path.join(self.tmp, "vmlinuz-6.9.0")

@@ -3,7 +3,9 @@ driven through qemu-guest-agent alone (qga.py). Where a campaign names an
 image, the image is the guest: its own kernel, its own userland.
 
   debian-12        Debian 12 with systemd, linux-image-amd64 and
-                   qemu-guest-agent (images/mkimage; `make guest-image`)
+                   qemu-guest-agent (images/mkimage; `make guest-image`): a
+                   BIOS disk with GRUB, booted here through the kernel and
+                   initramfs copied out beside it, which is faster
   debian-12-cloud  the same with linux-image-cloud-amd64, the kernel
                    Debian's cloud images boot
   PATH             an operator's qcow2 or raw image; it boots by itself

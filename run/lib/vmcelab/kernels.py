@@ -173,8 +173,10 @@ def _custom(path, prepare):
     if kdir is None:
         kdir = os.path.join(made, "kdir")
     table, nearest = nearest_table(release), None
-    config = os.path.join(kdir, "config")
-    missing = config_missing(config) if os.path.exists(config) else []
+    # its config: in its kernel dir, or (not prepared yet) beside the file
+    config = next((c for c in [os.path.join(kdir, "config")] + _configs_beside(path, release)
+                   if os.path.isfile(c)), None)
+    missing = config_missing(config) if config else []
     handler_missing = [m for m in HANDLER if m in missing]
     if handler_missing:
         table = "no-handler"  # expect.NO_HANDLER: the VM resets on every error
@@ -184,6 +186,13 @@ def _custom(path, prepare):
                nearest=nearest, kdir=kdir)
     k.missing = handler_missing or None
     return k
+
+
+def _configs_beside(path, release):
+    """Where Debian and `make install` put a kernel file's config"""
+    here = os.path.dirname(path)
+    return [os.path.join(here, f"config-{release}"), os.path.join(here, "config"),
+            os.path.join(here, ".config")]
 
 
 def _prepare_custom(path, kdir, release, made):
@@ -198,8 +207,7 @@ def _prepare_custom(path, kdir, release, made):
                    os.path.join(here, "..", "usr", "lib", "modules", release),
                    os.path.join(here, "modules", release), f"/lib/modules/{release}"]
         moddir = next((m for m in moddirs if os.path.isdir(m)), None)
-        configs = [os.path.join(here, f"config-{release}"), os.path.join(here, "config"),
-                   os.path.join(here, ".config")]
+        configs = _configs_beside(path, release)
         if moddir:
             configs.append(os.path.join(moddir, "build", ".config"))
         config = next((c for c in configs if os.path.isfile(c)), None)

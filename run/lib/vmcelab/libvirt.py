@@ -101,13 +101,15 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
 """
 
 
-def image_domain_xml(name, state_dir, image, mem="1G", cpus=1, cpu_model="Skylake-Client", qga=True):
+def image_domain_xml(name, state_dir, image, mem="1G", cpus=1, cpu_model="Skylake-Client", qga=True,
+                     direct=False):
     """A transient domain of a guest image (images.Image) as an operator
     defines one: the image's disk (through an overlay of the domain's own,
-    so the image stays as built), its own kernel where the image carries it
-    out (else its boot loader), a serial console to STATE/console.log and,
-    with @qga, the qemu-guest-agent channel libvirt connects itself. No
-    channel of vmce's: the campaign reaches the guest through qga alone."""
+    so the image stays as built) booted by its own boot loader (@direct:
+    the kernel the image carries out, booted directly), a serial console to
+    STATE/console.log and, with @qga, the qemu-guest-agent channel libvirt
+    connects itself. No channel of vmce's: the campaign reaches the guest
+    through qga alone."""
     q = quoteattr
     os.makedirs(state_dir, exist_ok=True)
     overlay = os.path.join(state_dir, "disk.qcow2")
@@ -115,8 +117,8 @@ def image_domain_xml(name, state_dir, image, mem="1G", cpus=1, cpu_model="Skylak
         os.unlink(overlay)
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", image.disk, "-F", image.format,
                     overlay], check=True, capture_output=True)
-    boot = ""
-    if image.image:
+    boot = "<boot dev='hd'/>"
+    if direct and image.image:
         boot = (f"<kernel>{image.image}</kernel><initrd>{image.initrd}</initrd>"
                 f"<cmdline>{image.cmdline or ''}</cmdline>")
     agent = ("<channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>"
