@@ -145,8 +145,8 @@ campaign: image
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet
-bench: kernels qemus
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images
+bench: kernels qemus guest-image
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
 	-@run/bench
@@ -155,6 +155,7 @@ bench: kernels qemus
 	-@run/bench --overhead
 	-@run/bench --only remote
 	-@run/bench --only kernels
+	-@run/bench --only images
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M
 	-@run/libvirt/restarts

@@ -196,6 +196,17 @@ def _p1_row(t, r, how, prefix):
           r["ratio"] <= 1.5, how)
 
 
+def _images(t, d, how):
+    i = d["images"]
+    cold = i.get("cold_build_s") or (i.get("build") or {}).get("debian-12", {}).get("cold_build_s")
+    t.row("guest image debian-12: cold build, then cached", f"{cold} s, then {i['cached_s']} s", how=how)
+    t.row("guest image debian-12: boot to qemu-guest-agent answering, to vmce's tools listening (median)",
+          f"{i['boot_to_qga_s']['median']:.1f} s, {i['boot_to_tools_s']['median']:.1f} s (TCG)", how=how)
+    for label, r in i["cases_per_hour"].items():
+        t.row(f"cases per hour, images.ini on {label}: with its boot, after it",
+              f"{r['per_hour']}, {r['per_hour_after_boot']} (a case {r['case_s']['median']:.2f} s)", how=how)
+
+
 # each part of the bench: its figure file, the command that writes it, what
 # the table says when it is not there, and how it fills its rows
 PARTS = [
@@ -215,6 +226,8 @@ PARTS = [
      _restarts),
     ("fleet", "run/fleet bench", "virsh and judged campaigns across the fleet: cases per hour, 1 host and 3", _fleet),
     ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
+    ("images", "run/bench --only images", "the operator's own guests: image build, boot to qga, cases per hour",
+     _images),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),
 ]
