@@ -67,10 +67,11 @@ class DomainVm:
                                   for e in c.iter("source") if e.get("path")), None) or \
             next((e.get("file") for c in root.iter("serial") for e in c.iter("log")), None)
         self.events_path = os.path.join(workdir, f"{name}.events")
-        self._events = subprocess.Popen(
-            ["virsh"] + (["-c", uri] if uri else []) + ["event", "--domain", name, "--event", "reboot",
-                                                        "--loop", "--timestamp"],
-            stdout=open(self.events_path, "w"), stderr=subprocess.DEVNULL, start_new_session=True)
+        with open(self.events_path, "w") as out:
+            self._events = subprocess.Popen(
+                ["virsh"] + (["-c", uri] if uri else []) + ["event", "--domain", name, "--event", "reboot",
+                                                            "--loop", "--timestamp"],
+                stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def state(self):
         res = virsh(self.uri, "domstate", self.name, "--reason")

@@ -777,8 +777,11 @@ def variants_section(results):
         if len(set(said.values())) > 1:
             differs.append(f"<li><b>{esc(key)}</b>: " + "; ".join(
                 f"{esc(k)}: <i>{esc(label)}</i> ({esc(v)})" for k, (label, v) in said.items()) + "</li>")
-    axes = [name for i, name in enumerate(("guest kernels", "QEMUs", "hosts")) if any(v[i] for v in order)]
-    what = " and ".join(axes) if len(axes) < 3 else "guest kernels, QEMUs and hosts"
+    # images (the whole guest, its kernel with it) where every case ran on one
+    images = all((_case(r).get("kernel_info") or {}).get("kind") == "image" for r in results)
+    first = "images" if images else "guest kernels"
+    axes = [name for i, name in enumerate((first, "QEMUs", "hosts")) if any(v[i] for v in order)]
+    what = " and ".join(axes) if len(axes) < 3 else f"{first}, QEMUs and hosts"
     approx = any(nearest.values())
     return f"""<section id="side-by-side"><h2>Side by side: {esc(", ".join(labels[v] for v in order))}</h2>
 <p>The same cases on each of the {what}: what the guest did (or QEMU, where it handled the error
@@ -981,7 +984,8 @@ def render(meta, results, timeline, skipped=None):
     qemus = _qemus_line(meta, results)
     # what is not known (a report rendered again from its results file) is left out
     facts = [when, f"{len(results)} case{'s' if len(results) != 1 else ''}: {verdicts}"]
-    facts += [f"guest kernel {kernel}"] if kernel else []
+    # an image names itself ("image debian-12 (6.1.0-50-amd64)")
+    facts += [kernel if kernel.startswith("image ") else f"guest kernel {kernel}"] if kernel else []
     facts += [qemus] if qemus else []
     facts += [f"guest reuse {'on' if meta.get('reuse', True) else 'off'}"]
     facts += [f"seed {meta['seed']}"] if meta.get("seed") is not None else []
