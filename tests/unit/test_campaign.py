@@ -484,6 +484,20 @@ class Images(Files):
         self.assertEqual(judge(cloud, exp, dict(obs, qemu_alive=False, qemu_exit={"how": "exited"}), None)[0],
                          "fail")
 
+    def test_no_handler_under_vmce_series_is_dropped_not_reset(self):
+        c = self.parse(self.SPEC)
+        cloud = next(x for x in c.cases if x.kernel == "debian-12-cloud")
+        cloud.qemu_info = qemus.Qemu("vmce-10.0", "/x", "QEMU emulator version 10.0.13", (10, 0), True,
+                                     "vmce-10.0")
+        exp = expectation(cloud)
+        self.assertEqual(exp.guest, "dropped")
+        obs = dict(reset=None, qemu_alive=True, guest_alive=True, panic=None,
+                   injected=[{"result": "injected", "qemu_event": {"action": "ignore"}}])
+        self.assertEqual(judge(cloud, exp, obs, None)[0], "pass")
+        self.assertEqual(judge(cloud, exp, dict(obs, reset="a new boot"), None)[0], "fail")
+        self.assertEqual(judge(cloud, exp, dict(obs, injected=[{"qemu_event": {"action": "reset"}}]), None)[0],
+                         "fail")
+
     def test_command_line_images(self):
         c = self.parse("[matrix m]\npages = anon-dirty\n", images=["debian-12-cloud"])
         self.assertEqual([x.kernel for x in c.cases], ["debian-12-cloud"])

@@ -64,6 +64,21 @@ class Resolve(unittest.TestCase):
                               ("6.17.0", "debian-6.12"), ("weird", "debian-6.1")):
             self.assertEqual(kernels.nearest_table(release), want, release)
 
+    def test_table_for(self):
+        cases = [  # release, handler missing, Debian exact?, want
+            ("6.1.0-50-amd64", [], True, ("debian-6.1", None)),
+            ("6.1.0-50-amd64", [], False, ("debian-6.1", "debian-6.1")),
+            ("6.1.0-50-cloud-amd64", [], True, ("debian-6.1", "debian-6.1")),
+            ("6.12.118+deb13-amd64", [], True, ("debian-6.12", None)),
+            ("6.12.9-custom", [], True, ("debian-6.12", "debian-6.12")),
+            ("5.14.0-427.el9.x86_64", [], True, ("debian-6.1", "debian-6.1")),
+            ("6.1.0-50-cloud-amd64", ["CONFIG_MEMORY_FAILURE"], True, ("no-handler", None)),
+        ]
+        for release, missing, exact, want in cases:
+            self.assertEqual(kernels.table_for(release, missing, exact), want, release)
+        self.assertEqual(kernels.handler_missing("CONFIG_MEMORY_FAILURE=y\n# CONFIG_X86_MCE is not set\n"),
+                         ["CONFIG_X86_MCE"])
+
     def test_unknown_name(self):
         with self.assertRaises(kernels.KernelError) as cm:
             kernels.resolve("debian-5.10")

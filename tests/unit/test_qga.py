@@ -120,6 +120,14 @@ class QgaTest(unittest.TestCase):
         self.addCleanup(a.close)
         return a
 
+    def test_refusal_is_told_from_failure(self):
+        for text, refused in (("Command guest-exec has been disabled", True),
+                              ("The command guest-exec has been disabled for this instance", True),
+                              ("Command guest-exec not found", True),
+                              ("Failed to execute child process \"x\" (No such file or directory)", False),
+                              ("Guest agent is not responding: timeout", False)):
+            self.assertEqual(qga.refusal(text), refused, text)
+
     def test_stale_answers_are_skipped(self):
         fake = FakeQga(self.sock, stale=[{"return": {}}, {"return": {"pid": 7}, "id": 3}])
         a = self.agent(fake)

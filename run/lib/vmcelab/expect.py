@@ -116,6 +116,11 @@ ALTERNATIVES = {
 # itself; KVM: kvm_vcpu_ioctl_x86_set_mce() asks for one). Whatever the
 # page and whichever kind, a host error the guest is told of resets it.
 NO_HANDLER = "no-handler"
+# vmce's series (inject-mce, qemu-patches/ 0001) drops a machine check the
+# guest cannot take instead of resetting it, and MEMORY_FAILURE says "ignore"
+NO_HANDLER_DROPPED_NOTE = ("this kernel has no HWPOISON handler and never enables machine checks (CR4.MCE); "
+                           "vmce's inject-mce drops a machine check such a guest cannot take rather than "
+                           "reset it (MEMORY_FAILURE action \"ignore\"): the guest lives on and nobody is told")
 NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILURE / CONFIG_X86_MCE): "
                    "it never enables machine checks (CR4.MCE), and a machine check into a CPU "
                    "without them is a triple fault: the VM resets")
@@ -229,6 +234,8 @@ class Expectation:
     def summary(self):
         if self.guest == "reset":
             return "the VM resets: a machine check into a guest without a handler is a triple fault"
+        if self.guest == "dropped":
+            return "QEMU drops the machine check (MEMORY_FAILURE ignore): the guest lives on, nobody told"
         if self.guest == "qemu-died":
             return f"QEMU dies ({self.qemu_table} under TCG)"
         if self.guest == "panic" and self.qemu:
@@ -354,7 +361,11 @@ def _kernel_expectation(case):
         # the guest's own injection needs the handler it does not have
         if not case.host_side:
             return None
-        exp = Expectation(case, None, "none", 12, None, guest="reset", note=NO_HANDLER_NOTE)
+        qemu = getattr(case, "qemu_info", None)
+        if qemu is not None and qemu.has("inject-mce"):
+            exp = Expectation(case, None, "none", 12, None, guest="dropped", note=NO_HANDLER_DROPPED_NOTE)
+        else:
+            exp = Expectation(case, None, "none", 12, None, guest="reset", note=NO_HANDLER_NOTE)
         exp.table = table
         return exp
     exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR)
@@ -490,6 +501,18 @@ def _judge(case, exp, obs, not_run):
         if obs["qemu_alive"]:
             return "fail", [f"QEMU lived on, though {exp.qemu_table} dies of it: {exp.note}"]
         return "pass", [f"QEMU died ({qemu_exit_words(obs)}), as {exp.qemu_table} does: {exp.note}"]
+    if exp.guest == "dropped":
+        actions = [(i.get("qemu_event") or {}).get("action") for i in obs.get("injected") or []
+                   if isinstance(i, dict)]
+        if not obs["qemu_alive"]:
+            return "fail", [f"QEMU died ({qemu_exit_words(obs)})"]
+        if obs.get("reset"):
+            return "fail", [f"the guest reset ({obs['reset']}), though inject-mce drops what it cannot take"]
+        if not obs["guest_alive"]:
+            return "fail", ["the guest stopped answering"]
+        if not actions or any(a != "ignore" for a in actions):
+            return "fail", [f"QEMU's MEMORY_FAILURE said {actions or 'nothing'}, expected ignore"]
+        return "pass", [f"QEMU dropped it (MEMORY_FAILURE ignore) and the guest lives on: {exp.note}"]
     if exp.guest == "reset":
         if not obs["qemu_alive"]:
             return "fail", [f"QEMU died ({qemu_exit_words(obs)}) instead of resetting the guest"]

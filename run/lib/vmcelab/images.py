@@ -24,13 +24,8 @@ import subprocess
 
 from . import kernels as kernels_mod
 from . import paths
-from .expect import NO_HANDLER
 
 KNOWN = ("debian-12", "debian-12-cloud")
-# what a kernel needs to recover at all (guest-kernel/check-config names
-# them all); without them the guest's CPU has no CR4.MCE, and a machine
-# check is a triple fault
-HANDLER = ("CONFIG_MEMORY_FAILURE", "CONFIG_X86_MCE")
 
 
 class ImageError(Exception):
@@ -72,19 +67,9 @@ class Image:
             return
         self.release = release
         if config is not None:
-            self.missing = [c for c in HANDLER if not re.search(rf"^{c}=y$", config, re.M)]
-        if self.missing:
-            self.table, self.nearest = NO_HANDLER, None
-        else:
-            self.table = kernels_mod.nearest_table(release)
-            # Debian's own 6.1 in a Debian 12 image is the table's kernel itself
-            self.nearest = None if self._is_table_kernel() else self.table
-
-    def _is_table_kernel(self):
-        """Debian's own build of the table's kernel, by Debian's release
-        names: 6.1.0-N-amd64 (Debian 12), 6.12.N+deb13-amd64 (Debian 13)"""
-        own = {"debian-6.1": r"6\.1\.0-\d+-amd64", "debian-6.12": r"6\.12\.\d+\+deb13(u\d+)?-amd64"}
-        return re.fullmatch(own.get(self.table, "$^"), self.release) is not None
+            self.missing = kernels_mod.handler_missing(config)
+        # Debian's own kernel in a Debian image is the table's kernel itself
+        self.table, self.nearest = kernels_mod.table_for(release, self.missing, debian_exact=True)
 
     @property
     def label(self):

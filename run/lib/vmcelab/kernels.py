@@ -22,6 +22,7 @@ import struct
 import subprocess
 
 from . import paths
+from .expect import NO_HANDLER
 
 DEFAULT = "debian-6.1"
 
@@ -54,7 +55,7 @@ class Kernel:
         # table: the expectations (expect.py TABLES); nearest: set when the
         # kernel is not one vmce knows, and table is only the closest
         self.table, self.nearest, self.kdir = table, nearest, kdir
-        self.missing = None  # the handler's options it lacks (table "no-handler")
+        self.missing = None  # the handler's options it lacks (table NO_HANDLER)
 
     @property
     def label(self):
@@ -172,20 +173,37 @@ def _custom(path, prepare):
         _prepare_custom(path, kdir, release, made)
     if kdir is None:
         kdir = os.path.join(made, "kdir")
-    table, nearest = nearest_table(release), None
     # its config: in its kernel dir, or (not prepared yet) beside the file
     config = next((c for c in [os.path.join(kdir, "config")] + _configs_beside(path, release)
                    if os.path.isfile(c)), None)
-    missing = config_missing(config) if config else []
-    handler_missing = [m for m in HANDLER if m in missing]
-    if handler_missing:
-        table = "no-handler"  # expect.NO_HANDLER: the VM resets on every error
-    else:
-        nearest = table
+    missing = handler_missing(_read(config)) if config else []
+    table, nearest = table_for(release, missing)
     k = Kernel(path, _boot_image(kdir) if os.path.isdir(kdir) else path, initrd, release, table,
                nearest=nearest, kdir=kdir)
-    k.missing = handler_missing or None
+    k.missing = missing or None
     return k
+
+
+def handler_missing(config):
+    """The HANDLER options a kernel config's text does not build in"""
+    return [c for c in HANDLER if not re.search(rf"^{c}=y$", config, re.M)]
+
+
+# Debian's own builds of the kernels vmce has tables for, by their release names
+DEBIAN_BUILDS = {"debian-6.1": r"6\.1\.0-\d+-amd64", "debian-6.12": r"6\.12\.\d+\+deb13(u\d+)?-amd64"}
+
+
+def table_for(release, missing, debian_exact=False):
+    """(table, nearest): the expectations a kernel of @release is judged by.
+    Without the handler (@missing: handler_missing()) "no-handler"; else the
+    nearest known kernel's, nearest set to say so, unless @debian_exact and
+    the release is Debian's own build of that kernel (an image's: Debian's
+    package, unchanged)"""
+    if missing:
+        return NO_HANDLER, None
+    table = nearest_table(release)
+    exact = debian_exact and re.fullmatch(DEBIAN_BUILDS.get(table, "$^"), release or "") is not None
+    return table, None if exact else table
 
 
 def _configs_beside(path, release):
@@ -246,7 +264,8 @@ def _prepare_custom(path, kdir, release, made):
 
 # what vmce's guest agent cannot do without (guest-kernel/vmce.config)
 AGENT_NEEDS = ("CONFIG_VIRTIO_CONSOLE", "CONFIG_VIRTIO_PCI")
-# without these the guest has no HWPOISON handler at all
+# without these the guest has no HWPOISON handler at all: it never sets
+# CR4.MCE, and a machine check is a triple fault (expect.NO_HANDLER)
 HANDLER = ("CONFIG_MEMORY_FAILURE", "CONFIG_X86_MCE")
 
 
