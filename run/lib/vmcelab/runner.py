@@ -390,8 +390,15 @@ class CaseRun:
         try:
             self.agent.call("pages-touch", pid=w["pid"], only=1)
         except AgentError:
-            if self.vm.alive() and not self.reset():
+            if not self._went_down():
                 raise
+
+    def _went_down(self, grace=5):
+        """The agent's connection closed: whether QEMU died or the guest
+        reset. A QEMU killed by its own SIGBUS closes its sockets before it
+        is a zombie, and stays one until vmced, its tracer, has reaped it:
+        the answer may take a moment (seen: one run in five)"""
+        return bool(_wait(lambda: not self.vm.alive() or self.reset(), grace, 0.05))
 
     def reset(self):
         """The guest restarted during the case (where a kernel without a
