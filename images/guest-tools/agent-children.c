@@ -1,37 +1,117 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/*
- * The tools vmce-agent starts (vmce-victim, vmce-pages): forked with
- * their first line read back over a pipe, reaped, and their report files
- * read. Victims and page workloads differ in what they are asked and
- * answer, not in how they are run.
- */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "procfs.h"
+#include "agent-children.h"
+#include "jsonbuf.h"
 
-/* The tools' first line can take long: vmce-pages waits for KSM to merge. */
-#define START_TIMEOUT_MS 30000
+/* The newest first: an old victim's pid may have been reused by a new one. */
+struct victim *find_victim(struct children *c, pid_t pid)
+{
+	for (size_t i = c->nvictims; i-- > 0;)
+		if (c->victims[i].pid == pid)
+			return &c->victims[i];
+	return NULL;
+}
+
+/* Counts the victim's {"touched":true} lines; it prints nothing else we need. */
+static void victim_feed(struct victim *v, const char *data, size_t n)
+{
+	static const char touched[] = "{\"touched\":true}";
+
+	for (size_t i = 0; i < n; i++) {
+		if (data[i] == '\n') {
+			if (v->line_len == strlen(touched) && !memcmp(v->line, touched, v->line_len))
+				v->touched++;
+			v->line_len = 0;
+		} else if (v->line_len < sizeof(v->line)) {
+			v->line[v->line_len++] = data[i];
+		}
+	}
+}
+
+void add_victim(struct children *c, pid_t pid, int out_fd, const char *printed, size_t n)
+{
+	struct victim *nv;
+
+	c->victims = xrealloc(c->victims, (c->nvictims + 1) * sizeof(*nv));
+	nv = &c->victims[c->nvictims++];
+	*nv = (struct victim){ .pid = pid, .alive = true, .out_fd = out_fd };
+	fcntl(out_fd, F_SETFL, O_NONBLOCK);
+	victim_feed(nv, printed, n);
+}
+
+/* Consumes what the victim printed, so it never blocks on a full pipe. */
+void drain_victim(struct victim *v)
+{
+	char chunk[4096];
+	ssize_t n;
+
+	while (v->out_fd >= 0) {
+		n = read(v->out_fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			close(v->out_fd);
+			v->out_fd = -1;
+			return;
+		}
+		victim_feed(v, chunk, (size_t)n);
+	}
+}
+
+void add_group(struct children *c, const struct page_group *g)
+{
+	c->groups = xrealloc(c->groups, (c->ngroups + 1) * sizeof(*c->groups));
+	c->groups[c->ngroups++] = *g;
+}
+
+static struct page_group *find_leader(struct children *c, pid_t pid)
+{
+	for (size_t i = c->ngroups; i-- > 0;)
+		if (c->groups[i].leader == pid)
+			return &c->groups[i];
+	return NULL;
+}
+
+/* The newest first, as for victims. */
+static struct page_group *find_group(struct children *c, pid_t pid)
+{
+	for (size_t i = c->ngroups; i-- > 0;)
+		for (int j = 0; j < c->groups[i].npids; j++)
+			if (c->groups[i].pids[j] == pid)
+				return &c->groups[i];
+	return NULL;
+}
+
+int known_group(struct children *c, const struct request *rq, struct page_group **g,
+		struct error *err)
+{
+	pid_t pid;
+
+	if (required_pid(rq, &pid, err))
+		return -1;
+	reap_children(c);
+	*g = find_group(c, pid);
+	if (!*g)
+		return fail(err, "NotFound", "no vmce-pages process with pid %d", (int)pid);
+	return 0;
+}
 
 /* Also reaps vmce-pages processes orphaned by their leader (the agent is their subreaper). */
-void reap_children(struct agent *a)
+void reap_children(struct children *c)
 {
 	pid_t pid;
 	int status;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		struct victim *v = find_victim(a, pid);
-		struct page_group *g = find_leader(a, pid);
+		struct victim *v = find_victim(c, pid);
+		struct page_group *g = find_leader(c, pid);
 
 		if (v) {
 			v->alive = false;
@@ -42,183 +122,4 @@ void reap_children(struct agent *a)
 			g->status = status;
 		}
 	}
-}
-
-void exit_json(struct buf *out, bool alive, int status)
-{
-	if (alive)
-		buf_puts(out, "null");
-	else if (WIFSIGNALED(status))
-		buf_printf(out, "{\"signal\":%d}", WTERMSIG(status));
-	else
-		buf_printf(out, "{\"code\":%d}", WEXITSTATUS(status));
-}
-
-void describe_exit(char *s, size_t size, int status)
-{
-	if (WIFSIGNALED(status))
-		snprintf(s, size, "was killed by signal %d", WTERMSIG(status));
-	else
-		snprintf(s, size, "exited with code %d", WEXITSTATUS(status));
-}
-
-/*
- * The tools live beside the agent: /bin in vmce's initramfs, and wherever
- * the host put them in a guest it reaches through qemu-guest-agent (a
- * tmpfs: an operator's image is not ours to write to). Called in the
- * child, just before the exec.
- */
-const char *tool_path(const char *name)
-{
-	static char path[PATH_MAX];
-	char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	char *slash;
-
-	if (n <= 0) {
-		snprintf(path, sizeof(path), "/bin/%s", name);
-		return path;
-	}
-	dir[n] = '\0';
-	slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-		snprintf(path, sizeof(path), "/bin/%s", name);
-	return path;
-}
-
-/*
- * The tool must not inherit the agent's blocked signals or ignored
- * SIGPIPE, nor read the agent's stdin; what it prints comes back on the
- * pipe (stderr too when with_stderr, else it goes to the console).
- */
-pid_t spawn_tool(exec_fn *exec_tool, const struct request *rq, bool with_stderr, int *out_fd,
-		 struct error *err)
-{
-	int fds[2];
-	pid_t pid;
-
-	if (mkdir(REPORT_DIR, 0755) && errno != EEXIST)
-		return fail(err, "Failed", "cannot create " REPORT_DIR ": %s", strerror(errno));
-	if (pipe2(fds, O_CLOEXEC))
-		return fail(err, "Failed", "pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return fail(err, "Failed", "fork: %s", strerror(errno));
-	}
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDONLY);
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		if (null_fd >= 0)
-			dup2(null_fd, STDIN_FILENO);
-		dup2(fds[1], STDOUT_FILENO);
-		if (with_stderr)
-			dup2(fds[1], STDERR_FILENO);
-		exec_tool(rq);
-		_exit(127);
-	}
-	close(fds[1]);
-	*out_fd = fds[0];
-	return pid;
-}
-
-/*
- * Reads the tool's first line into out (NUL-terminated, without '\n').
- * Returns the number of bytes read past it, which stay at out + len + 1,
- * or -1 on EOF or timeout, leaving what was read in out.
- */
-ssize_t read_first_line(int fd, char *out, size_t size, size_t *len)
-{
-	struct timespec start, now;
-	size_t got = 0;
-
-	out[0] = '\0';
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		char *nl = memchr(out, '\n', got);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		long waited;
-		ssize_t n;
-
-		if (nl) {
-			*nl = '\0';
-			*len = (size_t)(nl - out);
-			return (ssize_t)(got - *len - 1);
-		}
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-		if (got + 1 >= size || waited >= START_TIMEOUT_MS)
-			return -1;
-		if (poll(&pfd, 1, (int)(START_TIMEOUT_MS - waited)) <= 0)
-			continue;
-		n = read(fd, out + got, size - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-		out[got] = '\0';
-	}
-}
-
-void wait_for_eof(int fd, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	char sink[512];
-
-	while (poll(&pfd, 1, timeout_ms) > 0 && read(fd, sink, sizeof(sink)) > 0)
-		;
-}
-
-/* Waits up to timeout_ms for pid to exit; kills it after that. */
-int wait_exit(pid_t pid, int timeout_ms)
-{
-	int status = 0;
-
-	for (int waited = 0; waited < timeout_ms; waited += 10) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			return status;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	return status;
-}
-
-/* Running, not a zombie waiting to be reaped. */
-bool process_alive(pid_t pid)
-{
-	char path[64], stat[512], *paren;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_file(path, stat, sizeof(stat)) < 0)
-		return false;
-	paren = strrchr(stat, ')');
-	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
-}
-
-/* Appends the file's one JSON object, or null when there is none (yet). */
-bool add_report(struct buf *out, const char *path)
-{
-	char text[1024];
-	ssize_t n = read_file(path, text, sizeof(text));
-
-	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-		text[--n] = '\0';
-	/* Reports are renamed into place whole: one object or nothing. */
-	if (n > 1 && text[0] == '{' && text[n - 1] == '}' && !memchr(text, '\n', (size_t)n)) {
-		buf_add(out, text, (size_t)n);
-		return true;
-	}
-	buf_puts(out, "null");
-	return false;
 }

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent-reports.h"
+#include "agent-spawn.h"
+#include "agent-write.h"
 
 #define INJECT_TIMEOUT_MS 5000
 #define HWPOISON_CORRUPT "/sys/kernel/debug/hwpoison/corrupt-pfn"
@@ -26,7 +29,7 @@ static int inject_madvise(struct agent *a, const struct request *rq, struct buf 
 	uint64_t va = 0;
 	pid_t pid;
 
-	if (known_group(a, rq, &g, err))
+	if (known_group(&a->children, rq, &g, err))
 		return -1;
 	required_pid(rq, &pid, err);
 	if (arg(rq, "va") && required_u64(rq, "va", &va, err))
@@ -52,7 +55,7 @@ static int inject_madvise(struct agent *a, const struct request *rq, struct buf 
 		if (!process_alive(pid)) {
 			buf_printf(out, "{\"method\":\"madvise\",\"pid\":%d,\"result\":null,\"killed\":true,"
 				   "\"sigbus\":", (int)pid);
-			add_sigbus_records(out, &(struct page_group){ .pids = { pid }, .npids = 1 });
+			add_sigbus_records(out, &pid, 1);
 			buf_puts(out, "}");
 			return 0;
 		}

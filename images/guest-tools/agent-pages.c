@@ -5,7 +5,6 @@
  * what its processes see in REPORT_DIR; these commands signal the group
  * and gather those reports into answers.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,24 +14,8 @@
 #include <unistd.h>
 
 #include "agent.h"
-
-struct page_group *find_leader(struct agent *a, pid_t pid)
-{
-	for (size_t i = a->ngroups; i-- > 0;)
-		if (a->groups[i].leader == pid)
-			return &a->groups[i];
-	return NULL;
-}
-
-/* The newest first, as for victims. */
-static struct page_group *find_group(struct agent *a, pid_t pid)
-{
-	for (size_t i = a->ngroups; i-- > 0;)
-		for (int j = 0; j < a->groups[i].npids; j++)
-			if (a->groups[i].pids[j] == pid)
-				return &a->groups[i];
-	return NULL;
-}
+#include "agent-reports.h"
+#include "agent-spawn.h"
 
 static void exec_pages(const struct request *rq)
 {
@@ -136,86 +119,13 @@ int cmd_pages_start(struct agent *a, const struct request *rq, struct buf *out, 
 	    parse_pids(first, &g))
 		return pages_start_failed(pid, first, err);
 
-	a->groups = xrealloc(a->groups, (a->ngroups + 1) * sizeof(*a->groups));
 	g.leader = pid;
 	g.alive = true;
 	json_get_str(first, "type", g.type, sizeof(g.type));
 	json_get_str(first, "file", g.file, sizeof(g.file));
-	a->groups[a->ngroups++] = g;
+	add_group(&a->children, &g);
 	buf_add(out, first, len);
 	return 0;
-}
-
-int known_group(struct agent *a, const struct request *rq, struct page_group **g, struct error *err)
-{
-	pid_t pid;
-
-	if (required_pid(rq, &pid, err))
-		return -1;
-	reap_children(a);
-	*g = find_group(a, pid);
-	if (!*g)
-		return fail(err, "NotFound", "no vmce-pages process with pid %d", (int)pid);
-	return 0;
-}
-
-static bool in_group(const struct page_group *g, pid_t pid)
-{
-	for (int i = 0; i < g->npids; i++)
-		if (g->pids[i] == pid)
-			return true;
-	return false;
-}
-
-static int compare_names(const void *x, const void *y)
-{
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
-
-/* The SIGBUS records DIR/pages-PID-TID.json of the group's processes, by name. */
-void add_sigbus_records(struct buf *out, const struct page_group *g)
-{
-	char **names = NULL, path[512];
-	size_t n = 0;
-	struct dirent *d;
-	DIR *dp = opendir(REPORT_DIR);
-	bool first = true;
-
-	while (dp && (d = readdir(dp))) {
-		long pid, tid;
-		char tail[16];
-		size_t size;
-
-		if (sscanf(d->d_name, "pages-%ld-%ld%15s", &pid, &tid, tail) != 3 ||
-		    strcmp(tail, ".json") || !in_group(g, (pid_t)pid))
-			continue;
-		names = xrealloc(names, (n + 1) * sizeof(*names));
-		size = strlen(d->d_name) + 1;
-		names[n++] = memcpy(xrealloc(NULL, size), d->d_name, size);
-	}
-	if (dp)
-		closedir(dp);
-	qsort(names, n, sizeof(*names), compare_names);
-	buf_puts(out, "[");
-	for (size_t i = 0; i < n; i++) {
-		struct buf rec = { 0 };
-
-		snprintf(path, sizeof(path), REPORT_DIR "/%s", names[i]);
-		if (add_report(&rec, path)) {
-			buf_puts(out, first ? "" : ",");
-			buf_add(out, rec.p, rec.len);
-			first = false;
-		}
-		free(rec.p);
-		free(names[i]);
-	}
-	free(names);
-	buf_puts(out, "]");
-}
-
-void report_path(char *path, size_t size, pid_t pid, const char *suffix)
-{
-	snprintf(path, size, REPORT_DIR "/pages-%d%s", (int)pid, suffix);
 }
 
 int cmd_pages_status(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
@@ -224,7 +134,7 @@ int cmd_pages_status(struct agent *a, const struct request *rq, struct buf *out,
 	char path[128];
 	bool first = true;
 
-	if (known_group(a, rq, &g, err))
+	if (known_group(&a->children, rq, &g, err))
 		return -1;
 	buf_printf(out, "{\"pid\":%d,\"type\":", (int)g->leader);
 	buf_json_cstr(out, g->type);
@@ -236,7 +146,7 @@ int cmd_pages_status(struct agent *a, const struct request *rq, struct buf *out,
 		buf_printf(out, "%s\"%d\":%s", i ? "," : "", (int)g->pids[i],
 			   process_alive(g->pids[i]) ? "true" : "false");
 	buf_puts(out, "},\"sigbus\":");
-	add_sigbus_records(out, g);
+	add_sigbus_records(out, g->pids, g->npids);
 	buf_puts(out, ",\"touched\":[");
 	for (int i = 0; i < g->npids; i++) {
 		report_path(path, sizeof(path), g->pids[i], ".touched");
@@ -287,7 +197,7 @@ int cmd_pages_touch(struct agent *a, const struct request *rq, struct buf *out, 
 	const char *only = arg(rq, "only");
 	pid_t pid;
 
-	if (known_group(a, rq, &g, err))
+	if (known_group(&a->children, rq, &g, err))
 		return -1;
 	for (int i = 0; i < g->npids; i++) {
 		report_path(path, sizeof(path), g->pids[i], ".touched");
@@ -309,7 +219,7 @@ int cmd_pages_check(struct agent *a, const struct request *rq, struct buf *out, 
 	struct page_group *g;
 	char path[128];
 
-	if (known_group(a, rq, &g, err))
+	if (known_group(&a->children, rq, &g, err))
 		return -1;
 	report_path(path, sizeof(path), g->leader, ".check");
 	unlink(path);
@@ -332,7 +242,7 @@ int cmd_pages_stop(struct agent *a, const struct request *rq, struct buf *out, s
 {
 	struct page_group *g;
 
-	if (known_group(a, rq, &g, err))
+	if (known_group(&a->children, rq, &g, err))
 		return -1;
 	kill(-g->leader, SIGKILL);
 	for (int i = 0; i < g->npids; i++)
@@ -343,7 +253,7 @@ int cmd_pages_stop(struct agent *a, const struct request *rq, struct buf *out, s
 		g->alive = false;
 	}
 	/* The other processes are orphans now; the agent is their subreaper. */
-	reap_children(a);
+	reap_children(&a->children);
 	remove_group_file(g);
 	buf_puts(out, "{}");
 	return 0;

@@ -298,25 +298,6 @@ int cmd_sysfs(struct agent *a, const struct request *rq, struct buf *out, struct
 	return 0;
 }
 
-int write_string(const char *path, const char *value, struct error *err)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return fail(err, errno == ENOENT ? "NotFound" : "Failed", "cannot open %s: %s", path,
-			    strerror(errno));
-	n = write(fd, value, strlen(value));
-	int saved = errno;
-
-	close(fd);
-	if (n < 0) {
-		errno = saved;
-		return fail(err, "Failed", "writing %s to %s: %s", value, path, strerror(saved));
-	}
-	return 0;
-}
-
 static bool same_module(const char *path, const char *name)
 {
 	const char *base = strrchr(path, '/');

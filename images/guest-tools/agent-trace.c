@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent-write.h"
 
 #define TRACING_DIR "/sys/kernel/tracing"
 #define MF_EVENT "events/ras/memory_failure_event"

@@ -2,10 +2,10 @@
 /*
  * victim-start, -status, -touch, -stop: vmce-victim processes, each owning
  * one dirty anonymous page for the host to poison. The agent keeps their
- * pipes drained and counts their touches, which only they print.
+ * pipes drained and counts their touches, which only they print
+ * (agent-children.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,54 +14,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent-reports.h"
+#include "agent-spawn.h"
 #include "procfs.h"
-
-
-/* The newest first: an old victim's pid may have been reused by a new one. */
-struct victim *find_victim(struct agent *a, pid_t pid)
-{
-	for (size_t i = a->nvictims; i-- > 0;)
-		if (a->victims[i].pid == pid)
-			return &a->victims[i];
-	return NULL;
-}
-
-/* Counts the victim's {"touched":true} lines; it prints nothing else we need. */
-static void victim_feed(struct victim *v, const char *data, size_t n)
-{
-	static const char touched[] = "{\"touched\":true}";
-
-	for (size_t i = 0; i < n; i++) {
-		if (data[i] == '\n') {
-			if (v->line_len == strlen(touched) && !memcmp(v->line, touched, v->line_len))
-				v->touched++;
-			v->line_len = 0;
-		} else if (v->line_len < sizeof(v->line)) {
-			v->line[v->line_len++] = data[i];
-		}
-	}
-}
-
-/* Consumes what the victim printed, so it never blocks on a full pipe. */
-void drain_victim(struct victim *v)
-{
-	char chunk[4096];
-	ssize_t n;
-
-	while (v->out_fd >= 0) {
-		n = read(v->out_fd, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0) {
-			close(v->out_fd);
-			v->out_fd = -1;
-			return;
-		}
-		victim_feed(v, chunk, (size_t)n);
-	}
-}
 
 static void exec_victim(const struct request *rq)
 {
@@ -129,14 +84,8 @@ int cmd_victim_start(struct agent *a, const struct request *rq, struct buf *out,
 			    first[0] ? ": " : "", first);
 	}
 
-	struct victim *nv;
-
-	a->victims = xrealloc(a->victims, (a->nvictims + 1) * sizeof(*nv));
-	nv = &a->victims[a->nvictims++];
-	*nv = (struct victim){ .pid = pid, .alive = true, .out_fd = out_fd };
-	fcntl(out_fd, F_SETFL, O_NONBLOCK);
 	/* What the victim printed right after its first line. */
-	victim_feed(nv, first + len + 1, (size_t)extra);
+	add_victim(&a->children, pid, out_fd, first + len + 1, (size_t)extra);
 	buf_add(out, first, len);
 	return 0;
 }
@@ -147,8 +96,8 @@ static int known_victim(struct agent *a, const struct request *rq, struct victim
 
 	if (required_pid(rq, &pid, err))
 		return -1;
-	reap_children(a);
-	*v = find_victim(a, pid);
+	reap_children(&a->children);
+	*v = find_victim(&a->children, pid);
 	if (!*v)
 		return fail(err, "NotFound", "no victim with pid %d", (int)pid);
 	return 0;

@@ -195,3 +195,63 @@ int cmd_workload(struct agent *a, const struct request *rq, struct buf *out, str
 		   (long long)result[1]);
 	return 0;
 }
+
+/*
+ * fill: a process takes @mb MiB of anonymous memory and writes every page,
+ * as a guest's next workload takes what memory is free. Each page it gets
+ * is zeroed by the guest's kernel first: a page the guest was never told
+ * is lost on the host (a neighbour in a lost huge page, hugepage-loss.c on
+ * the host) is read there, in kernel context. How far it got and what
+ * ended it are the answer; a guest that panics gives none.
+ */
+#define FILL_MAX_MB (1 << 20)
+
+int cmd_fill(struct agent *a, const struct request *rq, struct buf *out, struct error *err)
+{
+	uint64_t mb, done = 0, start = now_ns();
+	int fds[2], status;
+	pid_t child;
+
+	if (required_u64(rq, "mb", &mb, err))
+		return -1;
+	if (mb == 0 || mb > FILL_MAX_MB)
+		return fail(err, "InvalidParameter", "mb must be 1 to %d", FILL_MAX_MB);
+	if (pipe2(fds, O_CLOEXEC))
+		return fail(err, "Failed", "pipe: %s", strerror(errno));
+	child = fork();
+	if (child < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return fail(err, "Failed", "fork: %s", strerror(errno));
+	}
+	if (child == 0) {
+		/* a MiB at a time, each reported once written: the parent
+		 * knows how far a child killed on the way got */
+		close(fds[0]);
+		for (uint64_t i = 0; i < mb; i++) {
+			unsigned char *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+						MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+			char one = 1;
+
+			if (p == MAP_FAILED)
+				_exit(2);
+			for (size_t off = 0; off < (1 << 20); off += 4096)
+				p[off] = 0x5a;
+			if (write(fds[1], &one, 1) != 1)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	for (char c; read(fds[0], &c, 1) == 1;)
+		done++;
+	close(fds[0]);
+	waitpid(child, &status, 0);
+	buf_printf(out, "{\"mb\":%llu,\"mb_done\":%llu,\"ns\":%llu,", (unsigned long long)mb,
+		   (unsigned long long)done, (unsigned long long)(now_ns() - start));
+	if (WIFSIGNALED(status))
+		buf_printf(out, "\"signal\":%d,\"exit\":null}", WTERMSIG(status));
+	else
+		buf_printf(out, "\"signal\":null,\"exit\":%d}", WEXITSTATUS(status));
+	return 0;
+}

@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,57 +30,12 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "procfs.h"
 
 #define REPLY_TIMEOUT_MS 2000
 /* Without a host on the port, look again this often even without SIGIO. */
 #define RECONNECT_POLL_MS 1000
 /* --call: a request that takes longer is a guest in trouble. */
 #define CALL_TIMEOUT_S 120
-
-/* ---- requests and errors ---- */
-
-int fail(struct error *err, const char *class, const char *fmt, ...)
-{
-	va_list ap;
-
-	err->class = class;
-	va_start(ap, fmt);
-	vsnprintf(err->desc, sizeof(err->desc), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-const char *arg(const struct request *rq, const char *key)
-{
-	for (int i = 0; i < rq->nargs; i++)
-		if (!strcmp(rq->args[i].key, key))
-			return rq->args[i].value;
-	return NULL;
-}
-
-int required_u64(const struct request *rq, const char *key, uint64_t *v, struct error *err)
-{
-	const char *s = arg(rq, key);
-
-	if (!s)
-		return fail(err, "InvalidParameter", "%s needs the parameter %s", rq->command, key);
-	if (parse_u64(s, v))
-		return fail(err, "InvalidParameter", "%s=%s is not a number", key, s);
-	return 0;
-}
-
-int required_pid(const struct request *rq, pid_t *pid, struct error *err)
-{
-	uint64_t v;
-
-	if (required_u64(rq, "pid", &v, err))
-		return -1;
-	if (v == 0 || v > INT32_MAX)
-		return fail(err, "InvalidParameter", "pid=%s is not a process id", arg(rq, "pid"));
-	*pid = (pid_t)v;
-	return 0;
-}
 
 static volatile sig_atomic_t port_event;
 
@@ -130,6 +84,7 @@ static const struct command commands[] = {
 	{ "inject", cmd_inject, { "method", "pid", "va", "pfn", "kind", "flags", "bank", NULL } },
 	/* agent-workload.c */
 	{ "workload", cmd_workload, { "kind", "ms", NULL } },
+	{ "fill", cmd_fill, { "mb", NULL } },
 };
 
 static bool key_allowed(const struct command *c, const char *key)
@@ -336,17 +291,17 @@ static void __attribute__((noreturn)) serve(struct agent *a)
 		size_t n = 0;
 		int rc;
 
-		reap_children(a);
-		if (cap < a->nvictims + 1) {
-			cap = a->nvictims + 16;
+		reap_children(&a->children);
+		if (cap < a->children.nvictims + 1) {
+			cap = a->children.nvictims + 16;
 			fds = xrealloc(fds, cap * sizeof(*fds));
 		}
 		if (a->listen_fd >= 0 && a->port < 0)
 			fds[n++] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
 		else
 			fds[n++] = (struct pollfd){ .fd = a->port_live ? a->port : -1, .events = POLLIN };
-		for (size_t i = 0; i < a->nvictims; i++)
-			fds[n++] = (struct pollfd){ .fd = a->victims[i].out_fd, .events = POLLIN };
+		for (size_t i = 0; i < a->children.nvictims; i++)
+			fds[n++] = (struct pollfd){ .fd = a->children.victims[i].out_fd, .events = POLLIN };
 
 		/* SIGIO, unblocked only here, says the host connected or left. */
 		rc = ppoll(fds, n, a->port_live || a->listen_fd >= 0 ? NULL : &retry, &waitmask);
@@ -362,7 +317,7 @@ static void __attribute__((noreturn)) serve(struct agent *a)
 			continue;
 		for (size_t i = 1; i < n; i++)
 			if (fds[i].revents)
-				drain_victim(&a->victims[i - 1]);
+				drain_victim(&a->children.victims[i - 1]);
 		if (fds[0].revents && a->listen_fd >= 0 && a->port < 0)
 			accept_caller(a);
 		else if (fds[0].revents)
@@ -495,7 +450,7 @@ static int usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	static struct agent a = { .kmsg_fd = -1, .trace_fd = -1, .port_live = true, .listen_fd = -1 };
+	static struct agent a = { .kmsg.fd = -1, .trace_fd = -1, .port_live = true, .listen_fd = -1 };
 
 	if (argc == 2 && !strcmp(argv[1], "--help"))
 		return usage(stdout);
@@ -506,7 +461,7 @@ int main(int argc, char **argv)
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		if (listen_on(&a, argv[2]))
 			return 1;
-		if (kmsg_start(&a)) {
+		if (kmsg_start(&a.kmsg)) {
 			fputs("vmce-agent: out of memory\n", stderr);
 			return 1;
 		}
@@ -529,7 +484,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vmce-agent: no SIGIO on %s (%s); polling for the host every %d ms\n",
 			argv[1], strerror(errno), RECONNECT_POLL_MS);
 
-	if (kmsg_start(&a)) {
+	if (kmsg_start(&a.kmsg)) {
 		fputs("vmce-agent: out of memory\n", stderr);
 		return 1;
 	}
