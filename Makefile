@@ -138,7 +138,7 @@ campaign: image
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage
 bench: kernels qemus guest-image
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
@@ -149,6 +149,7 @@ bench: kernels qemus guest-image
 	-@run/bench --only remote
 	-@run/bench --only kernels
 	-@run/bench --only images
+	-@run/bench --only hugepage
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M
 	-@run/libvirt/restarts

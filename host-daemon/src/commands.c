@@ -7,10 +7,10 @@
  *   subscribe                         events from now on
  *   attach        {pid, qmp, name?, agent?, policy?}
  *   detach        {vm}
- *   set-policy    {vm, policy?, migration?}
+ *   set-policy    {vm, policy?, migration?, hugepage?}
  *                                     forward, ignore-ao, pass, stop or force;
  *                                     refuse or allow-zero
- *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, timeout-ms?}
+ *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, lsb?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
  *
@@ -21,8 +21,10 @@
 
 #include "commands.h"
 #include "forward.h"
+#include "hugepage-loss.h"
 #include "json-util.h"
 #include "migration-guard.h"
+#include "page.h"
 #include "sim-poison.h"
 
 #define VMCE_POISON_DEFAULT_TIMEOUT_MS 30000
@@ -246,11 +248,19 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
   VmcePolicy policy = VMCE_POLICY_FORWARD;
   VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
   const gchar *migration_str = vmce_json_object_get_string_opt (args, "migration");
+  const gchar *hugepage_str = vmce_json_object_get_string_opt (args, "hugepage");
+  VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_ONE;
 
   if (vm == NULL || !vmce_commands_get_policy (req, args, &policy))
     return;
-  if (!json_object_has_member (args, "policy") && migration_str == NULL) {
-    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'policy' or 'migration' is missing");
+  if (!json_object_has_member (args, "policy") && migration_str == NULL && hugepage_str == NULL) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'policy', 'migration' or 'hugepage' is missing");
+    return;
+  }
+  if (hugepage_str != NULL && !vmce_hugepage_policy_from_string (hugepage_str, &hugepage)) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'hugepage' must be one or all, not \"%s\"", hugepage_str);
     return;
   }
   if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
@@ -269,6 +279,11 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
                vmce_migration_policy_to_string (migration),
                vmce_migration_policy_to_string (vmce_migration_guard_get_policy (vm)));
     vmce_migration_guard_set_policy (vm, migration);
+  }
+  if (hugepage_str != NULL) {
+    g_message ("vm %s: hugepage %s (was %s)", vmce_vm_get_name (vm), vmce_hugepage_policy_to_string (hugepage),
+               vmce_hugepage_policy_to_string (vmce_hugepage_loss_get_policy (vm)));
+    vmce_hugepage_loss_set_policy (vm, hugepage);
   }
   vmce_control_request_return (req, NULL);
 }
@@ -306,7 +321,7 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   const gchar *trigger_str;
   VmceSimTrigger trigger = VMCE_SIM_TRIGGER_AUTO;
   VmceMceKind kind;
-  guint64 gpa = 0, hva = 0, cpu = 0, timeout = VMCE_POISON_DEFAULT_TIMEOUT_MS;
+  guint64 gpa = 0, hva = 0, cpu = 0, timeout = VMCE_POISON_DEFAULT_TIMEOUT_MS, lsb = VMCE_PAGE_SHIFT;
   gboolean have_gpa = FALSE, have_hva = FALSE, have_cpu = FALSE;
 
   if (vm == NULL || !vmce_commands_get_kind (req, args, &kind))
@@ -316,12 +331,19 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   if (!vmce_json_object_get_u64_opt (args, "gpa", &gpa, &have_gpa, &error) ||
       !vmce_json_object_get_u64_opt (args, "hva", &hva, &have_hva, &error) ||
       !vmce_json_object_get_u64_opt (args, "cpu", &cpu, &have_cpu, &error) ||
-      !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error)) {
+      !vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error) ||
+      !vmce_json_object_get_u64_opt (args, "lsb", &lsb, NULL, &error)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return;
   }
   if (have_gpa == have_hva) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "give exactly one of 'gpa' and 'hva'");
+    return;
+  }
+  /* a 4 KiB page, or all of a 2 MiB or 1 GiB one */
+  if (lsb != VMCE_PAGE_SHIFT && lsb != 21 && lsb != 30) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'lsb' must be 12, 21 (a 2 MiB page) or 30 (1 GiB), not %" G_GUINT64_FORMAT, lsb);
     return;
   }
   trigger_str = vmce_json_object_get_string_opt (args, "trigger");
@@ -331,7 +353,7 @@ vmce_cmd_poison (VmceControlRequest *req, JsonObject *args, gpointer user_data)
     return;
   }
   vmce_sim_poison_async (vm, have_hva ? hva : gpa, have_hva, kind, trigger,
-                         have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1,
+                         have_cpu ? (gint) MIN (cpu, G_MAXINT) : -1, (guint) lsb,
                          (guint) MIN (timeout, G_MAXUINT), vmce_cmd_event_cb, req);
 }
 

@@ -11,9 +11,9 @@
 #include "config.h"
 
 static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy",
-                                           "migration", "realtime-priority", NULL };
+                                           "migration", "hugepage", "realtime-priority", NULL };
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
-static const gchar *const domain_keys[] = { "policy", "migration", NULL };
+static const gchar *const domain_keys[] = { "policy", "migration", "hugepage", NULL };
 
 /* GKeyFile keeps no line numbers: find the group's (or its key's) line in
  * the text, for messages */
@@ -131,6 +131,22 @@ vmce_config_migration (GKeyFile *kf,
 }
 
 static gboolean
+vmce_config_hugepage (GKeyFile *kf,
+                      gchar **lines,
+                      const gchar *path,
+                      const gchar *group,
+                      VmceHugepagePolicy *hugepage,
+                      GError **error)
+{
+  g_autofree gchar *value = g_key_file_get_string (kf, group, "hugepage", NULL);
+
+  if (!vmce_hugepage_policy_from_string (g_strstrip (value), hugepage))
+    return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "hugepage"),
+                             "hugepage must be one or all, not '%s'", value);
+  return TRUE;
+}
+
+static gboolean
 vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
 {
   g_autoptr(GError) local = NULL;
@@ -162,6 +178,11 @@ vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **
     if (!vmce_config_migration (kf, lines, self->path, "vmced", &self->migration, error))
       return FALSE;
     self->has_migration = TRUE;
+  }
+  if (g_key_file_has_key (kf, "vmced", "hugepage", NULL)) {
+    if (!vmce_config_hugepage (kf, lines, self->path, "vmced", &self->hugepage, error))
+      return FALSE;
+    self->has_hugepage = TRUE;
   }
   return TRUE;
 }
@@ -200,6 +221,7 @@ vmce_config_load_domain (VmceConfig *self,
 {
   VmcePolicy policy = VMCE_POLICY_FORWARD;
   VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
+  VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_ONE;
 
   if (!vmce_config_check_keys (kf, lines, self->path, group, domain_keys, error))
     return FALSE;
@@ -214,6 +236,11 @@ vmce_config_load_domain (VmceConfig *self,
       return FALSE;
     g_hash_table_insert (self->domain_migration, g_strdup (group + 7),
                          GINT_TO_POINTER (migration + 1));
+  }
+  if (g_key_file_has_key (kf, group, "hugepage", NULL)) {
+    if (!vmce_config_hugepage (kf, lines, self->path, group, &hugepage, error))
+      return FALSE;
+    g_hash_table_insert (self->domain_hugepage, g_strdup (group + 7), GINT_TO_POINTER (hugepage + 1));
   }
   return TRUE;
 }
@@ -233,6 +260,7 @@ vmce_config_load (const gchar *path, GError **error)
   self->realtime_priority = -1;
   self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_migration = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->domain_hugepage = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   if (!g_file_get_contents (path, &text, NULL, error)) {
     g_prefix_error (error, "config: ");
     return NULL;
@@ -288,6 +316,19 @@ vmce_config_migration_for (const VmceConfig *self, const gchar *name, VmceMigrat
   return self->has_migration ? self->migration : fallback;
 }
 
+VmceHugepagePolicy
+vmce_config_hugepage_for (const VmceConfig *self, const gchar *name, VmceHugepagePolicy fallback)
+{
+  gpointer p;
+
+  if (self == NULL)
+    return fallback;
+  p = name != NULL ? g_hash_table_lookup (self->domain_hugepage, name) : NULL;
+  if (p != NULL)
+    return (VmceHugepagePolicy) (GPOINTER_TO_INT (p) - 1);
+  return self->has_hugepage ? self->hugepage : fallback;
+}
+
 void
 vmce_config_free (VmceConfig *self)
 {
@@ -300,5 +341,6 @@ vmce_config_free (VmceConfig *self)
   g_strfreev (self->domains);
   g_clear_pointer (&self->domain_policies, g_hash_table_unref);
   g_clear_pointer (&self->domain_migration, g_hash_table_unref);
+  g_clear_pointer (&self->domain_hugepage, g_hash_table_unref);
   g_free (self);
 }

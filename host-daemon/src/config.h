@@ -21,11 +21,14 @@ typedef struct {
   VmcePolicy policy;
   gboolean has_migration; /* [vmced] migration */
   VmceMigrationPolicy migration;
+  gboolean has_hugepage; /* [vmced] hugepage */
+  VmceHugepagePolicy hugepage;
   gchar *uri;          /* [libvirt] uri, or NULL */
   gchar **domains;     /* [libvirt] domains, or NULL */
   gboolean all_domains; /* [libvirt] all-domains */
   GHashTable *domain_policies; /* [domain NAME] policy: name -> VmcePolicy + 1 */
   GHashTable *domain_migration; /* [domain NAME] migration: name -> VmceMigrationPolicy + 1 */
+  GHashTable *domain_hugepage;  /* [domain NAME] hugepage: name -> VmceHugepagePolicy + 1 */
 } VmceConfig;
 
 VmceConfig *vmce_config_load (const gchar *path, GError **error);
@@ -38,3 +41,7 @@ VmcePolicy vmce_config_policy_for (const VmceConfig *self, const gchar *name, Vm
 VmceMigrationPolicy vmce_config_migration_for (const VmceConfig *self,
                                                const gchar *name,
                                                VmceMigrationPolicy fallback);
+/* The same for a lost huge page */
+VmceHugepagePolicy vmce_config_hugepage_for (const VmceConfig *self,
+                                             const gchar *name,
+                                             VmceHugepagePolicy fallback);

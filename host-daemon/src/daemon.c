@@ -16,6 +16,7 @@
 #include "forward.h"
 #include "journal.h"
 #include "json-util.h"
+#include "hugepage-loss.h"
 #include "migration-guard.h"
 #include "poison-index.h"
 #include "proc-info.h"
@@ -37,6 +38,7 @@ struct _VmceDaemon {
   VmcePoisonIndex *index;
   VmcePoisonIndexStats replay;
   VmceMigrationPolicy migration;
+  VmceHugepagePolicy hugepage;
   const VmceConfig *config;
 };
 
@@ -119,6 +121,7 @@ vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
   g_queue_init (&self->recent);
   self->inject_gap_ms = options->inject_gap_ms;
   self->migration = options->migration;
+  self->hugepage = options->hugepage;
   self->start_time_us = g_get_monotonic_time ();
   self->index = vmce_poison_index_new ();
   if (!vmce_daemon_replay_journal (self, options->journal_path, error))
@@ -258,6 +261,9 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                                    vmce_config_migration_for (data->daemon->config,
                                                               vmce_vm_get_name (data->vm),
                                                               data->daemon->migration));
+  vmce_hugepage_loss_set_policy (data->vm, vmce_config_hugepage_for (data->daemon->config,
+                                                                     vmce_vm_get_name (data->vm),
+                                                                     data->daemon->hugepage));
   g_task_return_pointer (task, vmce_vm_ref (data->vm), (GDestroyNotify) vmce_vm_unref);
 }
 
@@ -326,7 +332,11 @@ vmce_daemon_vm_qemu_event (VmceVm *vm,
 static JsonNode *
 vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_data)
 {
-  return vmce_daemon_emit_event (user_data, ev);
+  JsonNode *json = vmce_daemon_emit_event (user_data, ev);
+
+  /* after it has its seq: the loss's record names it */
+  vmce_hugepage_loss_on_event (vm, ev);
+  return json;
 }
 
 static void
@@ -341,6 +351,7 @@ vmce_daemon_vm_letting_go (VmceVm *vm, const gchar *why, gboolean release_pages,
   vmce_reset_guard_cancel_all (vm);
   vmce_forward_cancel_all (vm, why);
   vmce_sim_cancel_all (vm, why);
+  vmce_hugepage_loss_cancel_all (vm);
   if (release_pages)
     vmce_sim_release_all (vm);
 }
@@ -367,6 +378,7 @@ vmce_daemon_vm_to_json (VmceVm *vm, JsonBuilder *b, gpointer user_data)
 {
   vmce_json_builder_add_int (b, "simulated_poisoned_host_pages", vmce_sim_count_protected (vm));
   vmce_migration_guard_to_json (vm, b);
+  vmce_hugepage_loss_to_json (vm, b);
 }
 
 static GPtrArray *

@@ -21,6 +21,7 @@ typedef struct {
   const gchar *journal_path;
   guint inject_gap_ms;
   VmceMigrationPolicy migration; /* unless vmced.conf says otherwise for a domain */
+  VmceHugepagePolicy hugepage;   /* the same */
 } VmceDaemonOptions;
 
 VmceDaemon *vmce_daemon_new (const VmceDaemonOptions *options, GError **error);

@@ -545,7 +545,9 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
     ev->block_offset = range->offset + (ev->gpa - range->gpa);
     f->same_page_on_its_way = vmce_forward_find_same_page (vm, ev->gpa) != NULL;
     p = vmce_vm_find_poisoned (vm, ev->gpa);
-    f->known_poisoned = p != NULL;
+    /* a page lost with a huge page that the guest was never told of
+     * (policy one): its first read is a first error, not a refault */
+    f->known_poisoned = p != NULL && !(p->lost_with != 0 && p->count == 0);
     f->refaults = p != NULL ? p->refaults : 0;
   } else if (vmce_vm_get_layout (vm) != NULL &&
              vmce_ram_layout_hva_to_block (vmce_vm_get_layout (vm), ev->hva, &f->block, &f->block_offset)) {
@@ -667,6 +669,52 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
   g_warn_if_reached ();
 }
 
+/* A machine check at @gpa that no signal brought (vmcectl inject, a page
+ * of a lost huge page), ready for the queue; NULL and @error where @gpa is
+ * not guest RAM */
+static VmceMceEvent *
+vmce_forward_event_for_gpa (VmceVm *vm, guint64 gpa, VmceMceKind kind, guint cpu, const gchar *source,
+                            GError **error)
+{
+  g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
+  const VmceRamRange *range = NULL;
+
+  if (vmce_vm_get_layout (vm) == NULL || !vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), gpa, &ev->hva, &range)) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa, vmce_vm_get_name (vm));
+    return NULL;
+  }
+  ev->stop_us = g_get_monotonic_time ();
+  ev->time_us = g_get_real_time ();
+  ev->vm = g_strdup (vmce_vm_get_name (vm));
+  ev->uuid = g_strdup (vmce_vm_get_uuid (vm));
+  ev->pid = vmce_vm_get_pid (vm);
+  ev->qemu_id = g_strdup (vmce_vm_get_qemu_id (vm));
+  ev->source = source;
+  ev->kind = kind;
+  ev->gpa = gpa;
+  ev->have_gpa = TRUE;
+  ev->block = g_strdup (range->block);
+  ev->block_offset = range->offset + (gpa - range->gpa);
+  /* guest-only: the user asked for it, whether the guest can take it or
+   * not; a lost huge page's: the page hit was injected, so it can */
+  ev->style = vmce_mce_style_for (vmce_vm_get_cpu_model (vm), NULL);
+  if (ev->style == VMCE_MCE_STYLE_NONE)
+    ev->style = vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm)) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
+  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
+  vmce_mce_encode (kind, gpa, cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
+  ev->have_mce = TRUE;
+  vmce_forward_note_deferred (ev);
+  ev->via = g_strdup ("hmp");
+  return g_steal_pointer (&ev);
+}
+
+static gint
+vmce_forward_first_vcpu (VmceVm *vm)
+{
+  return vmce_vm_get_vcpus (vm)->len > 0 ? (gint) g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, 0).index : 0;
+}
+
 void
 vmce_forward_inject_async (VmceVm *vm,
                            guint64 gpa,
@@ -676,48 +724,43 @@ vmce_forward_inject_async (VmceVm *vm,
                            gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
-  g_autoptr(VmceMceEvent) ev = vmce_mce_event_new ();
-  const VmceRamRange *range = NULL;
+  g_autoptr(GError) error = NULL;
+  VmceMceEvent *ev;
   VmceInjection *inj;
 
-  if (vmce_vm_get_layout (vm) == NULL || !vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (vm), gpa, &ev->hva, &range)) {
-    g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
-                             "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s", gpa,
-                             vmce_vm_get_name (vm));
-    return;
-  }
   if (cpu < 0)
-    cpu = vmce_vm_get_vcpus (vm)->len > 0 ? (gint) g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, 0).index : 0;
-  if (vmce_vm_find_vcpu (vm, (guint) cpu) == NULL) {
+    cpu = vmce_forward_first_vcpu (vm);
+  if (vmce_vm_get_layout (vm) != NULL && vmce_vm_find_vcpu (vm, (guint) cpu) == NULL) {
     g_task_return_new_error (task, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
                              "vm %s has no vCPU %d", vmce_vm_get_name (vm), cpu);
     return;
   }
-  ev->stop_us = g_get_monotonic_time ();
-  ev->time_us = g_get_real_time ();
-  ev->vm = g_strdup (vmce_vm_get_name (vm));
-  ev->uuid = g_strdup (vmce_vm_get_uuid (vm));
-  ev->pid = vmce_vm_get_pid (vm);
-  ev->qemu_id = g_strdup (vmce_vm_get_qemu_id (vm));
-  ev->source = "inject";
-  ev->kind = kind;
-  ev->gpa = gpa;
-  ev->have_gpa = TRUE;
-  ev->block = g_strdup (range->block);
-  ev->block_offset = range->offset + (gpa - range->gpa);
-  /* guest-only: the user asked for it, whether the guest can take it or not */
-  ev->style = vmce_mce_style_for (vmce_vm_get_cpu_model (vm), NULL);
-  if (ev->style == VMCE_MCE_STYLE_NONE)
-    ev->style = vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm)) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
-  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
-  vmce_mce_encode (kind, gpa, (guint) cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
-  ev->have_mce = TRUE;
-  vmce_forward_note_deferred (ev);
-  ev->via = g_strdup ("hmp");
-
-  inj = vmce_injection_new (vm, g_steal_pointer (&ev));
+  ev = vmce_forward_event_for_gpa (vm, gpa, kind, (guint) cpu, "inject", &error);
+  if (ev == NULL) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  inj = vmce_injection_new (vm, ev);
   inj->task = g_steal_pointer (&task);
   vmce_forward_enqueue (vm, inj);
+}
+
+void
+vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
+{
+  g_autoptr(GError) error = NULL;
+  VmceMceEvent *ev;
+
+  /* the layout may have changed since the loss (memory unplugged) */
+  ev = vmce_forward_event_for_gpa (vm, gpa, VMCE_MCE_KIND_AO, (guint) vmce_forward_first_vcpu (vm), "huge-page",
+                                   &error);
+  if (ev == NULL) {
+    g_warning ("vm %s: a page of a lost huge page not told: %s", vmce_vm_get_name (vm), error->message);
+    return;
+  }
+  ev->about_seq = about_seq;
+  ev->lsb = VMCE_PAGE_SHIFT;
+  vmce_forward_enqueue (vm, vmce_injection_new (vm, ev));
 }
 
 JsonNode *

@@ -24,6 +24,11 @@ void vmce_forward_inject_async (VmceVm *vm,
                                 gpointer user_data);
 JsonNode *vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **error);
 
+/* A page of a lost huge page, told to the guest as a found error (SRAO),
+ * in the queue behind what is there; @about_seq: the error that showed
+ * the loss (hugepage-loss.c) */
+void vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq);
+
 /* QEMU's MEMORY_FAILURE event, to be kept with the injection it belongs to */
 void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
 

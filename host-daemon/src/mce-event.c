@@ -123,6 +123,9 @@ vmce_mce_event_add_origin (JsonBuilder *b, const VmceMceEvent *ev)
   vmce_mce_event_add_int_or_null (b, "tid", ev->tid > 0, ev->tid);
   vmce_json_builder_add_string (b, "thread", ev->thread);
   vmce_json_builder_add_string (b, "source", ev->source);
+  /* a page of a lost huge page: the record of the error that showed it */
+  if (ev->about_seq != 0)
+    vmce_json_builder_add_int (b, "about_seq", (gint64) ev->about_seq);
 }
 
 /* the SIGBUS, and where the error is in QEMU's memory and the guest's */

@@ -35,8 +35,11 @@ typedef struct {
   int si_code;
   guint64 hva;
   guint lsb;
-  const gchar *source; /* "kernel", "simulated" (vmcectl poison) or "inject" (no signal) */
+  /* "kernel", "simulated" (vmcectl poison), "inject" (no signal) or
+   * "huge-page" (no signal: a page of a lost huge page, hugepage-loss.c) */
+  const gchar *source;
   guint64 request_id;  /* the vmcectl request it answers, 0 if none */
+  guint64 about_seq;   /* source "huge-page": the error that showed the loss */
   gboolean have_gpa;
   guint64 gpa;
   gchar *block;

@@ -246,7 +246,7 @@ vmce_migration_mark_pending (VmceVm *vm)
     g_string_append_printf (list, "%s0x%" G_GINT64_MODIFIER "x", i > 0 ? ", " : "", gpa);
     /* what the source's host kernel told it: the guest hears of the page
      * again (a guest that isolated it says so), and a touch faults */
-    vmce_sim_poison_async (vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1,
+    vmce_sim_poison_async (vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, VMCE_PAGE_SHIFT,
                            VMCE_MARK_TIMEOUT_MS, vmce_migration_mark_cb, vmce_vm_ref (vm));
   }
   g_message ("vm %s: %u page(s) that reached it zeroed by migration marked poisoned: %s",

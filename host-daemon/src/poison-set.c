@@ -48,7 +48,8 @@ vmce_poison_set_keeps (const gchar *source, gboolean have_gpa, VmceResult result
     return FALSE;
   if (g_strcmp0 (source, "inject") == 0)
     return result == VMCE_RESULT_INJECTED;
-  return g_strcmp0 (source, "kernel") == 0 || g_strcmp0 (source, "simulated") == 0;
+  return g_strcmp0 (source, "kernel") == 0 || g_strcmp0 (source, "simulated") == 0 ||
+         g_strcmp0 (source, "huge-page") == 0;
 }
 
 VmcePoisonedPage *
@@ -126,8 +127,10 @@ vmce_poison_set_add_record (GHashTable *set, JsonObject *record)
   return TRUE;
 }
 
-VmcePoisonedPage *
-vmce_poison_set_add_found (GHashTable *set, guint64 gpa, guint64 hva, gboolean simulated)
+/* A page bad on the host that no error reported to the guest (yet):
+ * NULL if the set knows it already */
+static VmcePoisonedPage *
+vmce_poison_set_add_unreported (GHashTable *set, guint64 gpa, guint64 hva, gboolean simulated)
 {
   VmcePoisonedPage *p;
 
@@ -139,7 +142,26 @@ vmce_poison_set_add_found (GHashTable *set, guint64 gpa, guint64 hva, gboolean s
   p->simulated = simulated;
   p->host_poisoned = TRUE;
   p->result = VMCE_RESULT_PENDING;
-  p->found_in_qemu = TRUE;
+  return p;
+}
+
+VmcePoisonedPage *
+vmce_poison_set_add_found (GHashTable *set, guint64 gpa, guint64 hva, gboolean simulated)
+{
+  VmcePoisonedPage *p = vmce_poison_set_add_unreported (set, gpa, hva, simulated);
+
+  if (p != NULL)
+    p->found_in_qemu = TRUE;
+  return p;
+}
+
+VmcePoisonedPage *
+vmce_poison_set_add_lost (GHashTable *set, guint64 gpa, guint64 hva, gboolean simulated, guint64 lost_with)
+{
+  VmcePoisonedPage *p = vmce_poison_set_add_unreported (set, gpa, hva, simulated);
+
+  if (p != NULL)
+    p->lost_with = lost_with;
   return p;
 }
 
@@ -206,6 +228,10 @@ vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
   if (p->found_in_qemu) {
     json_builder_set_member_name (b, "found_in_qemu");
     json_builder_add_boolean_value (b, TRUE);
+  }
+  if (p->lost_with != 0) {
+    json_builder_set_member_name (b, "lost_with");
+    json_builder_add_int_value (b, (gint64) p->lost_with);
   }
   if (p->zeroed_for_migration) {
     json_builder_set_member_name (b, "zeroed_for_migration");

@@ -32,6 +32,9 @@ typedef struct {
   gboolean zeroed_for_migration;
   /* found in QEMU's page table, with no journal record (poison-scan.c) */
   gboolean found_in_qemu;
+  /* lost with a huge page on the host: the seq of the error that showed
+   * the loss (hugepage-loss.c); count stays 0 until the guest is told */
+  guint64 lost_with;
 } VmcePoisonedPage;
 
 /* gpa -> VmcePoisonedPage, owned */
@@ -51,6 +54,14 @@ VmcePoisonedPage *vmce_poison_set_add_found (GHashTable *set,
                                              guint64 gpa,
                                              guint64 hva,
                                              gboolean simulated);
+/* A page of a lost huge page (hugepage-loss.c), bad on the host whether
+ * the guest is told of it or not. Returns NULL if the set knows the page
+ * already. */
+VmcePoisonedPage *vmce_poison_set_add_lost (GHashTable *set,
+                                            guint64 gpa,
+                                            guint64 hva,
+                                            gboolean simulated,
+                                            guint64 lost_with);
 /* Pages that must be replaced at a reset, sorted by GPA (not owned) */
 GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
 /* All, sorted by GPA (not owned) */

@@ -6,6 +6,17 @@
  */
 #include "policy.h"
 
+/* The index of @str in @names (of @n), or -1: one lookup for every table */
+static gint
+vmce_name_index (const gchar *const *names, guint n, const gchar *str)
+{
+  for (guint i = 0; i < n; i++) {
+    if (g_strcmp0 (str, names[i]) == 0)
+      return (gint) i;
+  }
+  return -1;
+}
+
 static const gchar *const vmce_policy_names[VMCE_POLICY_COUNT] = {
   [VMCE_POLICY_FORWARD] = "forward",
   [VMCE_POLICY_IGNORE_AO] = "ignore-ao",
@@ -23,13 +34,12 @@ vmce_policy_to_string (VmcePolicy policy)
 gboolean
 vmce_policy_from_string (const gchar *str, VmcePolicy *policy)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (vmce_policy_names); i++) {
-    if (g_strcmp0 (str, vmce_policy_names[i]) == 0) {
-      *policy = (VmcePolicy) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
+  gint i = vmce_name_index (vmce_policy_names, G_N_ELEMENTS (vmce_policy_names), str);
+
+  if (i < 0)
+    return FALSE;
+  *policy = (VmcePolicy) i;
+  return TRUE;
 }
 
 const gchar *
@@ -67,11 +77,33 @@ vmce_migration_policy_to_string (VmceMigrationPolicy policy)
 gboolean
 vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (vmce_migration_policy_names); i++) {
-    if (g_strcmp0 (str, vmce_migration_policy_names[i]) == 0) {
-      *policy = (VmceMigrationPolicy) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
+  gint i = vmce_name_index (vmce_migration_policy_names, G_N_ELEMENTS (vmce_migration_policy_names), str);
+
+  if (i < 0)
+    return FALSE;
+  *policy = (VmceMigrationPolicy) i;
+  return TRUE;
+}
+
+static const gchar *const vmce_hugepage_policy_names[] = {
+  [VMCE_HUGEPAGE_ONE] = "one",
+  [VMCE_HUGEPAGE_ALL] = "all",
+};
+
+const gchar *
+vmce_hugepage_policy_to_string (VmceHugepagePolicy policy)
+{
+  return (guint) policy < G_N_ELEMENTS (vmce_hugepage_policy_names) ? vmce_hugepage_policy_names[policy]
+                                                                    : "unknown";
+}
+
+gboolean
+vmce_hugepage_policy_from_string (const gchar *str, VmceHugepagePolicy *policy)
+{
+  gint i = vmce_name_index (vmce_hugepage_policy_names, G_N_ELEMENTS (vmce_hugepage_policy_names), str);
+
+  if (i < 0)
+    return FALSE;
+  *policy = (VmceHugepagePolicy) i;
+  return TRUE;
 }

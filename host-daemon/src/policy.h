@@ -33,3 +33,14 @@ typedef enum {
 
 const gchar *vmce_migration_policy_to_string (VmceMigrationPolicy policy);
 gboolean vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy);
+
+/* What vmced tells a guest when the host loses a huge page under its RAM
+ * (SIGBUS with si_addr_lsb above 12: the host kernel poisoned all of it,
+ * hugepage-loss.c) */
+typedef enum {
+  VMCE_HUGEPAGE_ONE, /* the page the error was at, as QEMU does */
+  VMCE_HUGEPAGE_ALL, /* then every other guest page of the lost range (SRAO each) */
+} VmceHugepagePolicy;
+
+const gchar *vmce_hugepage_policy_to_string (VmceHugepagePolicy policy);
+gboolean vmce_hugepage_policy_from_string (const gchar *str, VmceHugepagePolicy *policy);

@@ -24,6 +24,7 @@
 #include <gio/gio.h>
 
 #include "json-util.h"
+#include "page.h"
 #include "ram-layout.h"
 
 typedef struct {
@@ -1287,4 +1288,32 @@ vmce_ram_layout_hva_to_block (VmceRamLayout *self,
   if (offset != NULL)
     *offset = hva - blk->hva;
   return TRUE;
+}
+
+static gint
+vmce_guest_page_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmceGuestPage *pa = a, *pb = b;
+
+  return pa->gpa < pb->gpa ? -1 : pa->gpa > pb->gpa;
+}
+
+GArray *
+vmce_ram_layout_guest_pages (VmceRamLayout *self, guint64 hva, guint64 size)
+{
+  GArray *pages = g_array_new (FALSE, FALSE, sizeof (VmceGuestPage));
+
+  g_return_val_if_fail (self != NULL, pages);
+
+  /* page by page: a range may hold a hole (the legacy VGA window of
+   * pc.ram) or ROM, which is no page a guest can be told about */
+  for (guint64 off = 0; off < size; off += VMCE_PAGE_SIZE) {
+    const VmceRamRange *range = NULL;
+    VmceGuestPage p = { .hva = (hva & VMCE_PAGE_MASK) + off };
+
+    if (vmce_ram_layout_hva_to_gpa (self, p.hva, &p.gpa, &range) && !range->rom)
+      g_array_append_val (pages, p);
+  }
+  g_array_sort (pages, vmce_guest_page_cmp);
+  return pages;
 }

@@ -97,6 +97,16 @@ gboolean vmce_ram_layout_gpa_to_hva (VmceRamLayout *self,
                                      guint64 gpa,
                                      guint64 *hva,
                                      const VmceRamRange **range);
+/* A page of guest RAM, where the guest sees it and where QEMU has it */
+typedef struct {
+  guint64 gpa;
+  guint64 hva;
+} VmceGuestPage;
+
+/* The pages of guest RAM (no ROM) among the host pages of [@hva, @hva +
+ * @size), in GPA order: an empty array where none is guest RAM */
+GArray *vmce_ram_layout_guest_pages (VmceRamLayout *self, guint64 hva, guint64 size);
+
 /* For journals and control replies: is @hva inside a known block (within
  * its extent, even where no GPA maps it), and at which offset. */
 gboolean vmce_ram_layout_hva_to_block (VmceRamLayout *self,

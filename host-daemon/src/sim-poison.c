@@ -52,8 +52,9 @@ typedef struct {
 
 typedef struct {
   VmceVm *vm;
-  guint64 host_page;
-  guint64 gpa;
+  guint64 host_page; /* the signal's address */
+  guint lsb;         /* and its si_addr_lsb: 21 or 30 for a huge page */
+  GArray *pages;     /* of VmceGuestPage: what the kernel takes away from QEMU */
   int code;
   pid_t target;
   gboolean protect;
@@ -64,6 +65,7 @@ typedef struct {
 /* The simulator's own, per VM (layer data of the session) */
 typedef struct {
   GHashTable *protected; /* host page -> guest page, both guint64* */
+  GHashTable *huge;      /* host page of a lost huge page -> its lsb */
   GHashTable *pending;   /* tid -> GQueue of VmceSimSignal */
   GPtrArray *waiters;    /* of VmceSimWaiter */
 } VmceSimulator;
@@ -99,6 +101,7 @@ vmce_sim_op_free (gpointer data)
   VmceSimOp *op = data;
 
   vmce_vm_unref (op->vm);
+  g_clear_pointer (&op->pages, g_array_unref);
   g_free (op);
 }
 
@@ -106,6 +109,7 @@ static void
 vmce_simulator_free (VmceSimulator *sim)
 {
   g_hash_table_unref (sim->protected);
+  g_hash_table_unref (sim->huge);
   g_hash_table_unref (sim->pending);
   g_ptr_array_unref (sim->waiters);
   g_free (sim);
@@ -124,6 +128,7 @@ vmce_simulator_new (void)
   VmceSimulator *sim = g_new0 (VmceSimulator, 1);
 
   sim->protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  sim->huge = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   sim->pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, vmce_sim_queue_free);
   sim->waiters = g_ptr_array_new ();
   return sim;
@@ -181,7 +186,7 @@ vmce_sim_waiter_timeout_cb (gpointer user_data)
 }
 
 static void
-vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 request_id)
+vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint lsb, guint64 request_id)
 {
   VmceSimulator *sim = vmce_simulator (vm);
   VmceSimSignal *sig = g_new0 (VmceSimSignal, 1);
@@ -189,7 +194,7 @@ vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 re
 
   sig->code = code;
   sig->addr = addr;
-  sig->lsb = 12;
+  sig->lsb = lsb;
   sig->request_id = request_id;
   if (queue == NULL) {
     queue = g_queue_new ();
@@ -202,6 +207,54 @@ vmce_sim_queue_signal (VmceVm *vm, pid_t tid, int code, guint64 addr, guint64 re
     g_warning ("vm %s: tgkill %d: %s", vmce_vm_get_name (vm), tid, g_strerror (errno));
 }
 
+static gint
+vmce_sim_hva_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmceGuestPage *pa = a, *pb = b;
+
+  return pa->hva < pb->hva ? -1 : pa->hva > pb->hva;
+}
+
+/* PROT_NONE on @pages (not yet taken), one mprotect() per run of
+ * consecutive host pages: a huge page's 512 in one call while QEMU's main
+ * thread is stopped, not 512 */
+static gboolean
+vmce_sim_take_away (VmceVm *vm, pid_t tid, GArray *pages, guint lsb, GError **error)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+  g_autoptr(GArray) hvas = g_array_new (FALSE, FALSE, sizeof (VmceGuestPage));
+
+  for (guint i = 0; i < pages->len; i++) {
+    const VmceGuestPage *p = &g_array_index (pages, VmceGuestPage, i);
+    if (!vmce_sim_is_protected (vm, p->hva & VMCE_PAGE_MASK))
+      g_array_append_val (hvas, *p);
+  }
+  g_array_sort (hvas, vmce_sim_hva_cmp);
+  for (guint i = 0; i < hvas->len;) {
+    guint j = i + 1;
+    guint64 first = g_array_index (hvas, VmceGuestPage, i).hva & VMCE_PAGE_MASK;
+
+    while (j < hvas->len && (g_array_index (hvas, VmceGuestPage, j).hva & VMCE_PAGE_MASK) ==
+                                first + (guint64) (j - i) * VMCE_PAGE_SIZE)
+      j++;
+    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, first, (guint64) (j - i) * VMCE_PAGE_SIZE, PROT_NONE,
+                               error))
+      return FALSE;
+    for (guint k = i; k < j; k++) {
+      guint64 *key = g_new (guint64, 1);
+      guint64 *value = g_new (guint64, 1);
+
+      *key = g_array_index (hvas, VmceGuestPage, k).hva & VMCE_PAGE_MASK;
+      *value = g_array_index (hvas, VmceGuestPage, k).gpa & VMCE_PAGE_MASK;
+      g_hash_table_insert (sim->protected, key, value);
+      if (lsb > VMCE_PAGE_SHIFT)
+        g_hash_table_insert (sim->huge, g_memdup2 (key, sizeof *key), GUINT_TO_POINTER (lsb));
+    }
+    i = j;
+  }
+  return TRUE;
+}
+
 static void
 vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
@@ -209,26 +262,16 @@ vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
   VmceVm *vm = op->vm;
   g_autoptr(GError) error = NULL;
 
-  if (op->protect && !vmce_sim_is_protected (vm, op->host_page)) {
-    guint64 *key = g_new (guint64, 1);
-    guint64 *value = g_new (guint64, 1);
-
-    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, op->host_page, VMCE_PAGE_SIZE, PROT_NONE, &error)) {
-      VmceSimWaiter *w = vmce_sim_find_waiter (vm, op->request_id);
-      g_free (key);
-      g_free (value);
-      g_prefix_error (&error, "cannot take the page away from QEMU: ");
-      if (w != NULL)
-        vmce_sim_waiter_fail (w, g_steal_pointer (&error));
-      vmce_sim_op_free (op);
-      return;
-    }
-    *key = op->host_page;
-    *value = op->gpa;
-    g_hash_table_insert (vmce_simulator (vm)->protected, key, value);
+  if (op->protect && !vmce_sim_take_away (vm, tid, op->pages, op->lsb, &error)) {
+    VmceSimWaiter *w = vmce_sim_find_waiter (vm, op->request_id);
+    g_prefix_error (&error, "cannot take the page away from QEMU: ");
+    if (w != NULL)
+      vmce_sim_waiter_fail (w, g_steal_pointer (&error));
+    vmce_sim_op_free (op);
+    return;
   }
   if (op->send)
-    vmce_sim_queue_signal (vm, op->target, op->code, op->host_page, op->request_id);
+    vmce_sim_queue_signal (vm, op->target, op->code, op->host_page, op->lsb, op->request_id);
   vmce_sim_op_free (op);
 }
 
@@ -240,6 +283,7 @@ typedef struct {
   VmceMceKind kind;
   VmceSimTrigger trigger; /* never AUTO once checked */
   gint cpu;
+  guint lsb; /* 12, or a huge page's (21, 30): all of it is lost */
   const VmceVcpu *vcpu; /* the vCPU an AR at once goes to, or NULL */
 } VmceSimRequest;
 
@@ -270,6 +314,17 @@ vmce_sim_check_request (VmceVm *vm, VmceSimRequest *r, GError **error)
                  "HVA 0x%" G_GINT64_MODIFIER "x is not guest RAM of vm %s: only "
                  "--trigger now can be simulated there",
                  r->hva, name);
+    return FALSE;
+  }
+  if (r->lsb > VMCE_PAGE_SHIFT && (!r->in_ram || r->kind != VMCE_MCE_KIND_AO || vmce_vm_is_kvm (vm))) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_INVALID_PARAMETER,
+                 !r->in_ram ? "a huge page is lost in guest RAM: give a GPA"
+                 : r->kind != VMCE_MCE_KIND_AO
+                     ? "a huge page's loss is simulated as found (AO); its other pages come as AR "
+                       "when the guest reads them"
+                     : "vm %s runs under KVM, which fails KVM_RUN on a protected page instead of "
+                       "faulting: use the host lab for real huge-page errors",
+                 name);
     return FALSE;
   }
   if (!r->in_ram)
@@ -308,6 +363,7 @@ vmce_sim_poison_async (VmceVm *vm,
                        VmceMceKind kind,
                        VmceSimTrigger trigger,
                        gint cpu,
+                       guint lsb,
                        guint timeout_ms,
                        GAsyncReadyCallback callback,
                        gpointer user_data)
@@ -321,6 +377,7 @@ vmce_sim_poison_async (VmceVm *vm,
     .kind = kind,
     .trigger = trigger,
     .cpu = cpu,
+    .lsb = lsb,
   };
   VmceSimWaiter *w;
   VmceSimOp *op;
@@ -348,7 +405,18 @@ vmce_sim_poison_async (VmceVm *vm,
   op = g_new0 (VmceSimOp, 1);
   op->vm = vmce_vm_ref (vm);
   op->host_page = r.hva & VMCE_PAGE_MASK;
-  op->gpa = r.gpa & VMCE_PAGE_MASK;
+  op->lsb = MAX (r.lsb, VMCE_PAGE_SHIFT);
+  if (r.lsb > VMCE_PAGE_SHIFT) {
+    /* the host kernel (6.1, the lab's L1) unmaps all of it and names the
+     * huge page by its head: si_addr is where it starts */
+    guint64 size = G_GUINT64_CONSTANT (1) << r.lsb;
+    op->host_page = r.hva & ~(size - 1);
+    op->pages = vmce_ram_layout_guest_pages (vmce_vm_get_layout (vm), op->host_page, size);
+  } else {
+    VmceGuestPage p = { .gpa = r.gpa & VMCE_PAGE_MASK, .hva = op->host_page };
+    op->pages = g_array_new (FALSE, FALSE, sizeof (VmceGuestPage));
+    g_array_append_val (op->pages, p);
+  }
   op->request_id = w->id;
   /* what the kernel does to QEMU's mapping, where KVM can take it */
   op->protect = r.in_ram && !vmce_vm_is_kvm (vm) &&
@@ -406,8 +474,12 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
              vmce_sim_is_protected (vm, (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK)) {
     guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
 
-    /* the kernel reports the faulting address itself for a consumed page */
-    vmce_sim_fill_siginfo (&rewritten, BUS_MCEERR_AR, (guint64) (guintptr) info->si_addr, 12);
+    gpointer lsb = g_hash_table_lookup (sim->huge, &page);
+
+    /* the kernel reports the faulting address itself for a consumed page,
+     * with the size of the page it lost (VM_FAULT_HWPOISON_LARGE) */
+    vmce_sim_fill_siginfo (&rewritten, BUS_MCEERR_AR, (guint64) (guintptr) info->si_addr,
+                           lsb != NULL ? GPOINTER_TO_UINT (lsb) : VMCE_PAGE_SHIFT);
     for (guint i = 0; i < sim->waiters->len; i++) {
       VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
       if (w->on_access && w->host_page == page)
@@ -450,6 +522,7 @@ vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
     return FALSE;
   }
   g_hash_table_remove (vmce_simulator (vm)->protected, &host_page);
+  g_hash_table_remove (vmce_simulator (vm)->huge, &host_page);
   return TRUE;
 }
 
@@ -478,6 +551,7 @@ vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
   host_page &= VMCE_PAGE_MASK;
   if (sim == NULL || !g_hash_table_remove (sim->protected, &host_page))
     return;
+  g_hash_table_remove (sim->huge, &host_page);
   for (guint i = 0; i < sim->waiters->len;) {
     VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
     if (w->on_access && w->host_page == host_page) {
@@ -529,6 +603,7 @@ vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
       g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
     g_hash_table_iter_remove (&iter);
   }
+  g_hash_table_remove_all (vmce_simulator (vm)->huge);
   vmce_vm_unref (vm);
 }
 

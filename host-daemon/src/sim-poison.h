@@ -27,6 +27,7 @@ void vmce_sim_poison_async (VmceVm *vm,
                             VmceMceKind kind,
                             VmceSimTrigger trigger,
                             gint cpu,
+                            guint lsb,
                             guint timeout_ms,
                             GAsyncReadyCallback callback,
                             gpointer user_data);

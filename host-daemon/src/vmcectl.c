@@ -83,6 +83,17 @@ vmcectl_print_event (JsonObject *ev)
              detail != NULL ? detail : "-");
     return;
   }
+  if (g_strcmp0 (type, "huge-page-loss") == 0) {
+    g_print ("%s  lost     vm %s: a %" G_GINT64_FORMAT " KiB host page at HVA %s (%s), %" G_GINT64_FORMAT
+             " guest page(s); hugepage %s: %" G_GINT64_FORMAT " more to tell%s%s\n",
+             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"),
+             json_object_get_int_member_with_default (ev, "size", 0) / 1024, vmcectl_str (ev, "hva"),
+             vmcectl_str (ev, "source"), json_object_get_int_member_with_default (ev, "pages", 0),
+             vmcectl_str (ev, "policy"), json_object_get_int_member_with_default (ev, "told", 0),
+             vmce_json_object_get_string_opt (ev, "detail") ? ": " : "",
+             vmce_json_object_get_string_opt (ev, "detail") ?: "");
+    return;
+  }
   if (g_strcmp0 (type, "memory-error") != 0) {
     JsonNode *vm = json_object_get_member (ev, "vm");
     const gchar *name = vm != NULL && JSON_NODE_HOLDS_OBJECT (vm)
@@ -284,6 +295,12 @@ vmcectl_print_vm_poisoned (JsonObject *vm)
                  ? " (a destination, loading)"
                  : "");
   }
+  if (json_object_has_member (vm, "hugepage")) {
+    JsonObject *hp = json_object_get_object_member (vm, "hugepage");
+    g_print ("  a lost huge page: tell the guest %s; %" G_GINT64_FORMAT " lost so far\n",
+             g_strcmp0 (vmcectl_str (hp, "policy"), "all") == 0 ? "every page of it" : "the page hit",
+             json_object_get_int_member_with_default (hp, "losses", 0));
+  }
   arr = json_object_get_array_member (vm, "poisoned");
   g_print ("  poisoned guest pages: %u (%s)\n", json_array_get_length (arr),
            vmcectl_str (vm, "poisoned_from"));
@@ -484,9 +501,13 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
   g_autoptr(JsonNode) ret = NULL;
 
   g_autofree gchar *migration = NULL;
+  g_autofree gchar *hugepage = NULL;
   GOptionEntry entries[] = {
     { "migration", 0, 0, G_OPTION_ARG_STRING, &migration,
       "A migration of the VM while it has poisoned memory: refuse or allow-zero", "POLICY" },
+    { "hugepage", 0, 0, G_OPTION_ARG_STRING, &hugepage,
+      "A huge page of its RAM lost on the host: tell the guest the page hit (one) or every "
+      "page of it (all)", "POLICY" },
     { NULL },
   };
 
@@ -494,9 +515,9 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
                       "ignore-ao, pass, stop or force",
                       entries, &argc, &argv))
     return EXIT_FAILURE;
-  if (argc != 3 && !(argc == 2 && migration != NULL)) {
+  if (argc != 3 && !(argc == 2 && (migration != NULL || hugepage != NULL))) {
     g_printerr ("vmcectl: error: usage: vmcectl policy VM [forward|ignore-ao|pass|stop|force] "
-                "[--migration refuse|allow-zero]\n");
+                "[--migration refuse|allow-zero] [--hugepage one|all]\n");
     return EXIT_FAILURE;
   }
   json_object_set_string_member (args, "vm", argv[1]);
@@ -504,6 +525,8 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
     json_object_set_string_member (args, "policy", argv[2]);
   if (migration != NULL)
     json_object_set_string_member (args, "migration", migration);
+  if (hugepage != NULL)
+    json_object_set_string_member (args, "hugepage", hugepage);
   ret = vmcectl_call (c, "set-policy", args, &error);
   if (ret == NULL)
     return vmcectl_fail (error);
@@ -655,7 +678,7 @@ vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean po
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *gpa = NULL, *hva = NULL, *kind = NULL, *trigger = NULL, *guest_va = NULL;
+  g_autofree gchar *gpa = NULL, *hva = NULL, *kind = NULL, *trigger = NULL, *guest_va = NULL, *huge = NULL;
   gint guest_pid = 0, cpu = -1, timeout = 30;
   GOptionEntry entries[] = {
     { "gpa", 'g', 0, G_OPTION_ARG_STRING, &gpa, "Guest physical address", "ADDR" },
@@ -669,6 +692,10 @@ vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean po
       "poison: when the signal comes: auto, access (AR when a thread touches the page) or now",
       "WHEN" },
     { "cpu", 'c', 0, G_OPTION_ARG_INT, &cpu, "vCPU for AR (default: 0)", "N" },
+    { "huge-page", 0, 0, G_OPTION_ARG_STRING, &huge,
+      "poison: the host loses the whole huge page (2M or 1G) around the address, as the kernel "
+      "does with a hugetlbfs page: all of it taken away, SIGBUS with si_addr_lsb 21 or 30",
+      "SIZE" },
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout, "Seconds to wait for the error (default 30)",
       "S" },
     { NULL },
@@ -714,6 +741,13 @@ vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean po
     json_object_set_string_member (args, "trigger", trigger);
   if (cpu >= 0)
     json_object_set_int_member (args, "cpu", cpu);
+  if (huge != NULL && (!poison || (g_strcmp0 (huge, "2M") != 0 && g_strcmp0 (huge, "1G") != 0))) {
+    g_printerr ("vmcectl: error: %s\n", poison ? "--huge-page must be 2M or 1G"
+                                              : "--huge-page is for poison: inject has no host side");
+    return EXIT_FAILURE;
+  }
+  if (huge != NULL)
+    json_object_set_int_member (args, "lsb", g_strcmp0 (huge, "2M") == 0 ? 21 : 30);
   if (poison)
     json_object_set_int_member (args, "timeout-ms", (gint64) MAX (timeout, 1) * 1000);
   ret = vmcectl_call (c, poison ? "poison" : "inject", args, &error);

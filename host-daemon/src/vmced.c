@@ -21,6 +21,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "libvirt-watch.h"
+#include "hugepage-loss.h"
 #include "migration-guard.h"
 #include "ptrace-watch.h"
 
@@ -37,6 +38,7 @@ typedef struct {
   VmceConfig *config;
   VmcePolicy cli_policy; /* --policy, or the default */
   VmceMigrationPolicy cli_migration;
+  VmceHugepagePolicy cli_hugepage;
   VmceLibvirtWatch *libvirt_watch;
 } VmcedContext;
 
@@ -69,6 +71,7 @@ vmced_reload (VmcedContext *ctx)
     vmce_vm_set_policy (vm, vmce_config_policy_for (config, name, ctx->cli_policy));
     vmce_migration_guard_set_policy (vm, vmce_config_migration_for (config, name,
                                                                     ctx->cli_migration));
+    vmce_hugepage_loss_set_policy (vm, vmce_config_hugepage_for (config, name, ctx->cli_hugepage));
   }
   g_message ("reloaded %s", ctx->config_path);
 }
@@ -162,12 +165,14 @@ typedef struct {
   gboolean all_domains;
   gchar *policy_str;
   gchar *migration_str;
+  gchar *hugepage_str;
   gint inject_gap_ms; /* G_MININT: not given */
   gint realtime_priority; /* G_MININT: not given */
   gboolean version;
   VmceConfig *config;
   VmcePolicy policy;
   VmceMigrationPolicy migration;
+  VmceHugepagePolicy hugepage;
 } VmcedArgs;
 
 static void
@@ -183,6 +188,7 @@ vmced_args_clear (VmcedArgs *a)
   g_strfreev (a->domains);
   g_free (a->policy_str);
   g_free (a->migration_str);
+  g_free (a->hugepage_str);
   g_clear_pointer (&a->config, vmce_config_free);
 }
 
@@ -214,6 +220,9 @@ vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
       "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "migration", 0, 0, G_OPTION_ARG_STRING, &a->migration_str,
       "A migration of a VM with poisoned memory: refuse (default) or allow-zero", "POLICY" },
+    { "hugepage", 0, 0, G_OPTION_ARG_STRING, &a->hugepage_str,
+      "A huge page of guest RAM lost on the host: tell the guest the page hit (one, default) "
+      "or every page of it (all)", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &a->inject_gap_ms,
       "Least time between two machine checks into one VM (default 20)", "MS" },
     { "realtime-priority", 0, 0, G_OPTION_ARG_INT, &a->realtime_priority,
@@ -257,6 +266,8 @@ vmced_apply_config_file (VmcedArgs *a, GError **error)
     a->policy_str = g_strdup (vmce_policy_to_string (config->policy));
   if (a->migration_str == NULL && config->has_migration)
     a->migration_str = g_strdup (vmce_migration_policy_to_string (config->migration));
+  if (a->hugepage_str == NULL && config->has_hugepage)
+    a->hugepage_str = g_strdup (vmce_hugepage_policy_to_string (config->hugepage));
   if (a->connect_uri == NULL && config->uri != NULL) {
     a->connect_uri = g_strdup (config->uri);
     if (a->domains == NULL && !a->all_domains) {
@@ -282,6 +293,8 @@ vmced_check_args (VmcedArgs *a, GError **error)
   else if (a->migration_str != NULL &&
            !vmce_migration_policy_from_string (a->migration_str, &a->migration))
     why = "--migration must be refuse or allow-zero";
+  else if (a->hugepage_str != NULL && !vmce_hugepage_policy_from_string (a->hugepage_str, &a->hugepage))
+    why = "--hugepage must be one or all";
   if (why != NULL) {
     g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, why);
     return FALSE;
@@ -340,6 +353,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     .journal_path = a->journal_path != NULL ? a->journal_path : VMCE_DEFAULT_JOURNAL,
     .inject_gap_ms = (guint) a->inject_gap_ms,
     .migration = a->migration,
+    .hugepage = a->hugepage,
   };
   VmcedContext ctx = { 0 };
   int sfd;
@@ -365,6 +379,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   ctx.config = g_steal_pointer (&a->config);
   ctx.cli_policy = a->policy;
   ctx.cli_migration = a->migration;
+  ctx.cli_hugepage = a->hugepage;
   vmce_daemon_set_config (daemon, ctx.config);
   /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
    * SIG_IPI, say) waits for us, monitor answers and clients do not */
@@ -404,7 +419,8 @@ int
 main (int argc, char **argv)
 {
   g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT,
-                             .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_REFUSE };
+                             .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_REFUSE,
+                             .hugepage = VMCE_HUGEPAGE_ONE };
   g_autoptr(GError) error = NULL;
   sigset_t mask;
 

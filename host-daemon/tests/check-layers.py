@@ -16,7 +16,7 @@ LAYERS = [
                  "poison-scan poison-index page-replace rom-blobs control ctl-connect"),
     ("vm session", "vm vm-json"),
     ("simulator", "sim-poison"),
-    ("forwarder and guards", "forward reset-guard migration-guard"),
+    ("forwarder and guards", "forward reset-guard migration-guard hugepage-loss"),
     ("daemon", "daemon"),
     ("commands", "commands libvirt-watch"),
     ("programs", "vmced vmcectl"),

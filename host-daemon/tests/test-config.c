@@ -32,6 +32,7 @@ test_config_good (void)
                                          "realtime-priority = 1\n"
                                          "policy = ignore-ao\n"
                                          "migration = allow-zero\n"
+                                         "hugepage = all\n"
                                          "\n"
                                          "[libvirt]\n"
                                          "uri = qemu:///system\n"
@@ -39,7 +40,8 @@ test_config_good (void)
                                          "\n"
                                          "[domain web2]\n"
                                          "policy = stop\n"
-                                         "migration = refuse\n");
+                                         "migration = refuse\n"
+                                         "hugepage = one\n");
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
 
@@ -59,6 +61,9 @@ test_config_good (void)
                    VMCE_MIGRATION_ALLOW_ZERO);
   g_assert_cmpint (vmce_config_migration_for (config, "web2", VMCE_MIGRATION_ALLOW_ZERO), ==,
                    VMCE_MIGRATION_REFUSE);
+  g_assert_cmpint (vmce_config_hugepage_for (config, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ALL);
+  g_assert_cmpint (vmce_config_hugepage_for (config, "web2", VMCE_HUGEPAGE_ALL), ==, VMCE_HUGEPAGE_ONE);
+  g_assert_cmpint (vmce_config_hugepage_for (NULL, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ONE);
   g_unlink (path);
 }
 
@@ -92,6 +97,8 @@ test_config_errors (void)
   expect_error ("[vmced]\nthis line is not a key\n", "2: ");
   expect_error ("[vmced]\nmigration = zero\n", "2: migration must be refuse or allow-zero");
   expect_error ("[domain web]\n\nmigration = yes\n", "3: migration must be");
+  expect_error ("[vmced]\nhugepage = every\n", "2: hugepage must be one or all, not 'every'");
+  expect_error ("[domain web]\n\n\nhugepage = 2M\n", "4: hugepage must be one or all");
   expect_error ("[hosts]\nuri = x\n", "1: unknown group [hosts]");
 }
 

@@ -50,6 +50,21 @@ test_migration_policy (void)
   g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_ALLOW_ZERO + 1), ==, "unknown");
 }
 
+static void
+test_hugepage_policy (void)
+{
+  VmceHugepagePolicy h = VMCE_HUGEPAGE_ONE;
+
+  g_assert_true (vmce_hugepage_policy_from_string ("all", &h));
+  g_assert_cmpint (h, ==, VMCE_HUGEPAGE_ALL);
+  g_assert_cmpstr (vmce_hugepage_policy_to_string (VMCE_HUGEPAGE_ONE), ==, "one");
+  g_assert_cmpstr (vmce_hugepage_policy_to_string (VMCE_HUGEPAGE_ALL), ==, "all");
+  g_assert_false (vmce_hugepage_policy_from_string ("every", &h));
+  g_assert_false (vmce_hugepage_policy_from_string (NULL, &h));
+  g_assert_cmpint (h, ==, VMCE_HUGEPAGE_ALL);
+  g_assert_cmpstr (vmce_hugepage_policy_to_string (VMCE_HUGEPAGE_ALL + 1), ==, "unknown");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -58,5 +73,6 @@ main (int argc, char **argv)
   g_test_add_func ("/policy/bad", test_policy_bad);
   g_test_add_func ("/policy/choices", test_policy_choices);
   g_test_add_func ("/policy/migration", test_migration_policy);
+  g_test_add_func ("/policy/hugepage", test_hugepage_policy);
   return g_test_run ();
 }

@@ -11,6 +11,7 @@
 #include <gio/gio.h>
 #include <string.h>
 
+#include "hugepage-loss.h"
 #include "ram-layout.h"
 
 typedef struct {
@@ -340,6 +341,47 @@ test_ram_layout_pc_512m (void)
   g_assert_cmphex (gpa, ==, 0xfffdffff);
   g_assert_true (vmce_ram_layout_gpa_to_hva (layout, 0xfffe0000, &hva, NULL));
   g_assert_cmphex (hva, ==, base + 0x20000);
+}
+
+/* What a guest loses with a 2 MiB host page: the first one of pc.ram holds
+ * the hole at 0xc0000-0xfffff (ROM, at no GPA of pc.ram), so 448 of its
+ * 512 pages are guest RAM; the next is all RAM. A 4 KiB page, or an lsb no
+ * x86 page has, is no huge page. */
+static void
+test_ram_layout_guest_pages (void)
+{
+  g_autoptr(VmceRamLayout) layout = load_layout ("pc-512m", NULL);
+  guint64 base = 0;
+  g_autoptr(GArray) first = NULL;
+  g_autoptr(GArray) second = NULL;
+  g_autoptr(GArray) none = NULL;
+
+  g_assert_true (vmce_ram_layout_get_block_hva (layout, "pc.ram", &base));
+  /* from anywhere inside it */
+  first = vmce_hugepage_loss_pages (layout, base + 0x123456, 21);
+  g_assert_cmpuint (first->len, ==, 448);
+  g_assert_cmphex (g_array_index (first, VmceGuestPage, 0).gpa, ==, 0);
+  g_assert_cmphex (g_array_index (first, VmceGuestPage, 0).hva, ==, base);
+  g_assert_cmphex (g_array_index (first, VmceGuestPage, 191).gpa, ==, 0xbf000);
+  g_assert_cmphex (g_array_index (first, VmceGuestPage, 192).gpa, ==, 0x100000);
+  g_assert_cmphex (g_array_index (first, VmceGuestPage, 447).gpa, ==, 0x1ff000);
+  for (guint i = 1; i < first->len; i++)
+    g_assert_cmphex (g_array_index (first, VmceGuestPage, i).gpa, >, g_array_index (first, VmceGuestPage, i - 1).gpa);
+  second = vmce_ram_layout_guest_pages (layout, base + 0x200000, 0x200000);
+  g_assert_cmpuint (second->len, ==, 512);
+  g_assert_cmphex (g_array_index (second, VmceGuestPage, 511).hva, ==, base + 0x3ff000);
+  /* past the end of the block: nothing */
+  none = vmce_ram_layout_guest_pages (layout, base + 0x20000000, 0x200000);
+  g_assert_cmpuint (none->len, ==, 0);
+  g_clear_pointer (&none, g_array_unref);
+  none = vmce_hugepage_loss_pages (layout, base, 12);
+  g_assert_cmpuint (none->len, ==, 0);
+  g_clear_pointer (&none, g_array_unref);
+  none = vmce_hugepage_loss_pages (layout, base, 31);
+  g_assert_cmpuint (none->len, ==, 0);
+  g_clear_pointer (&none, g_array_unref);
+  none = vmce_hugepage_loss_pages (NULL, base, 21);
+  g_assert_cmpuint (none->len, ==, 0);
 }
 
 static void
@@ -1113,6 +1155,7 @@ main (int argc, char **argv)
   }
   g_test_add_func ("/ram-layout/pc-512m", test_ram_layout_pc_512m);
   g_test_add_func ("/ram-layout/pc-512m-fw", test_ram_layout_pc_512m_fw);
+  g_test_add_func ("/ram-layout/guest-pages", test_ram_layout_guest_pages);
   g_test_add_func ("/ram-layout/pc-5g", test_ram_layout_pc_5g);
   g_test_add_func ("/ram-layout/kvm-pc-5g", test_ram_layout_kvm_pc_5g);
   g_test_add_func ("/ram-layout/q35-5g", test_ram_layout_q35_5g);

@@ -396,7 +396,7 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
   /* the page taken away, AO sent, the machine check through inject-mce */
   fake_qmp_expect (fx->fake, "inject-mce", "{}");
   fx->done = FALSE;
-  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 5000,
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 5000,
                          poison_cb, fx);
   test_wait (fx->done);
   g_assert_true (fx->done);
@@ -471,7 +471,7 @@ test_vm_monitor_silent (Fixture *fx, gconstpointer data)
   vmce_qmp_client_set_timeout (vmce_vm_get_qmp (fx->vm), 1000);
   fx->done = FALSE;
   start = g_get_monotonic_time ();
-  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AR, VMCE_SIM_TRIGGER_NOW, 0, 5000,
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AR, VMCE_SIM_TRIGGER_NOW, 0, 12, 5000,
                          poison_any_cb, fx);
   test_wait (fake_qmp_script_done (fx->fake));
   g_assert_true (fake_qmp_script_done (fx->fake));
@@ -525,7 +525,7 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
     fake_qmp_expect (fx->fake, "inject-mce", "{}");
     fx->done = FALSE;
     g_clear_pointer (&fx->event, json_node_unref);
-    vmce_sim_poison_async (fx->vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 3000,
+    vmce_sim_poison_async (fx->vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 3000,
                            poison_any_cb, fx);
     test_wait (fx->done);
     g_assert_true (fx->done);
@@ -566,7 +566,7 @@ test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
     fake_qmp_expect (fx->fake, "inject-mce", "{}");
     fx->done = FALSE;
     g_clear_pointer (&fx->event, json_node_unref);
-    vmce_sim_poison_async (fx->vm, 0, FALSE, kinds[i], VMCE_SIM_TRIGGER_NOW, 0, 3000, poison_any_cb, fx);
+    vmce_sim_poison_async (fx->vm, 0, FALSE, kinds[i], VMCE_SIM_TRIGGER_NOW, 0, 12, 3000, poison_any_cb, fx);
     test_wait (fx->done);
     g_assert_true (fx->done);
   }

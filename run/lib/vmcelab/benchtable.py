@@ -207,6 +207,19 @@ def _images(t, d, how):
               f"{r['per_hour']}, {r['per_hour_after_boot']} (a case {r['case_s']['median']:.2f} s)", how=how)
 
 
+def _hugepage(t, d, how):
+    h = d["hugepage"]
+    for policy in ("one", "all"):
+        c = h[policy]["outcomes"]
+        t.row(f"a 2 MiB host page lost under a guest THP, hugepage = {policy}: after a follow-up workload",
+              f"{c['survived']} survived, {c['process killed']} process killed, {c['guest panicked']} guest "
+              f"panicked of {h['runs']}" + (f" ({c['not run']} not run)" if c.get("not run") else ""), how=how)
+    tell = h["all"].get("tell_all_s")
+    if tell:
+        t.row("hugepage = all: the other 511 pages told (median / max)",
+              f"{tell['median']:.1f} / {tell['max']:.1f} s (inject-gap-ms 20)", how=how)
+
+
 # each part of the bench: its figure file, the command that writes it, what
 # the table says when it is not there, and how it fills its rows
 PARTS = [
@@ -228,6 +241,8 @@ PARTS = [
     ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
     ("images", "run/bench --only images", "the operator's own guests: image build, boot to qga, cases per hour",
      _images),
+    ("hugepage", "run/bench --only hugepage", "a lost huge page: guests surviving under hugepage = one, all",
+     _hugepage),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),
 ]

@@ -1,0 +1,236 @@
+/*
+ * A huge page of guest RAM lost on the host: the blast radius.
+ *
+ * Nothing better exists yet anywhere: QEMU (kvm_arch_on_sigbus_vcpu())
+ * injects at si_addr alone and ignores si_addr_lsb; Linux's HugeTLB
+ * high-granularity mapping work, which would let the host keep the other
+ * 511 pages, is not merged. So the guest learns of each neighbour only
+ * when it reads it, as an SRAR, and a read in its kernel (a free page being
+ * zeroed for an allocation, a slab, a page table) is a panic. Policy `all`
+ * tells the guest of every lost page before it reads any: found errors
+ * (SRAO), which its memory_failure() handles in process context, taking
+ * free pages off the free lists and killing (or, late kill, marking) the
+ * processes that map the others.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-hugepage"
+
+#include "forward.h"
+#include "hugepage-loss.h"
+#include "json-util.h"
+#include "page.h"
+#include "poison-set.h"
+
+/* A page to tell, and the error that showed its loss */
+typedef struct {
+  guint64 gpa;
+  guint64 about_seq;
+} VmceTell;
+
+/* The layer's own, per VM */
+typedef struct {
+  VmceVm *vm; /* not a reference: the layer data goes with the vm */
+  VmceHugepagePolicy policy;
+  GHashTable *losses; /* base HVA of a lost range -> the seq of its first error */
+  GArray *to_tell;    /* of VmceTell, not yet handed to the forwarder */
+  guint tell_source;
+} VmceHugepageLoss;
+
+GQuark vmce_hugepage_loss_quark (void);
+G_DEFINE_QUARK (vmce-hugepage-loss, vmce_hugepage_loss)
+
+static void
+vmce_hugepage_loss_free (VmceHugepageLoss *h)
+{
+  g_clear_handle_id (&h->tell_source, g_source_remove);
+  g_hash_table_unref (h->losses);
+  g_array_unref (h->to_tell);
+  g_free (h);
+}
+
+static VmceHugepageLoss *
+vmce_hugepage_loss_new (void)
+{
+  VmceHugepageLoss *h = g_new0 (VmceHugepageLoss, 1);
+
+  h->losses = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  h->to_tell = g_array_new (FALSE, FALSE, sizeof (VmceTell));
+  return h;
+}
+
+static VmceHugepageLoss *
+vmce_hugepage_loss (VmceVm *vm)
+{
+  VmceHugepageLoss *h = vmce_vm_ensure_layer_data (vm, vmce_hugepage_loss_quark (),
+                                                   (VmceLayerNewFunc) vmce_hugepage_loss_new,
+                                                   (GDestroyNotify) vmce_hugepage_loss_free);
+
+  h->vm = vm;
+  return h;
+}
+
+GArray *
+vmce_hugepage_loss_pages (VmceRamLayout *layout, guint64 hva, guint lsb)
+{
+  guint64 size;
+
+  /* 1 GiB is the largest page x86 has; anything else is not a huge page */
+  if (layout == NULL || lsb <= VMCE_PAGE_SHIFT || lsb > 30)
+    return g_array_new (FALSE, FALSE, sizeof (VmceGuestPage));
+  size = G_GUINT64_CONSTANT (1) << lsb;
+  return vmce_ram_layout_guest_pages (layout, hva & ~(size - 1), size);
+}
+
+VmceHugepagePolicy
+vmce_hugepage_loss_get_policy (VmceVm *vm)
+{
+  return vmce_hugepage_loss (vm)->policy;
+}
+
+void
+vmce_hugepage_loss_set_policy (VmceVm *vm, VmceHugepagePolicy policy)
+{
+  vmce_hugepage_loss (vm)->policy = policy;
+}
+
+/* Hands every page waiting to the forwarder, which sends them in order, one
+ * machine check at a time with its gap between two (forward.c says why) */
+static gboolean
+vmce_hugepage_loss_tell_cb (gpointer user_data)
+{
+  VmceHugepageLoss *h = user_data;
+  g_autoptr(GArray) pages = g_steal_pointer (&h->to_tell);
+
+  h->tell_source = 0;
+  h->to_tell = g_array_new (FALSE, FALSE, sizeof (VmceTell));
+  for (guint i = 0; i < pages->len; i++)
+    vmce_forward_tell (h->vm, g_array_index (pages, VmceTell, i).gpa, g_array_index (pages, VmceTell, i).about_seq);
+  return G_SOURCE_REMOVE;
+}
+
+static JsonNode *
+vmce_hugepage_loss_record (VmceVm *vm,
+                           const VmceMceEvent *ev,
+                           GArray *pages,
+                           VmceHugepagePolicy policy,
+                           guint told,
+                           const gchar *why_not)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  guint64 size = G_GUINT64_CONSTANT (1) << ev->lsb;
+
+  json_builder_begin_object (b);
+  vmce_vm_begin_record (vm, b, "huge-page-loss");
+  vmce_json_builder_add_hex (b, "hva", ev->hva & ~(size - 1));
+  vmce_json_builder_add_int (b, "lsb", ev->lsb);
+  vmce_json_builder_add_int (b, "size", (gint64) size);
+  vmce_json_builder_add_string (b, "source", ev->source);
+  /* the error that showed the loss */
+  vmce_json_builder_add_int (b, "about_seq", (gint64) ev->seq);
+  vmce_json_builder_add_hex (b, "gpa", ev->gpa);
+  vmce_json_builder_add_string (b, "policy", vmce_hugepage_policy_to_string (policy));
+  vmce_json_builder_add_int (b, "pages", pages->len);
+  /* the guest ranges, runs of consecutive pages */
+  json_builder_set_member_name (b, "ranges");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < pages->len;) {
+    guint j = i + 1;
+    guint64 first = g_array_index (pages, VmceGuestPage, i).gpa;
+
+    while (j < pages->len && g_array_index (pages, VmceGuestPage, j).gpa == first + (guint64) (j - i) * VMCE_PAGE_SIZE)
+      j++;
+    json_builder_begin_object (b);
+    vmce_json_builder_add_hex (b, "gpa", first);
+    vmce_json_builder_add_int (b, "pages", j - i);
+    json_builder_end_object (b);
+    i = j;
+  }
+  json_builder_end_array (b);
+  vmce_json_builder_add_int (b, "told", told);
+  if (why_not != NULL)
+    vmce_json_builder_add_string (b, "detail", why_not);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+void
+vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
+{
+  VmceHugepageLoss *h;
+  g_autoptr(GArray) pages = NULL;
+  g_autoptr(JsonNode) record = NULL;
+  const gchar *why_not = NULL;
+  guint64 size, *key, *seq;
+  guint told = 0;
+
+  /* told pages are the loss's own; vmcectl inject has no host side */
+  if (ev->lsb <= VMCE_PAGE_SHIFT || !ev->have_gpa || g_strcmp0 (ev->source, "huge-page") == 0 ||
+      g_strcmp0 (ev->source, "inject") == 0)
+    return;
+  h = vmce_hugepage_loss (vm);
+  size = G_GUINT64_CONSTANT (1) << MIN (ev->lsb, 63);
+  /* the guest reading a neighbour it was not told about: the same loss */
+  if (g_hash_table_contains (h->losses, &(guint64) { ev->hva & ~(size - 1) }))
+    return;
+  pages = vmce_hugepage_loss_pages (vmce_vm_get_layout (vm), ev->hva, ev->lsb);
+  if (pages->len == 0)
+    return;
+  key = g_new (guint64, 1);
+  *key = ev->hva & ~(size - 1);
+  seq = g_new (guint64, 1);
+  *seq = ev->seq;
+  g_hash_table_insert (h->losses, key, seq);
+
+  /* every page of it is bad on the host, told or not: a reset must not
+   * give the guest any of them back as it was */
+  for (guint i = 0; i < pages->len; i++) {
+    const VmceGuestPage *p = &g_array_index (pages, VmceGuestPage, i);
+    (void) vmce_poison_set_add_lost (vmce_vm_get_poisoned (vm), p->gpa, p->hva,
+                                     g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
+  }
+  if (h->policy == VMCE_HUGEPAGE_ALL && ev->result != VMCE_RESULT_INJECTED)
+    why_not = "the machine check for the page hit was not injected: nothing more is told";
+  else if (h->policy == VMCE_HUGEPAGE_ALL) {
+    for (guint i = 0; i < pages->len; i++) {
+      VmceTell t = { .gpa = g_array_index (pages, VmceGuestPage, i).gpa, .about_seq = ev->seq };
+      if ((t.gpa & VMCE_PAGE_MASK) != (ev->gpa & VMCE_PAGE_MASK)) {
+        g_array_append_val (h->to_tell, t);
+        told++;
+      }
+    }
+    if (told > 0 && h->tell_source == 0)
+      h->tell_source = g_idle_add (vmce_hugepage_loss_tell_cb, h);
+  }
+  g_message ("vm %s: a %" G_GUINT64_FORMAT " KiB host page lost at HVA 0x%" G_GINT64_MODIFIER
+             "x: %u guest page(s); policy %s: %u more to tell%s%s",
+             vmce_vm_get_name (vm), size / 1024, ev->hva & ~(size - 1), pages->len,
+             vmce_hugepage_policy_to_string (h->policy), told, why_not != NULL ? " - " : "",
+             why_not != NULL ? why_not : "");
+  record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, told, why_not);
+  vmce_vm_emit_record (vm, "HUGE_PAGE_LOSS", record);
+}
+
+void
+vmce_hugepage_loss_cancel_all (VmceVm *vm)
+{
+  VmceHugepageLoss *h = vmce_vm_get_layer_data (vm, vmce_hugepage_loss_quark ());
+
+  if (h == NULL)
+    return;
+  g_clear_handle_id (&h->tell_source, g_source_remove);
+  g_array_set_size (h->to_tell, 0);
+}
+
+void
+vmce_hugepage_loss_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  VmceHugepageLoss *h = vmce_hugepage_loss (vm);
+
+  json_builder_set_member_name (b, "hugepage");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "policy", vmce_hugepage_policy_to_string (h->policy));
+  vmce_json_builder_add_int (b, "losses", g_hash_table_size (h->losses));
+  json_builder_end_object (b);
+}
