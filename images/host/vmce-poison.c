@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +32,9 @@
 #endif
 
 #define PAGE 4096UL
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
 
 static int
 fail(const char *what, const char *arg)
@@ -83,8 +87,9 @@ now_ns(void)
 static int
 poison_file(const char *path, const char *offset_str)
 {
-	uint64_t offset, pfn = 0;
-	volatile char *page;
+	uint64_t offset, pfn = 0, map_len = PAGE, map_off;
+	volatile char *map, *page;
+	struct statfs fs;
 	uint64_t t;
 	bool busy;
 	int fd;
@@ -96,10 +101,21 @@ poison_file(const char *path, const char *offset_str)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return fail("cannot open", path);
-	page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t) offset);
+	/*
+	 * A file of hugetlbfs (guest RAM on huge pages) maps only in whole
+	 * huge pages: map the one that holds the page, then poison the 4 KiB
+	 * page itself. memory_failure() poisons all of the huge page and
+	 * tells its users so (si_addr_lsb 21): the loss vmced's hugepage
+	 * policy is about.
+	 */
+	if (fstatfs(fd, &fs) == 0 && (unsigned long) fs.f_type == HUGETLBFS_MAGIC && fs.f_bsize > (long) PAGE)
+		map_len = (uint64_t) fs.f_bsize;
+	map_off = offset & ~(map_len - 1);
+	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t) map_off);
 	close(fd);
-	if (page == MAP_FAILED)
+	if (map == MAP_FAILED)
 		return fail("cannot map", path);
+	page = map + (offset - map_off);
 	/* present in our page table, so pagemap tells its pfn */
 	(void) page[0];
 	if (lookup_pfn("/proc/self/pagemap", (uint64_t) (uintptr_t) page, &pfn) < 0)

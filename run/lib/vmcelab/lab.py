@@ -35,6 +35,12 @@ from .daemon import Vmced
 from .vm import Vm
 
 SHM = "/dev/shm"
+HUGETLBFS = "/dev/hugepages"
+# how the host backs an L2 guest's RAM (scenario "backing"): a shared file
+# on tmpfs, or on hugetlbfs with 2 MiB pages, where one error loses all of
+# a huge page (vmced's hugepage policy)
+BACKINGS = ("file", "hugetlb-2M")
+L2_MEM_MB = 512
 BUS_CODES = {4: "BUS_MCEERR_AR", 5: "BUS_MCEERR_AO"}
 PANIC = re.compile(r"Kernel panic|Fatal machine check|MCE: Killing .* because of")
 GUEST_MCE = re.compile(r"mce: \[Hardware Error\]|Memory failure:|mce: Uncorrected|"
@@ -125,17 +131,47 @@ def file_page(path, offset):
         os.close(fd)
 
 
+def _meminfo(key):
+    with open("/proc/meminfo") as f:
+        return next((int(ln.split()[1]) for ln in f if ln.startswith(key + ":")), 0)
+
+
+def hugetlb_ram(name, mem_mb=L2_MEM_MB):
+    """A path on L1's hugetlbfs for @name's RAM, with enough free 2 MiB
+    pages reserved for it; LabError (one line) where L1 cannot give them"""
+    need = mem_mb // 2
+    os.makedirs(HUGETLBFS, exist_ok=True)
+    if not os.path.ismount(HUGETLBFS):
+        res = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "hugetlbfs", HUGETLBFS],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise LabInputError(f"backing hugetlb-2M: cannot mount hugetlbfs on {HUGETLBFS}: "
+                                f"{res.stderr.strip()}")
+    free = _meminfo("HugePages_Free")
+    if free < need:
+        with open("/proc/sys/vm/nr_hugepages") as f:
+            total = int(f.read())
+        with open("/proc/sys/vm/nr_hugepages", "w") as f:
+            f.write(str(total + need - free))
+        free = _meminfo("HugePages_Free")
+    if free < need:
+        raise LabInputError(f"backing hugetlb-2M: L1 has {free} free 2 MiB pages, the guest's {mem_mb} MiB "
+                            f"need {need} (vm.nr_hugepages; L1's memory is fragmented or too small)")
+    return os.path.join(HUGETLBFS, f"{name}.ram")
+
+
 class L2:
     """One L2 guest, maybe with a vmced, reused while scenarios allow it."""
 
-    def __init__(self, name, accel, forwarder, q):
+    def __init__(self, name, accel, forwarder, q, backing="file"):
         self.name = name
         self.accel = accel
         self.forwarder = forwarder
         self.qemu = q
+        self.backing = backing
         # what this guest went through before the scenario at hand
         self.history = []
-        self.ram = os.path.join(SHM, f"{name}.ram")
+        self.ram = hugetlb_ram(name) if backing == "hugetlb-2M" else os.path.join(SHM, f"{name}.ram")
         work = os.path.join("/run/vmce/lab", name)
         cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
         if accel == "kvm" and q.get("succor"):
@@ -144,7 +180,7 @@ class L2:
             cpu += ",succor=on,overflow-recov=on"
         self.cpu_model = cpu
         t = time.monotonic()
-        self.vm = Vm.start(name, mem="512M", accel=accel, cpu_model=cpu, qemu=q["binary"],
+        self.vm = Vm.start(name, mem=f"{L2_MEM_MB}M", accel=accel, cpu_model=cpu, qemu=q["binary"],
                            state_dir=os.path.join(work, "vm"), mem_file=self.ram)
         try:
             # a KVM L2 boots in about 10 s: one that has not in 60 is stuck
@@ -177,7 +213,7 @@ class L2:
 
     def usable_for(self, sc):
         if not (self.healthy and self.vm.alive() and self.accel == sc["accel"]
-                and self.qemu["slug"] == sc["qemu"]):
+                and self.qemu["slug"] == sc["qemu"] and self.backing == sc.get("backing", "file")):
             return False
         if self.forwarder == sc["forwarder"]:
             return True
@@ -572,7 +608,7 @@ def run_scenario(sc, l2, l1log):
         # AR for real: the host's early AO must not reach the guest, so
         # that the guest learns of the page only when it consumes it
         policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
-        l2.daemon.ctl("policy", l2.name, policy)
+        l2.daemon.ctl("policy", l2.name, policy, "--hugepage", sc.get("hugepage") or "one")
     in_rom = rom_blob(l2.vm, gpa)
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
@@ -619,8 +655,11 @@ def run_scenario(sc, l2, l1log):
                 break
     finally:
         events.close()
+    loss = huge_page_loss(l2, journal_len, sc) if l2.daemon else None
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    # the pages told of a lost huge page are counted (huge_page_loss), not each kept
+    journal = [r for r in journal if r.get("source") != "huge-page"]
     result = {
         "scenario": sc, "qemu": qemu_record(l2.qemu), "l2_history": list(l2.history),
         # GPAs of victims whose page was no longer the RAM file's (vmced
@@ -638,6 +677,8 @@ def run_scenario(sc, l2, l1log):
         "cpu_help_succor": qemu_knows_succor(l2.qemu["binary"]),
         "qemu_log": l2.vm.qemu_log().splitlines()[-10:],
         "qemu_exit": l2.exit_status(),
+        "backing": l2.backing,
+        "huge_page_loss": loss,
     }
     if sig is not None:
         result["signal"] = {"code": sig["code"], "code_name": BUS_CODES.get(sig["code"], "other"),
@@ -646,8 +687,9 @@ def run_scenario(sc, l2, l1log):
         result["ms_to_sigbus"] = round(elapsed_ms, 1)
         if sig["code"] in BUS_CODES and int(sig["addr"], 16) == int(victim["va"], 16):
             result["outcome"] = "recovered"
-    if l2.daemon is not None and l2.daemon.alive():
-        vm_info = l2.daemon.ctl_json("vm", l2.name)
+    # (vmced lets go of a QEMU that died: nothing to ask then)
+    vm_info = l2.daemon.ctl_json("vm", l2.name, check=False) if l2.daemon is not None and l2.daemon.alive() else None
+    if vm_info:
         result["guest_cpu"] = vm_info["cpu"]
         result["host_vendor"] = vm_info["host_vendor"]
     if l2.vm.alive():
@@ -664,6 +706,30 @@ def run_scenario(sc, l2, l1log):
     return result
 
 
+def huge_page_loss(l2, journal_len, sc):
+    """vmced's record of a huge page lost under this guest, if the error
+    was one, with what became of the pages it told the guest of: waited
+    for, as their injection gap paces them (TCG L2: about 30 s for 511)"""
+    def records():
+        return l2.daemon.journal_records()[journal_len:]
+    loss = next((r for r in records() if r["type"] == "huge-page-loss"), None)
+    if loss is None:
+        return None
+    t = time.monotonic()
+    limit = 900 if sc["accel"] == "tcg" else 180
+
+    def told():
+        return [r for r in records() if r.get("source") == "huge-page" and r.get("about_seq") == loss["about_seq"]
+                and r.get("result") != "pending"]
+    while len(told()) < loss["told"] and time.monotonic() - t < limit and l2.vm.alive():
+        time.sleep(0.5)
+    pages = told()
+    hit = next((r for r in records() if r.get("seq") == loss["about_seq"]), {})
+    return {**loss, "hit": {k: hit.get(k) for k in ("si_code", "hva", "lsb", "gpa", "result", "thread")},
+            "told_results": {res: sum(1 for r in pages if r["result"] == res) for res in {r["result"] for r in pages}},
+            "told_s": round(max((r.get("latency_us") or 0) for r in pages) / 1e6, 1) if pages else None}
+
+
 def boot_l2(name, sc, q, count):
     """An L2 guest; a KVM one gets a second try. Nested SVM under TCG
     sometimes leaves an L2 that never prints a line (its firmware hangs)
@@ -671,7 +737,7 @@ def boot_l2(name, sc, q, count):
     the scenario's result. @count(): called per boot"""
     count()
     try:
-        return L2(name, sc["accel"], sc["forwarder"], q)
+        return L2(name, sc["accel"], sc["forwarder"], q, sc.get("backing", "file"))
     except LabError:
         raise  # QEMU said why it could not start: another try says the same
     except Exception as e:
@@ -680,7 +746,7 @@ def boot_l2(name, sc, q, count):
         progress(f"{sc['name']}: the L2 guest did not come up ({str(e).splitlines()[0][:100]}); "
                  "booting another")
         count()
-        return L2(name + "-again", sc["accel"], sc["forwarder"], q)
+        return L2(name + "-again", sc["accel"], sc["forwarder"], q, sc.get("backing", "file"))
 
 
 def run_overhead(o, qemu):
@@ -727,6 +793,8 @@ def link_known(qemus_):
 def scenario_name(sc):
     return (f"{sc['accel']}-{sc['kind']}-{sc['forwarder']}"
             + (f"-{sc['policy']}" if sc.get("policy") else "")
+            + (f"-{sc['backing']}" if sc.get("backing", "file") != "file" else "")
+            + (f"-hugepage-{sc['hugepage']}" if sc.get("hugepage") else "")
             + (f"-then-{sc['then']}" if sc.get("then") else ""))
 
 
