@@ -545,9 +545,7 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
     ev->block_offset = range->offset + (ev->gpa - range->gpa);
     f->same_page_on_its_way = vmce_forward_find_same_page (vm, ev->gpa) != NULL;
     p = vmce_vm_find_poisoned (vm, ev->gpa);
-    /* a page lost with a huge page that the guest was never told of
-     * (policy one): its first read is a first error, not a refault */
-    f->known_poisoned = p != NULL && !(p->lost_with != 0 && p->count == 0);
+    f->known_poisoned = p != NULL && vmce_poisoned_page_told (p);
     f->refaults = p != NULL ? p->refaults : 0;
   } else if (vmce_vm_get_layout (vm) != NULL &&
              vmce_ram_layout_hva_to_block (vmce_vm_get_layout (vm), ev->hva, &f->block, &f->block_offset)) {

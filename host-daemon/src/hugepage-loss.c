@@ -33,7 +33,7 @@ typedef struct {
 typedef struct {
   VmceVm *vm; /* not a reference: the layer data goes with the vm */
   VmceHugepagePolicy policy;
-  GHashTable *losses; /* base HVA of a lost range -> the seq of its first error */
+  GHashTable *losses; /* base HVAs of the ranges lost, a set of guint64 */
   GArray *to_tell;    /* of VmceTell, not yet handed to the forwarder */
   guint tell_source;
 } VmceHugepageLoss;
@@ -55,7 +55,7 @@ vmce_hugepage_loss_new (void)
 {
   VmceHugepageLoss *h = g_new0 (VmceHugepageLoss, 1);
 
-  h->losses = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  h->losses = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   h->to_tell = g_array_new (FALSE, FALSE, sizeof (VmceTell));
   return h;
 }
@@ -155,33 +155,61 @@ vmce_hugepage_loss_record (VmceVm *vm,
   return json_builder_get_root (b);
 }
 
+gboolean
+vmce_hugepage_loss_shown_by (guint lsb, gboolean have_gpa, const gchar *source)
+{
+  return lsb > VMCE_PAGE_SHIFT && lsb <= 30 && have_gpa && g_strcmp0 (source, "huge-page") != 0 &&
+         g_strcmp0 (source, "inject") != 0;
+}
+
+GArray *
+vmce_hugepage_loss_to_tell (VmceHugepagePolicy policy,
+                            VmceResult hit,
+                            GArray *pages,
+                            guint64 hit_gpa,
+                            const gchar **why_not)
+{
+  GArray *gpas = g_array_new (FALSE, FALSE, sizeof (guint64));
+
+  *why_not = NULL;
+  if (policy != VMCE_HUGEPAGE_ALL)
+    return gpas;
+  /* a guest that could not take the first (refused, paused, passed on)
+   * cannot take 511 more */
+  if (hit != VMCE_RESULT_INJECTED) {
+    *why_not = "the machine check for the page hit was not injected: nothing more is told";
+    return gpas;
+  }
+  for (guint i = 0; i < pages->len; i++) {
+    guint64 gpa = g_array_index (pages, VmceGuestPage, i).gpa;
+    if (gpa != (hit_gpa & VMCE_PAGE_MASK))
+      g_array_append_val (gpas, gpa);
+  }
+  return gpas;
+}
+
 void
 vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
 {
   VmceHugepageLoss *h;
   g_autoptr(GArray) pages = NULL;
+  g_autoptr(GArray) tell = NULL;
   g_autoptr(JsonNode) record = NULL;
   const gchar *why_not = NULL;
-  guint64 size, *key, *seq;
-  guint told = 0;
+  guint64 size, base;
 
-  /* told pages are the loss's own; vmcectl inject has no host side */
-  if (ev->lsb <= VMCE_PAGE_SHIFT || !ev->have_gpa || g_strcmp0 (ev->source, "huge-page") == 0 ||
-      g_strcmp0 (ev->source, "inject") == 0)
+  if (!vmce_hugepage_loss_shown_by (ev->lsb, ev->have_gpa, ev->source))
     return;
   h = vmce_hugepage_loss (vm);
-  size = G_GUINT64_CONSTANT (1) << MIN (ev->lsb, 63);
+  size = G_GUINT64_CONSTANT (1) << ev->lsb;
+  base = ev->hva & ~(size - 1);
   /* the guest reading a neighbour it was not told about: the same loss */
-  if (g_hash_table_contains (h->losses, &(guint64) { ev->hva & ~(size - 1) }))
+  if (g_hash_table_contains (h->losses, &base))
     return;
   pages = vmce_hugepage_loss_pages (vmce_vm_get_layout (vm), ev->hva, ev->lsb);
   if (pages->len == 0)
     return;
-  key = g_new (guint64, 1);
-  *key = ev->hva & ~(size - 1);
-  seq = g_new (guint64, 1);
-  *seq = ev->seq;
-  g_hash_table_insert (h->losses, key, seq);
+  g_hash_table_add (h->losses, g_memdup2 (&base, sizeof base));
 
   /* every page of it is bad on the host, told or not: a reset must not
    * give the guest any of them back as it was */
@@ -190,25 +218,19 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
     (void) vmce_poison_set_add_lost (vmce_vm_get_poisoned (vm), p->gpa, p->hva,
                                      g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
   }
-  if (h->policy == VMCE_HUGEPAGE_ALL && ev->result != VMCE_RESULT_INJECTED)
-    why_not = "the machine check for the page hit was not injected: nothing more is told";
-  else if (h->policy == VMCE_HUGEPAGE_ALL) {
-    for (guint i = 0; i < pages->len; i++) {
-      VmceTell t = { .gpa = g_array_index (pages, VmceGuestPage, i).gpa, .about_seq = ev->seq };
-      if ((t.gpa & VMCE_PAGE_MASK) != (ev->gpa & VMCE_PAGE_MASK)) {
-        g_array_append_val (h->to_tell, t);
-        told++;
-      }
-    }
-    if (told > 0 && h->tell_source == 0)
-      h->tell_source = g_idle_add (vmce_hugepage_loss_tell_cb, h);
+  tell = vmce_hugepage_loss_to_tell (h->policy, ev->result, pages, ev->gpa, &why_not);
+  for (guint i = 0; i < tell->len; i++) {
+    VmceTell t = { .gpa = g_array_index (tell, guint64, i), .about_seq = ev->seq };
+    g_array_append_val (h->to_tell, t);
   }
+  if (tell->len > 0 && h->tell_source == 0)
+    h->tell_source = g_idle_add (vmce_hugepage_loss_tell_cb, h);
   g_message ("vm %s: a %" G_GUINT64_FORMAT " KiB host page lost at HVA 0x%" G_GINT64_MODIFIER
              "x: %u guest page(s); policy %s: %u more to tell%s%s",
-             vmce_vm_get_name (vm), size / 1024, ev->hva & ~(size - 1), pages->len,
-             vmce_hugepage_policy_to_string (h->policy), told, why_not != NULL ? " - " : "",
+             vmce_vm_get_name (vm), size / 1024, base, pages->len,
+             vmce_hugepage_policy_to_string (h->policy), tell->len, why_not != NULL ? " - " : "",
              why_not != NULL ? why_not : "");
-  record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, told, why_not);
+  record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, tell->len, why_not);
   vmce_vm_emit_record (vm, "HUGE_PAGE_LOSS", record);
 }
 

@@ -23,6 +23,21 @@
  * page: 12 or less, above 30). */
 GArray *vmce_hugepage_loss_pages (VmceRamLayout *layout, guint64 hva, guint lsb);
 
+/* Whether a journaled memory error can show a huge page's loss: a host
+ * error (not a page of a loss being told, not vmcectl inject, which has no
+ * host side) in guest RAM, whose lsb is a huge page's. Pure. */
+gboolean vmce_hugepage_loss_shown_by (guint lsb, gboolean have_gpa, const gchar *source);
+
+/* Of a loss's @pages (VmceGuestPage, GPA order), the GPAs (guint64) the
+ * guest is told of next: none under `one`; none, and @why_not says so,
+ * when the page hit's machine check (@hit) was not injected; else every
+ * page but the one hit. Pure. */
+GArray *vmce_hugepage_loss_to_tell (VmceHugepagePolicy policy,
+                                    VmceResult hit,
+                                    GArray *pages,
+                                    guint64 hit_gpa,
+                                    const gchar **why_not);
+
 /* What the operator chose for @vm (config, vmced --hugepage, vmcectl policy) */
 VmceHugepagePolicy vmce_hugepage_loss_get_policy (VmceVm *vm);
 void vmce_hugepage_loss_set_policy (VmceVm *vm, VmceHugepagePolicy policy);

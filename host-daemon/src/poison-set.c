@@ -165,6 +165,12 @@ vmce_poison_set_add_lost (GHashTable *set, guint64 gpa, guint64 hva, gboolean si
   return p;
 }
 
+gboolean
+vmce_poisoned_page_told (const VmcePoisonedPage *p)
+{
+  return p->lost_with == 0 || p->count > 0;
+}
+
 static gint
 vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
 {

@@ -62,6 +62,10 @@ VmcePoisonedPage *vmce_poison_set_add_lost (GHashTable *set,
                                             guint64 hva,
                                             gboolean simulated,
                                             guint64 lost_with);
+/* Whether the guest was told of @p: FALSE only for a page of a lost huge
+ * page that no error reported yet (its first read is a first error, not a
+ * refault) */
+gboolean vmce_poisoned_page_told (const VmcePoisonedPage *p);
 /* Pages that must be replaced at a reset, sorted by GPA (not owned) */
 GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
 /* All, sorted by GPA (not owned) */

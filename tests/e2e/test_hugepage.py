@@ -26,9 +26,11 @@ Last, a reset: all 1024 pages of the two losses, told or not, replaced
 before the guest runs again, and no error as it boots.
 """
 import os
+import re
 import time
 
 from common import Tap, Vm, Vmced, prerequisites, thread_states, wait_for, workdir
+from vmcelab.agent import AgentError
 
 BUS_MCEERR_AO = 5
 HUGE = 2 << 20
@@ -166,22 +168,37 @@ try:
     tap.ok(ev.get("result") == "injected" and loss.get("pages") == 512 and loss.get("told") == 0
            and loss.get("policy") == "one",
            "one: the loss is recorded (512 pages), only the page hit is told", diag=loss)
-    wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("sigbus"), 30)
-    # past vmced's injection gap: an SRAR within it, through HMP (Debian's
-    # QEMUs), lets its vCPU run on to a context switch before the machine
-    # check comes (decision.c, vmce_decide_jumps_gap()): a panic that is not
-    # the huge page's doing
-    time.sleep(0.5)
-    st = read_and_end(agent, w)
-    read = wait_for(lambda: untold_reads(journal_len, w["base"]), 30) or []
-    page3 = w["base"] + 3 * 4096
-    tap.ok(read and read[0].get("lsb") == 21 and int(read[0]["gpa"], 16) == page3
-           and read[0].get("result") == "injected",
-           "one: the process reads page 3 of its THP, never told of: an SRAR (AR, lsb 21) at its GPA, injected",
-           diag=read[:1])
-    codes = [x.get("code") for x in st.get("sigbus") or []]
-    tap.ok(4 in codes, "one: the guest kills the process with BUS_MCEERR_AR for it (a user page: it lives on)",
-           diag=st)
+    try:
+        wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("sigbus"), 30)
+    except AgentError:
+        pass  # the guest went down at the loss itself: below
+    if not agent.alive():
+        # Debian's 6.12 reads the other pages of the THP it splits for the
+        # page hit (seen: memcmp in kernel context): the kernel's own read
+        # of an untold page of the loss, and a panic, before any process
+        # reads one
+        addr = re.findall(r"\] mce: \[Hardware Error\]: TSC \S+ ADDR ([0-9a-f]+)", vm.console())
+        tap.ok("Kernel panic" in vm.console() and addr
+               and w["base"] <= int(addr[-1], 16) < w["base"] + HUGE and int(addr[-1], 16) >> 12 != w["base"] >> 12,
+               "one: the guest's kernel read an untold page of the loss at once, and panicked on it",
+               diag=vm.console()[-1500:])
+        tap.skip("one: the process's own read of an untold page", "the guest went down before it")
+    else:
+        # past vmced's injection gap: an SRAR within it, through HMP
+        # (Debian's QEMUs), lets its vCPU run on to a context switch before
+        # the machine check comes (decision.c, vmce_decide_jumps_gap()): a
+        # panic that is not the huge page's doing
+        time.sleep(0.5)
+        st = read_and_end(agent, w)
+        read = wait_for(lambda: untold_reads(journal_len, w["base"]), 30) or []
+        page3 = w["base"] + 3 * 4096
+        tap.ok(read and read[0].get("lsb") == 21 and int(read[0]["gpa"], 16) == page3
+               and read[0].get("result") == "injected",
+               "one: the process reads page 3 of its THP, never told of: an SRAR (AR, lsb 21) at its GPA, "
+               "injected", diag=read[:1])
+        codes = [x.get("code") for x in st.get("sigbus") or []]
+        tap.ok(4 in codes, "one: the guest kills the process with BUS_MCEERR_AR for it (a user page: it lives on)",
+               diag=st)
     try:
         done = fill(agent)
     except Exception as e:  # the guest may die of it: that is the finding
@@ -209,7 +226,10 @@ try:
     tap.ok(lost <= pages and resets[0].get("failed") == 0,
            "a reset: all 1024 pages of the two losses replaced before the guest runs again (511 never told)",
            diag=f"{len(lost & pages)} of 1024 in the reset record; failed {resets[0].get('failed')}")
-    errors = [r for r in daemon.journal_records()[since:] if r["type"] == "memory-error"]
+    # (an error from before the reset, a panicking guest reading a lost page,
+    # may be journaled as late as QEMU answers for it: its time says when)
+    errors = [r for r in daemon.journal_records()[since:]
+              if r["type"] == "memory-error" and r["time"] > resets[0].get("time", "")]
     tap.eq(errors, [], "a reset: no memory error while the guest booted again")
     tap.ok(vm.alive() and not any(s == "t" for s in thread_states(vm.pid).values()),
            "a reset: QEMU runs, no thread of it left stopped")
