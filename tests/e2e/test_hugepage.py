@@ -173,7 +173,7 @@ try:
     except AgentError:
         pass  # the guest went down at the loss itself: below
     if not agent.alive():
-        # Debian's 6.12 reads the other pages of the THP it splits for the
+        # Debian's 6.12 reads another page of the lost THP right after the
         # page hit (seen: memcmp in kernel context): the kernel's own read
         # of an untold page of the loss, and a panic, before any process
         # reads one
