@@ -6,6 +6,10 @@
  *                                  OFFSET of PATH(e.g. a guest's RAM in a
  *                                  shared memory-backend-file)
  *   vmce-poison pfn PID ADDR       the physical page behind ADDR in PID
+ *   vmce-poison pid-addr PID ADDR  debugfs hwpoison on the page behind ADDR
+ *                                  in PID(e.g. QEMU's anonymous guest RAM,
+ *                                  which no file maps), with whether it sat
+ *                                  in a transparent huge page
  *   vmce-poison corrupt-pfn PFN    debugfs hwpoison: poison a pfn
  *   vmce-poison unpoison-pfn PFN   debugfs hwpoison: unpoison it again
  *
@@ -136,45 +140,130 @@ poison_file(const char *path, const char *offset_str)
 	return 0;
 }
 
+/* 0, or fail()'s exit status */
 static int
-show_pfn(const char *pid, const char *addr_str)
+pid_pfn(const char *pid, const char *addr_str, uint64_t *addr, uint64_t *pfn)
 {
 	char pagemap[64];
-	uint64_t addr, pfn = 0;
 
-	if (!parse_u64(addr_str, &addr)) {
+	if (!parse_u64(addr_str, addr)) {
 		errno = EINVAL;
 		return fail("not an address:", addr_str);
 	}
 	snprintf(pagemap, sizeof pagemap, "/proc/%s/pagemap", pid);
-	if (lookup_pfn(pagemap, addr, &pfn) < 0)
+	if (lookup_pfn(pagemap, *addr, pfn) < 0)
 		return fail("no page behind that address in", pagemap);
+	return 0;
+}
+
+static int
+show_pfn(const char *pid, const char *addr_str)
+{
+	uint64_t addr, pfn = 0;
+	int rc = pid_pfn(pid, addr_str, &addr, &pfn);
+
+	if (rc)
+		return rc;
 	printf("{\"pfn\":\"0x%" PRIx64 "\"}\n", pfn);
+	return 0;
+}
+
+/* 0 written, -1 with errno (EBUSY: memory_failure() did not isolate it) */
+static int
+debugfs_pfn(const char *file, uint64_t pfn, uint64_t *t)
+{
+	char path[128];
+	int fd, saved;
+
+	snprintf(path, sizeof path, "/sys/kernel/debug/hwpoison/%s", file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fail("cannot open(is hwpoison_inject loaded, debugfs mounted?)", path);
+		errno = ENOENT;
+		return -2;
+	}
+	*t = now_ns();
+	if (dprintf(fd, "%" PRIu64 "\n", pfn) < 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	close(fd);
 	return 0;
 }
 
 static int
 debugfs_write(const char *file, const char *pfn_str)
 {
-	char path[128];
-	uint64_t pfn, t;
-	int fd;
+	uint64_t pfn, t = 0;
+	int rc;
 
 	if (!parse_u64(pfn_str, &pfn)) {
 		errno = EINVAL;
 		return fail("not a pfn:", pfn_str);
 	}
-	snprintf(path, sizeof path, "/sys/kernel/debug/hwpoison/%s", file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail("cannot open(is hwpoison_inject loaded, debugfs mounted?)", path);
-	t = now_ns();
-	if (dprintf(fd, "%" PRIu64 "\n", pfn) < 0) {
-		close(fd);
-		return fail("cannot write to", path);
-	}
-	close(fd);
+	rc = debugfs_pfn(file, pfn, &t);
+	if (rc == -2)
+		return 1;
+	if (rc < 0)
+		return fail("cannot write to debugfs hwpoison", file);
 	printf("{\"pfn\":\"0x%" PRIx64 "\",\"time_ns\":%" PRIu64 "}\n", pfn, t);
+	return 0;
+}
+
+/* /proc/kpageflags bits (include/uapi/linux/kernel-page-flags.h) */
+#define KPF_HUGE 17
+#define KPF_THP 22
+
+static int
+page_flags(uint64_t pfn, uint64_t *flags)
+{
+	int fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = pread(fd, flags, sizeof *flags, (off_t) (pfn * sizeof *flags));
+	close(fd);
+	return n == sizeof *flags ? 0 : -1;
+}
+
+/*
+ * Another process's anonymous page has no file to madvise() through, and
+ * madvise(MADV_HWPOISON) works on the caller's own mappings only: the pfn
+ * from its page table goes to debugfs hwpoison, which runs
+ * memory_failure(pfn, 0) as a found (not consumed) error does, so a
+ * process with PR_MCE_KILL_EARLY (QEMU) gets BUS_MCEERR_AO. The THP bit
+ * is read just before, since khugepaged may have moved the page since the
+ * caller last looked.
+ */
+static int
+poison_pid_addr(const char *pid, const char *addr_str)
+{
+	uint64_t addr, pfn = 0, flags = 0, t = 0;
+	bool have_flags, busy;
+	int rc = pid_pfn(pid, addr_str, &addr, &pfn);
+
+	if (rc)
+		return rc;
+	if (pfn == 0) {
+		errno = EPERM;
+		return fail("pagemap hides pfns from this user(not root?) for", pid);
+	}
+	have_flags = page_flags(pfn, &flags) == 0;
+	rc = debugfs_pfn("corrupt-pfn", pfn, &t);
+	if (rc == -2)
+		return 1;
+	busy = rc < 0;
+	if (busy && errno != EBUSY)
+		return fail("debugfs hwpoison corrupt-pfn failed for", addr_str);
+	printf("{\"pfn\":\"0x%" PRIx64 "\",\"addr\":\"0x%" PRIx64 "\",\"time_ns\":%" PRIu64
+	       ",\"isolated\":%s", pfn, addr, t, busy ? "false" : "true");
+	if (have_flags)
+		printf(",\"kpageflags\":\"0x%" PRIx64 "\",\"thp\":%s,\"hugetlb\":%s", flags,
+		       (flags >> KPF_THP) & 1 ? "true" : "false", (flags >> KPF_HUGE) & 1 ? "true" : "false");
+	printf("}\n");
 	return 0;
 }
 
@@ -185,11 +274,13 @@ main(int argc, char **argv)
 		return poison_file(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "pfn") == 0)
 		return show_pfn(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "pid-addr") == 0)
+		return poison_pid_addr(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "corrupt-pfn") == 0)
 		return debugfs_write("corrupt-pfn", argv[2]);
 	if (argc == 3 && strcmp(argv[1], "unpoison-pfn") == 0)
 		return debugfs_write("unpoison-pfn", argv[2]);
-	fprintf(stderr, "usage: vmce-poison file PATH OFFSET | pfn PID ADDR | corrupt-pfn PFN | "
-	                 "unpoison-pfn PFN\n");
+	fprintf(stderr, "usage: vmce-poison file PATH OFFSET | pfn PID ADDR | pid-addr PID ADDR | "
+	                 "corrupt-pfn PFN | unpoison-pfn PFN\n");
 	return 2;
 }

@@ -35,11 +35,16 @@ from .daemon import Vmced
 from .vm import Vm
 
 SHM = "/dev/shm"
-HUGETLBFS = "/dev/hugepages"
 # how the host backs an L2 guest's RAM (scenario "backing"): a shared file
-# on tmpfs, or on hugetlbfs with 2 MiB pages, where one error loses all of
-# a huge page (vmced's hugepage policy)
-BACKINGS = ("file", "hugetlb-2M")
+# on tmpfs; on hugetlbfs, where one error loses all of a huge page (vmced's
+# hugepage policy); or QEMU's own private anonymous memory, in 4 KiB pages
+# (anon: L1's THP off) or in transparent huge pages (thp), which no file
+# maps: the poisoner finds its pfn in QEMU's page table
+BACKINGS = ("file", "hugetlb-2M", "hugetlb-1G", "anon", "thp")
+# hugetlbfs mount and page size (MiB) per backing
+HUGETLB = {"hugetlb-2M": ("/dev/hugepages", 2), "hugetlb-1G": ("/dev/hugepages-1G", 1024)}
+THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+HUGE_2M = 2 << 20
 L2_MEM_MB = 512
 BUS_CODES = {4: "BUS_MCEERR_AR", 5: "BUS_MCEERR_AO"}
 PANIC = re.compile(r"Kernel panic|Fatal machine check|MCE: Killing .* because of")
@@ -56,6 +61,11 @@ class LabError(Exception):
 class LabInputError(LabError):
     """A scenario refused before anything was done to its guest (a pfn that
     is not the guest's): the guest is as good as before"""
+
+
+class LabNotRun(LabInputError):
+    """A scenario this L1 cannot give (a backing it has not): its result is
+    "not run", with why, and the guest is as good as before"""
 
 
 _emit_lock = threading.Lock()
@@ -131,33 +141,154 @@ def file_page(path, offset):
         os.close(fd)
 
 
-def _meminfo(key):
-    with open("/proc/meminfo") as f:
-        return next((int(ln.split()[1]) for ln in f if ln.startswith(key + ":")), 0)
+def l2_mem_mb(backing):
+    """A 1 GiB page backs whole GiBs of guest RAM only (QEMU refuses a
+    backend smaller than its page)"""
+    return max(L2_MEM_MB, HUGETLB[backing][1]) if backing in HUGETLB else L2_MEM_MB
 
 
-def hugetlb_ram(name, mem_mb=L2_MEM_MB):
-    """A path on L1's hugetlbfs for @name's RAM, with enough free 2 MiB
-    pages reserved for it; LabError (one line) where L1 cannot give them"""
-    need = mem_mb // 2
-    os.makedirs(HUGETLBFS, exist_ok=True)
-    if not os.path.ismount(HUGETLBFS):
-        res = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "hugetlbfs", HUGETLBFS],
+def hugetlb_ram(name, backing="hugetlb-2M", mem_mb=L2_MEM_MB):
+    """A path on L1's hugetlbfs for @name's RAM, with enough free huge
+    pages of @backing's size reserved for it; LabNotRun (one line) where L1
+    cannot give them. A 1 GiB page is asked for at run time: it needs 1 GiB
+    of L1's memory free and contiguous, which a fresh L1 may still have"""
+    mount, page_mb = HUGETLB[backing]
+    need = -(-mem_mb // page_mb)
+    pool = f"/sys/kernel/mm/hugepages/hugepages-{page_mb * 1024}kB"
+    if not os.path.isdir(pool):
+        raise LabNotRun(f"backing {backing}: L1's kernel has no {page_mb} MiB huge pages ({pool})")
+    os.makedirs(mount, exist_ok=True)
+    if not os.path.ismount(mount):
+        res = subprocess.run(["mount", "-t", "hugetlbfs", "-o", f"pagesize={page_mb}M", "hugetlbfs", mount],
                              capture_output=True, text=True)
         if res.returncode != 0:
-            raise LabInputError(f"backing hugetlb-2M: cannot mount hugetlbfs on {HUGETLBFS}: "
-                                f"{res.stderr.strip()}")
-    free = _meminfo("HugePages_Free")
+            raise LabNotRun(f"backing {backing}: cannot mount hugetlbfs on {mount}: {res.stderr.strip()}")
+
+    def pages(what):
+        with open(os.path.join(pool, what)) as f:
+            return int(f.read())
+    free = pages("free_hugepages")
     if free < need:
-        with open("/proc/sys/vm/nr_hugepages") as f:
-            total = int(f.read())
-        with open("/proc/sys/vm/nr_hugepages", "w") as f:
-            f.write(str(total + need - free))
-        free = _meminfo("HugePages_Free")
+        try:
+            with open(os.path.join(pool, "nr_hugepages"), "w") as f:
+                f.write(str(pages("nr_hugepages") + need - free))
+        except OSError:
+            pass  # fewer than asked is said below
+        free = pages("free_hugepages")
     if free < need:
-        raise LabInputError(f"backing hugetlb-2M: L1 has {free} free 2 MiB pages, the guest's {mem_mb} MiB "
-                            f"need {need} (vm.nr_hugepages; L1's memory is fragmented or too small)")
-    return os.path.join(HUGETLBFS, f"{name}.ram")
+        raise LabNotRun(f"backing {backing}: L1 has {free} free {page_mb} MiB pages, the guest's {mem_mb} MiB "
+                        f"need {need} ({pool}/nr_hugepages: L1's memory is fragmented or too small"
+                        + ("; 1 GiB pages are reserved at boot: hugepagesz=1G hugepages=1" if page_mb >= 1024
+                           else "") + ")")
+    return os.path.join(mount, f"{name}.ram")
+
+
+def thp_setting(text):
+    """The mode chosen in a transparent_hugepage/enabled file: "always
+    [madvise] never" -> "madvise" """
+    m = re.search(r"\[(\w+)\]", text)
+    return m.group(1) if m else None
+
+
+def l1_thp(backing):
+    """Sets L1's THP for an anonymous backing before its QEMU faults in its
+    RAM, and returns the mode: anon wants 4 KiB pages (Debian's 6.1 is
+    `always`, and QEMU madvises guest RAM MADV_HUGEPAGE anyway), thp wants
+    `always` or `madvise`. LabNotRun where L1 has no THP"""
+    try:
+        with open(THP_ENABLED) as f:
+            mode = thp_setting(f.read())
+    except OSError as e:
+        if backing == "thp":
+            raise LabNotRun(f"backing thp: L1's kernel has no transparent huge pages ({THP_ENABLED}: "
+                            f"{e.strerror})") from e
+        return None
+    want = "never" if backing == "anon" else (mode if mode in ("always", "madvise") else "madvise")
+    if mode != want:
+        try:
+            with open(THP_ENABLED, "w") as f:
+                f.write(want)
+        except OSError as e:
+            raise LabNotRun(f"backing {backing}: cannot set {THP_ENABLED} to {want}: {e.strerror}") from e
+    return want
+
+
+PM_PRESENT, PM_SWAP = 1 << 63, 1 << 62
+PFN_MASK = (1 << 55) - 1
+KPF_HUGE, KPF_HWPOISON, KPF_THP = 17, 19, 22
+
+
+def pagemap_entry(entry):
+    """One 64-bit /proc/PID/pagemap entry (Documentation/admin-guide/mm/
+    pagemap.rst): present with its pfn (0 to a reader without
+    CAP_SYS_ADMIN), or swapped (a hwpoisoned page's entry is a swap entry
+    too), or neither"""
+    return {"present": bool(entry & PM_PRESENT), "swapped": bool(entry & PM_SWAP),
+            "pfn": entry & PFN_MASK if entry & PM_PRESENT else None}
+
+
+def page_kinds(flags):
+    """What /proc/kpageflags says of a page that matters here"""
+    return {"thp": bool(flags >> KPF_THP & 1), "hugetlb": bool(flags >> KPF_HUGE & 1),
+            "hwpoison": bool(flags >> KPF_HWPOISON & 1)}
+
+
+def smaps_anon_huge_kb(text, addr):
+    """AnonHugePages (kB) of the mapping that holds @addr in a
+    /proc/PID/smaps text, or None if none holds it"""
+    inside = False
+    for ln in text.splitlines():
+        head = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", ln)
+        if head:
+            inside = int(head.group(1), 16) <= addr < int(head.group(2), 16)
+        elif inside and ln.startswith("AnonHugePages:"):
+            return int(ln.split()[1])
+    return None
+
+
+def thp_refusal(backing, page, anon_huge_kb):
+    """Why a victim's host @page (host_page()) does not show what @backing
+    is about, or None: thp wants it inside a transparent huge page, anon
+    outside one"""
+    if page is None or not page.get("present"):
+        return f"backing {backing}: QEMU has no page at the victim's HVA"
+    if backing == "thp" and not page.get("thp"):
+        return (f"backing thp: the victim's host page (pfn {page['pfn']:#x}) is not in a transparent huge "
+                f"page (AnonHugePages of QEMU's RAM mapping: {anon_huge_kb} kB)")
+    if backing == "anon" and page.get("thp"):
+        return f"backing anon: the victim's host page (pfn {page['pfn']:#x}) is in a transparent huge page"
+    return None
+
+
+def host_page(pid, hva):
+    """The page behind @hva in process @pid: its pagemap entry, and its
+    kpageflags when present (L1 is root: pfns are shown)"""
+    with open(f"/proc/{pid}/pagemap", "rb") as f:
+        f.seek(hva // 4096 * 8)
+        page = pagemap_entry(int.from_bytes(f.read(8), "little"))
+    if page["pfn"]:
+        with open("/proc/kpageflags", "rb") as f:
+            f.seek(page["pfn"] * 8)
+            page.update(page_kinds(int.from_bytes(f.read(8), "little")))
+    return page
+
+
+def anon_huge_kb(pid, hva):
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            return smaps_anon_huge_kb(f.read(), hva)
+    except OSError:
+        return None
+
+
+def gpa_hva(vm, gpa):
+    """QEMU's HVA of guest page @gpa (HMP gpa2hva), for RAM no file maps"""
+    with vm.qmp() as q:
+        text = q.hmp(f"gpa2hva {gpa:#x}")
+    m = re.search(r"is (0x[0-9a-f]+)", text)
+    if not m:
+        raise LabError(f"gpa2hva {gpa:#x}: {text.strip()}")
+    return int(m.group(1), 16)
 
 
 class L2:
@@ -171,7 +302,16 @@ class L2:
         self.backing = backing
         # what this guest went through before the scenario at hand
         self.history = []
-        self.ram = hugetlb_ram(name) if backing == "hugetlb-2M" else os.path.join(SHM, f"{name}.ram")
+        self.mem_mb = l2_mem_mb(backing)
+        # L1's THP mode while this guest's RAM was faulted in
+        self.l1_thp = None
+        if backing in HUGETLB:
+            self.ram = hugetlb_ram(name, backing, self.mem_mb)
+        elif backing in ("anon", "thp"):
+            self.l1_thp = l1_thp(backing)
+            self.ram = None
+        else:
+            self.ram = os.path.join(SHM, f"{name}.ram")
         work = os.path.join("/run/vmce/lab", name)
         cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
         if accel == "kvm" and q.get("succor"):
@@ -180,7 +320,7 @@ class L2:
             cpu += ",succor=on,overflow-recov=on"
         self.cpu_model = cpu
         t = time.monotonic()
-        self.vm = Vm.start(name, mem=f"{L2_MEM_MB}M", accel=accel, cpu_model=cpu, qemu=q["binary"],
+        self.vm = Vm.start(name, mem=f"{self.mem_mb}M", accel=accel, cpu_model=cpu, qemu=q["binary"],
                            state_dir=os.path.join(work, "vm"), mem_file=self.ram)
         try:
             # a KVM L2 boots in about 10 s: one that has not in 60 is stuck
@@ -188,10 +328,7 @@ class L2:
         except Exception as e:
             said = [] if self.vm.alive() else self.vm.qemu_log().strip().splitlines()
             self.vm.stop()
-            try:
-                os.unlink(self.ram)  # L1 keeps it in RAM
-            except FileNotFoundError:
-                pass
+            self.unlink_ram()  # L1 keeps it in RAM
             if said:  # QEMU's last word says more than a closed socket
                 raise LabError(f"QEMU exited: {said[-1]}") from e
             raise
@@ -264,14 +401,19 @@ class L2:
                         pfns[entry & ((1 << 55) - 1)] = base + i * 4096
         return pfns
 
-    def stop(self):
-        if self.daemon is not None:
-            self.daemon.stop()
-        self.vm.stop()
+    def unlink_ram(self):
+        if self.ram is None:
+            return
         try:
             os.unlink(self.ram)
         except FileNotFoundError:
             pass
+
+    def stop(self):
+        if self.daemon is not None:
+            self.daemon.stop()
+        self.vm.stop()
+        self.unlink_ram()
 
 
 def boot_profile(vm):
@@ -575,9 +717,20 @@ def start_victim(l2, kind):
     the same order each boot). Such victims are kept until one lands in the
     file, then stopped. Returns (victim, file offset, HVA, [GPAs passed over])"""
     passed = []
+    refusal = None
     try:
         for _ in range(8):
             victim = l2.vm.agent.call("victim-start", mode="read" if kind == "ar" else "idle")
+            if l2.ram is None:
+                # no file: the page is wherever QEMU's page table has it; a
+                # thp backing wants a victim inside a THP (one that L1 could
+                # not give a huge page, or a page vmced replaced, is not)
+                hva = gpa_hva(l2.vm, int(victim["gpa"], 16))
+                refusal = thp_refusal(l2.backing, host_page(l2.vm.pid, hva), anon_huge_kb(l2.vm.pid, hva))
+                if refusal is None:
+                    return victim, None, hva, [p["gpa"] for p in passed]
+                passed.append(victim)
+                continue
             try:
                 offset, hva = l2.vm.ram_file_offset(int(victim["gpa"], 16))
                 return victim, offset, hva, [p["gpa"] for p in passed]
@@ -585,6 +738,8 @@ def start_victim(l2, kind):
                 if "is not in" not in str(e):
                     raise
                 passed.append(victim)
+        if refusal:
+            raise LabNotRun(f"{refusal}; so were 7 more victims' pages")
         raise LabError(f"8 victims in a row got pages that are not {l2.ram}'s: "
                        + ", ".join(p["gpa"] for p in passed))
     finally:
@@ -613,10 +768,21 @@ def run_scenario(sc, l2, l1log):
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
     l1log.new_lines()
-    progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
-             f"{l2.ram} offset {offset:#x}; poisoning it")
+    host_before = None
+    if l2.ram is None:
+        host_before = dict(host_page(l2.vm.pid, hva), anon_huge_kb=anon_huge_kb(l2.vm.pid, hva))
+        progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
+                 f"pfn {host_before['pfn']:#x} ({'in a THP' if host_before.get('thp') else '4 KiB'}); "
+                 "poisoning it")
+    else:
+        progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
+                 f"{l2.ram} offset {offset:#x}; poisoning it")
     inject = sc.get("inject", "madvise")
-    if inject == "corrupt-pfn" or sc.get("pfn") is not None:
+    if l2.ram is None:
+        # QEMU's anonymous RAM: its pfn from QEMU's page table, to debugfs
+        # hwpoison (memory_failure(pfn, 0): a found error, QEMU gets an AO)
+        argv = ["vmce-poison", "pid-addr", str(l2.vm.pid), hex(hva)]
+    elif inject == "corrupt-pfn" or sc.get("pfn") is not None:
         # debugfs hwpoison: poisons a pfn, whoever owns it, so make sure it
         # is the guest's: anything else could take L1 down with it
         pfns = l2.ram_pfns()
@@ -658,6 +824,9 @@ def run_scenario(sc, l2, l1log):
     loss = huge_page_loss(l2, journal_len, sc) if l2.daemon else None
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    l1_lines = l1log.new_lines()
+    # the error's neighbours, after the error's own records are taken
+    blast = blast_radius(l2, sc, victim, hva, outcome, l1log)
     # the pages told of a lost huge page are counted (huge_page_loss), not each kept
     journal = [r for r in journal if r.get("source") != "huge-page"]
     result = {
@@ -665,11 +834,16 @@ def run_scenario(sc, l2, l1log):
         # GPAs of victims whose page was no longer the RAM file's (vmced
         # replaced it with anonymous memory, earlier in this guest's life)
         "victims_passed_over": passed_over,
-        "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"], "ram_offset": hex(offset),
+        "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
+        "ram_offset": hex(offset) if offset is not None else None,
+        # anon/thp: the victim's host page before the error (pagemap,
+        # kpageflags, AnonHugePages of its mapping), and what vmce-poison
+        # saw of it as it poisoned it
+        "host_page": host_before, "poisoned": poisoned, "l1_thp": l2.l1_thp,
         # False: L1's memory_failure() poisoned the page but could not isolate it
         "l1_isolated": poisoned.get("isolated", True),
         "hva": hex(hva), "victim_va": victim["va"], "victim_pid": victim["pid"], "gpa_in_rom": in_rom,
-        "l1_memory_failure": [ln for ln in l1log.new_lines() if "Memory failure" in ln],
+        "l1_memory_failure": [ln for ln in l1_lines if "Memory failure" in ln],
         "guest_log": guest_log[:40], "journal": journal,
         "ms_to_first_mce_log": round(mce_ms, 1) if mce_ms is not None else None,
         "ms_to_injection": round(injected_ms, 2) if injected_ms is not None else None,
@@ -679,6 +853,7 @@ def run_scenario(sc, l2, l1log):
         "qemu_exit": l2.exit_status(),
         "backing": l2.backing,
         "huge_page_loss": loss,
+        "blast_radius": blast,
     }
     if sig is not None:
         result["signal"] = {"code": sig["code"], "code_name": BUS_CODES.get(sig["code"], "other"),
@@ -704,6 +879,131 @@ def run_scenario(sc, l2, l1log):
     if sc.get("then") == "reboot" and l2.vm.alive():
         reboot_after(l2, sc, result)
     return result
+
+
+def host_block(pid, hva, size=HUGE_2M):
+    """The host's side of an error's blast radius: of the other pages of
+    the 2 MiB around @hva in QEMU, how many still read. Read through
+    /proc/PID/mem, where a poisoned page fails with EIO and signals no one;
+    and whether the block is still a THP (memory_failure() splits one)"""
+    base = hva & ~(size - 1)
+    page = hva & ~0xfff
+    readable, lost = 0, []
+    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    try:
+        for addr in range(base, base + size, 4096):
+            try:
+                if len(os.pread(fd, 4096, addr)) == 4096:
+                    readable += 1
+                    continue
+            except OSError:
+                pass
+            lost.append(addr)
+    finally:
+        os.close(fd)
+    other = base if page != base else base + 4096
+    return {"block": hex(base), "pages": size // 4096,
+            "victim_page_readable": page not in lost,
+            "others_readable": readable - (page not in lost),
+            "others_lost": len([a for a in lost if a != page]),
+            "first_lost": [hex(a) for a in lost if a != page][:4],
+            "neighbour_after": host_page(pid, other)}
+
+
+def guest_neighbour(l2, sc, victim, l1log):
+    """The guest's side: a new process whose page is another one of the
+    victim's 2 MiB (by GPA; QEMU keeps guest RAM 2 MiB aligned, so it is the
+    same host 2 MiB) reads it once. The guest's page allocator hands a new
+    process a page near the last ones it gave, mostly: a few tries, and a
+    page outside the 2 MiB is said, not read"""
+    gpa = int(victim["gpa"], 16)
+    base = gpa & ~(HUGE_2M - 1)
+    agent = l2.vm.agent
+    resync(agent)
+    found, tried = None, []
+    try:
+        for _ in range(6):
+            n = agent.call("victim-start", timeout=120, mode="idle", min_gpa=hex(base))
+            if base <= int(n["gpa"], 16) < base + HUGE_2M and int(n["gpa"], 16) != gpa:
+                found = n
+                break
+            tried.append(n)
+    finally:
+        for n in tried:
+            try:
+                agent.call("victim-stop", pid=n["pid"])
+            except Exception:  # noqa: BLE001 - it holds a page, nothing more
+                pass
+    if found is None:
+        return {"read": "not made", "why": f"no guest page in the 2 MiB at GPA {base:#x} came to a new "
+                                           f"process in {len(tried)} tries (got "
+                                           + ", ".join(n["gpa"] for n in tried) + ")"}
+    journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
+    console_len = len(l2.vm.console())
+    l1log.new_lines()
+    out = {"gpa": found["gpa"], "pid": found["pid"]}
+    hva = gpa_hva(l2.vm, int(found["gpa"], 16))
+    out["hva"] = hex(hva)
+    out["host_page"] = host_page(l2.vm.pid, hva)
+    agent.call("victim-touch", pid=found["pid"])
+    deadline = time.monotonic() + (120 if sc["accel"] == "tcg" else 30)
+    read = "no answer"
+    while time.monotonic() < deadline:
+        if any(PANIC.search(ln) for ln in console_lines(l2.vm, console_len)):
+            read = "guest panicked"
+            break
+        if not l2.vm.alive():
+            read = f"QEMU {l2.exit_status()}"
+            break
+        recs = [r for r in (l2.daemon.journal_records()[journal_len:] if l2.daemon else [])
+                if r["type"] == "memory-error" and r["result"] in ("refused", "stopped")]
+        if recs:
+            read = f"vmced {recs[0]['result']}, VM paused"
+            break
+        try:
+            st = agent.call("victim-status", timeout=5, pid=found["pid"])
+        except Exception:  # noqa: BLE001 - a paused or dead guest does not answer
+            time.sleep(0.2)
+            continue
+        if st.get("sigbus"):
+            sig = st["sigbus"]
+            read = f"SIGBUS {BUS_CODES.get(sig['code'], sig['code'])} lsb {sig.get('lsb')}"
+            break
+        if st.get("touched"):
+            read = "read, no error"
+            break
+        time.sleep(0.1)
+    # a read that took no error leaves its process holding the page
+    if read == "read, no error":
+        try:
+            agent.call("victim-stop", pid=found["pid"])
+        except Exception:  # noqa: BLE001
+            pass
+    out["read"] = read
+    out["journal"] = [{k: r.get(k) for k in ("type", "si_code", "lsb", "hva", "gpa", "result", "thread", "detail")}
+                      for r in (l2.daemon.journal_records()[journal_len:] if l2.daemon else [])
+                      if r.get("source") != "huge-page"]
+    out["guest_log"] = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)][:10]
+    out["l1_memory_failure"] = [ln for ln in l1log.new_lines() if "Memory failure" in ln]
+    return out
+
+
+def blast_radius(l2, sc, victim, hva, outcome, l1log):
+    """What else the error took: the host's view of the victim's 2 MiB, and
+    a guest read of another page of it (after the error's own outcome)"""
+    if not l2.vm.alive():
+        return {"host": None, "guest": {"read": "not made", "why": "QEMU is gone"}}
+    try:
+        host = host_block(l2.vm.pid, hva)
+    except OSError as e:
+        host = {"error": f"{e.strerror}"}
+    if outcome not in ("recovered", "sigbus", "nothing"):
+        return {"host": host, "guest": {"read": "not made", "why": f"the guest after the error: {outcome}"}}
+    try:
+        guest = guest_neighbour(l2, sc, victim, l1log)
+    except Exception as e:  # noqa: BLE001 - recorded: the error's own result stands
+        guest = {"read": "not made", "why": f"{type(e).__name__}: {str(e)[:300]}"}
+    return {"host": host, "guest": guest}
 
 
 def huge_page_loss(l2, journal_len, sc):
@@ -875,6 +1175,9 @@ def main():
             if sc["accel"] == "kvm" and sc.get("then") == "reboot":
                 count()
             emit("result", **run_scenario(sc, l2, l1log))
+        except LabNotRun as e:
+            progress(f"{sc['name']}: not run: {e}")
+            emit("result", scenario=sc, qemu=qemu_record(q), outcome="not run", detail=str(e)[:2000])
         except Exception as e:
             detail = str(e) if isinstance(e, LabError) else f"{type(e).__name__}: {e}"
             emit("result", scenario=sc, qemu=qemu_record(q), outcome="error", detail=detail[:2000])
