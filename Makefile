@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -22,7 +22,9 @@ help:
 	@echo "make check    every test (unit, fuzz corpus replay, end to end; unit and forwarding"
 	@echo "              again under ASan and UBSan)"
 	@echo "make fuzz     each libFuzzer target for 10^6 runs (clang; not in make check)"
-	@echo "make hostlab  real host memory errors in a host inside a VM: the comparison table"
+	@echo "make hostlab  real host memory errors in a host inside a VM: the QEMU comparison table"
+	@echo "              (hostlab-matrix), and full.ini real vs simulated on every guest kernel,"
+	@echo "              and under KVM L2 (hostlab-full)"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    every figure (boot, the injection tail, the demo's latency per QEMU, vmced"
 	@echo "              attached vs not, 64 libvirt"
@@ -127,8 +129,21 @@ unit: build
 e2e: image
 	meson test -C $(MESON_DIR) --print-errorlogs --suite e2e
 
-hostlab: image qemus
+hostlab: hostlab-matrix hostlab-full
+
+hostlab-matrix: image qemus
 	@run/hostlab --matrix --qemus all
+
+# full.ini with real host errors in the lab, on each guest kernel side by
+# side with the same cases simulated here (run/campaign --errors; one L1
+# per kernel), then under KVM L2 with a QEMU that gives an AMD guest SUCCOR
+HOSTLAB_KERNELS := debian-6.1 vmce-6.1 debian-6.12
+hostlab-full: image kernels qemus
+	-@for k in $(HOSTLAB_KERNELS); do \
+		run/campaign --errors simulated,real --kernels $$k --out $(BUILD)/campaigns/full-errors-$$k run/campaigns/full.ini; \
+	done
+	-@run/hostlab --campaign run/campaigns/full.ini --errors real --accel kvm --qemu debian-10.0 \
+		--out $(BUILD)/campaigns/full-hostlab-kvm
 
 campaign: image
 	@run/campaign --quick

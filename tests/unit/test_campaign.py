@@ -111,6 +111,35 @@ kill = early, late
         finally:
             campaign_mod.host_can_poison = can
 
+    def test_errors_both_ways(self):
+        """--errors: every host error made simulated or real; a real one a
+        case cannot have is that case's "not run (why)", not the whole
+        file's error; a guest-made error has no real one"""
+        text = ("[matrix m]\npages = anon-dirty, slab\nkinds = ao, ar\n"
+                "[case again]\nrepeat = true\n[case qemu-ar]\nkind = ar\nforwarder = qemu\n"
+                "[case g]\ninject = guest-madvise\n")
+        real = self.parse(text, errors="real")
+        by = {c.id.split("/")[0] + "/" + c.page + "/" + c.kind: c for c in real.cases}
+        self.assertEqual(by["m/anon-dirty/ar"].inject, "host-real")
+        self.assertIsNone(by["m/anon-dirty/ar"].not_real)
+        self.assertIn("kernel memory", by["m/slab/ar"].not_real)
+        self.assertIsNone(by["m/slab/ao"].not_real)
+        self.assertIn("already poisoned", by["again/anon-dirty/ao"].not_real)
+        self.assertIn("ignore-ao", by["qemu-ar/anon-dirty/ar"].not_real)
+        self.assertIn("the guest makes this error", by["g/anon-dirty/ao"].not_real)
+        self.assertEqual(real.host_real_line, 1)  # the first section made real
+        sim = self.parse(text, errors="simulated")
+        self.assertTrue(all(c.inject == "host" and c.not_real is None for c in sim.cases if c.host_side))
+        # the same rows either way
+        self.assertEqual(sorted(c.error_key for c in sim.cases if c.host_side),
+                         sorted(c.error_key for c in real.cases if c.host_side))
+        with self.assertRaises(SpecError) as cm:
+            self.parse("[case a]\n", errors="bogus")
+        self.assertIn("--errors bogus", str(cm.exception))
+        full = Campaign.load(os.path.join(HERE, "..", "..", "run", "campaigns", "full.ini"), errors="real")
+        self.assertEqual([c.id for c in full.cases if c.host_side and c.not_real], [])
+        self.assertEqual([c.id for c in full.cases if c.host_side and expectation(c) is None], [])
+
     def test_syntax_error(self):
         msg = self.error("[campaign\nname = x\n")
         self.assertTrue(msg.startswith("test.ini"), msg)

@@ -48,6 +48,9 @@ KILLS = ("early", "late", "prctl-early", "prctl-late")
 # the host kernel's own memory_failure() on the page behind the guest's, so
 # only where the host kernel can poison (the host lab's L1)
 INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# run/campaign --errors: every host-side case as vmced's simulated error, or
+# as the host kernel's real one (in the host lab), whatever the file says
+ERRORS = ("simulated", "real")
 # who handles a host error: vmced forwards it, or (qemu) vmced passes it on
 # (policy pass) and QEMU does what it does by itself (qemus.BEHAVIOUR)
 FORWARDERS = ("vmced", "qemu")
@@ -68,6 +71,41 @@ GUEST_KEYS = {"mem", "cpus", "accel", "cpu", "hugepages", "ksm", "disk", "kernel
 CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
              "expect"}
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat", "forwarder"}
+
+
+def real_refusal(c):
+    """Why case @c (a dict of its fields) cannot be a real host error, or
+    None: what the host kernel cannot be made to do, where vmced's
+    simulation can"""
+    if c["repeat"]:
+        return ("repeat needs inject = host: a real host's memory_failure() does not signal a page "
+                "it has already poisoned")
+    if c["kind"] == "ar" and c["page"] in KERNEL_PAGES:
+        return (f"a consumed (ar) host-real error needs a process page to touch, and {c['page']} "
+                "is kernel memory: use kind = ao")
+    if c["kind"] == "ar" and c["forwarder"] == "qemu":
+        return ("a consumed (ar) host-real error needs vmced to hold back the host's early AO "
+                "(policy ignore-ao), and with forwarder = qemu vmced passes every signal to QEMU: "
+                "use kind = ao, or inject = host")
+    return None
+
+
+def as_errors(c, errors):
+    """Case @c with its host error made @errors (ERRORS): a real one that
+    cannot be real keeps why (not_real), and runs as "not run (why)"
+    rather than stop the campaign, whose other cases can be"""
+    if errors is None:
+        return c
+    if c["inject"] not in ("host", "host-real"):
+        # the guest makes it: there is no host error to make real, and the
+        # lab's time goes to those that are
+        return c if errors == "simulated" else dict(
+            c, not_real=f"inject = {c['inject']}: the guest makes this error, not the host")
+    if errors == "simulated":
+        return dict(c, inject="host")
+    c = dict(c, inject="host-real")
+    why = real_refusal(c)
+    return dict(c, not_real=f"not a real error here: {why}") if why else c
 
 
 def host_can_poison():
@@ -181,8 +219,12 @@ class Case:
 
     def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
                  recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None,
-                 forwarder="vmced", qemu=None, accel="tcg", cpu=DEFAULT_CPU, qemu_in_id=False):
+                 forwarder="vmced", qemu=None, accel="tcg", cpu=DEFAULT_CPU, qemu_in_id=False,
+                 not_real=None):
         self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
+        # set when --errors real asked for a real error this case cannot
+        # have: why, for its "not run"
+        self.not_real = not_real
         self.inject, self.recovery, self.burst, self.repeat = inject, recovery, burst, repeat
         self.forwarder = forwarder
         self.expect_override, self.rep = expect, rep
@@ -211,6 +253,12 @@ class Case:
         runs more than one, so that a campaign on one QEMU keeps the ids it
         always had"""
         return f"{self.key}@{self.kernel}" + (f"@qemu={self.qemu}" if self.qemu_in_id else "")
+
+    @property
+    def error_key(self):
+        """The same case with a simulated or a real host error: a row of
+        run/campaign --errors simulated,real"""
+        return self.key.replace("/host-real/", "/host/", 1)
 
     @property
     def host_side(self):
@@ -249,13 +297,14 @@ class Campaign:
         self.path = None
 
     @classmethod
-    def load(cls, path, kernels=None, qemus=None, images=None, resolve_image=None):
+    def load(cls, path, kernels=None, qemus=None, images=None, resolve_image=None, errors=None,
+             machine=None):
         try:
             with open(path) as f:
                 text = f.read()
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        return cls.parse(text, path, kernels, qemus, images, resolve_image)
+        return cls.parse(text, path, kernels, qemus, images, resolve_image, errors, machine)
 
     @staticmethod
     def hosts_file(path):
@@ -282,14 +331,20 @@ class Campaign:
         return hosts
 
     @classmethod
-    def parse(cls, text, path="<campaign>", kernels=None, qemus=None, images=None, resolve_image=None):
+    def parse(cls, text, path="<campaign>", kernels=None, qemus=None, images=None, resolve_image=None,
+              errors=None, machine=None):
         """kernels, qemus, images: lists that replace every guest's `kernel`,
         `qemu` and `image` (the command line's --kernels, --qemus and
         --images; --images makes every guest an image's). resolve_image:
         what an image's name stands for (default images.resolve; libvirt
-        domains, for run/virsh/campaign)"""
+        domains, for run/virsh/campaign). errors: "simulated" or "real"
+        (ERRORS) makes every host error that (run/campaign --errors).
+        machine: (accel, cpu) for every guest (run/hostlab --campaign
+        --accel)"""
         if kernels and images:
             raise SpecError(f"{path}: --kernels and --images: an image boots its own kernel")
+        if errors is not None and errors not in ERRORS:
+            raise SpecError(f"{path}: --errors {errors}: say {' or '.join(ERRORS)}")
         self = cls()
         self.path = path
         where = _locate(text)
@@ -447,7 +502,7 @@ class Campaign:
                 continue
             check_keys(section, GUEST_KEYS)
             g = parser[section]
-            accel = one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
+            accel = machine[0] if machine else one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
             guest_qemus = qemu_list(section, g.get("qemu"))
             if g.get("image") and g.get("kernel"):
                 fail(section, "image", "a guest has a kernel or an image, not both: an image boots "
@@ -460,7 +515,7 @@ class Campaign:
                           ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True),
                           kernels=(image_list(section, g.get("image")) if is_image
                                    else kernel_list(section, g.get("kernel"))), qemus=guest_qemus,
-                          cpu=cpu_of(section, g.get("cpu"), guest_qemus, accel))
+                          cpu=cpu_of(section, machine[1] if machine else g.get("cpu"), guest_qemus, accel))
             guest.image = is_image
             self.guests[guest.name] = guest
         if not self.guests:
@@ -468,6 +523,9 @@ class Campaign:
                                          kernels=image_list(None, None) if images else kernel_list(None, None),
                                          qemus=qemu_list(None, None))
             self.guests["guest"].image = bool(images)
+            if machine:
+                self.guests["guest"].accel = machine[0]
+                self.guests["guest"].cpu = machine[1] or DEFAULT_CPU
 
         def guest_of(section, value):
             name = value or next(iter(self.guests))
@@ -489,13 +547,10 @@ class Campaign:
             for c in group:
                 if c["inject"] != "host-real":
                     continue
-                if c["repeat"]:
-                    fail(section, "repeat", "repeat needs inject = host: a real host's memory_failure() "
-                                            "does not signal a page it has already poisoned")
-                if c["kind"] == "ar" and c["page"] in KERNEL_PAGES:
-                    fail(section, "kind" if "kind" in parser[section] else "kinds",
-                         f"a consumed (ar) host-real error needs a process page to touch, and "
-                         f"{c['page']} is kernel memory: use kind = ao")
+                why = None if c.get("not_real") else real_refusal(c)
+                if why:
+                    key = "repeat" if c["repeat"] else "kind" if "kind" in parser[section] else "kinds"
+                    fail(section, key, why)
                 line = where.get((section, "inject")) or where.get((section, None))
                 if self.host_real_line is None or line < self.host_real_line:
                     self.host_real_line = line
@@ -509,11 +564,6 @@ class Campaign:
                     fail(section, "forwarder", f"forwarder = qemu needs a host error (inject = host or "
                                                f"host-real): with inject = {c['inject']} the guest makes "
                                                "the error itself and QEMU never hears of it")
-                if c["inject"] == "host-real" and c["kind"] == "ar":
-                    fail(section, "kind" if "kind" in parser[section] else "kinds",
-                         "a consumed (ar) host-real error needs vmced to hold back the host's early AO "
-                         "(policy ignore-ao), and with forwarder = qemu vmced passes every signal to "
-                         "QEMU: use kind = ao, or inject = host")
 
         scenarios = []
         for section in sections:
@@ -534,6 +584,7 @@ class Campaign:
                     burst=integer(section, "burst", 1, 1), repeat=boolean(section, "repeat", False),
                     forwarder=one_of(section, "forwarder", s.get("forwarder", "vmced"), FORWARDERS),
                     expect=s.get("expect"))])
+                scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
                 check_real(section, scenarios[-1])
                 check_forwarder(section, scenarios[-1])
             elif kind == "matrix":
@@ -554,6 +605,7 @@ class Campaign:
                                        repeat=boolean(section, "repeat", False), forwarder=f)
                                   for p, k, kl, i, r, f in itertools.product(pages, kinds, kills, injects,
                                                                              recoveries, forwarders)])
+                scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
                 check_real(section, scenarios[-1])
                 check_forwarder(section, scenarios[-1])
         # kernel outermost, then QEMU: a worker is done with one (kernel,

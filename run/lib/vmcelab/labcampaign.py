@@ -16,12 +16,15 @@ import shutil
 import sys
 import threading
 
+from . import kernels
 from .campaign import Campaign, SpecError
 from .runner import Runner
 
 DISK_GZ = "/lab/l2/disk.img.gz"
 DISK = "/run/vmce/disk.img"
 OUTDIR = "/run/vmce/campaign"
+# the L2 kernels L0 staged for the campaign (run/hostlab stage_kernels())
+KERNELS = "/lab/kernels.json"
 
 
 class Lines:
@@ -79,13 +82,16 @@ def run(spec, qemu):
     if l2_disk():
         os.environ["VMCE_DISK"] = DISK
     os.environ["VMCE_QEMU"] = qemu
+    if os.path.exists(KERNELS):
+        os.environ[kernels.STAGED_ENV] = KERNELS
     # an L2 under TCG in an L1 under TCG: boots, signals and log lines all
     # take several times longer than on a host
     os.environ.setdefault("VMCE_TIME_SCALE", str(spec.get("time_scale", 5)))
     try:
         # the one QEMU L0 staged for L1, whatever QEMU names the file uses
         # (they are L0's; L0 checked them before L1 booted)
-        campaign = Campaign.parse(spec["text"], spec["path"], qemus=[qemu])
+        campaign = Campaign.parse(spec["text"], spec["path"], qemus=[qemu], kernels=spec.get("kernels"),
+                                  errors=spec.get("errors"), machine=spec.get("machine"))
         campaign.check_host()
     except SpecError as e:
         out.emit("campaign-error", text=str(e))

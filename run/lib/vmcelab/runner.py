@@ -854,6 +854,8 @@ class Runner:
         t_start = t_case = time.time()
         obs, why_not = None, None
         try:
+            if case.not_real:  # before any boot: nothing of it can run
+                raise NotRun(case.not_real)
             if gvm.unbootable:
                 raise NotRun(gvm.unbootable)
             if not self.reuse or not gvm.fit(self.campaign.max_poisoned):
