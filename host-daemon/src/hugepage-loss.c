@@ -132,17 +132,22 @@ vmce_hugepage_loss_record (VmceVm *vm,
   vmce_json_builder_add_hex (b, "gpa", ev->gpa);
   vmce_json_builder_add_string (b, "policy", vmce_hugepage_policy_to_string (policy));
   vmce_json_builder_add_int (b, "pages", pages->len);
-  /* the guest ranges, runs of consecutive pages */
+  /* the guest ranges, runs of pages consecutive in GPA and HVA: with
+   * their HVAs, a restarted vmced puts every page back in the poison set
+   * from this record alone (poison-index.c) */
   json_builder_set_member_name (b, "ranges");
   json_builder_begin_array (b);
   for (guint i = 0; i < pages->len;) {
     guint j = i + 1;
-    guint64 first = g_array_index (pages, VmceGuestPage, i).gpa;
+    const VmceGuestPage *first = &g_array_index (pages, VmceGuestPage, i);
 
-    while (j < pages->len && g_array_index (pages, VmceGuestPage, j).gpa == first + (guint64) (j - i) * VMCE_PAGE_SIZE)
+    while (j < pages->len &&
+           g_array_index (pages, VmceGuestPage, j).gpa == first->gpa + (guint64) (j - i) * VMCE_PAGE_SIZE &&
+           g_array_index (pages, VmceGuestPage, j).hva == first->hva + (guint64) (j - i) * VMCE_PAGE_SIZE)
       j++;
     json_builder_begin_object (b);
-    vmce_json_builder_add_hex (b, "gpa", first);
+    vmce_json_builder_add_hex (b, "gpa", first->gpa);
+    vmce_json_builder_add_hex (b, "hva", first->hva);
     vmce_json_builder_add_int (b, "pages", j - i);
     json_builder_end_object (b);
     i = j;

@@ -2,7 +2,8 @@
  * Poisoned pages of QEMUs not watched right now (see poison-index.h).
  *
  * Which records count, by "qemu_id" (a process, not a pid: see
- * proc-info.h): memory-error records add pages; a reset record removes the
+ * proc-info.h): memory-error records add pages, and a huge-page-loss
+ * record every other page of the lost huge page; a reset record removes the
  * pages it replaced; a page-replaced record (QEMU reloaded a ROM into the
  * page) removes its page; a vm-exit record ends the QEMU, and with it
  * every page. Records of vmced before qemu_id existed name no process and
@@ -125,6 +126,13 @@ vmce_poison_index_apply (VmcePoisonIndex *self, JsonObject *record)
   if (g_strcmp0 (type, "memory-error") == 0) {
     e = vmce_poison_index_get (self, identity);
     if (vmce_poison_set_add_record (e->pages, record))
+      e->records++;
+    return;
+  }
+  if (g_strcmp0 (type, "huge-page-loss") == 0) {
+    /* its memory-error record came first and made the entry */
+    e = g_hash_table_lookup (self->qemus, identity);
+    if (e != NULL && vmce_poison_set_add_loss_record (e->pages, record) > 0)
       e->records++;
     return;
   }

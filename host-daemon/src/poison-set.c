@@ -165,6 +165,42 @@ vmce_poison_set_add_lost (GHashTable *set, guint64 gpa, guint64 hva, gboolean si
   return p;
 }
 
+guint
+vmce_poison_set_add_loss_record (GHashTable *set, JsonObject *record)
+{
+  JsonNode *ranges = json_object_get_member (record, "ranges");
+  gboolean simulated = g_strcmp0 (vmce_json_object_get_string_opt (record, "source"), "simulated") == 0;
+  guint64 about_seq = 0;
+  guint added = 0;
+  JsonArray *arr;
+
+  if (ranges == NULL || !JSON_NODE_HOLDS_ARRAY (ranges) ||
+      !vmce_json_object_get_u64_opt (record, "about_seq", &about_seq, NULL, NULL) || about_seq == 0)
+    return 0;
+  arr = json_node_get_array (ranges);
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonNode *node = json_array_get_element (arr, i);
+    JsonObject *range;
+    const gchar *gpa_str, *hva_str;
+    guint64 gpa = 0, hva = 0, n = 0;
+
+    if (!JSON_NODE_HOLDS_OBJECT (node))
+      continue;
+    range = json_node_get_object (node);
+    gpa_str = vmce_json_object_get_string_opt (range, "gpa");
+    hva_str = vmce_json_object_get_string_opt (range, "hva");
+    /* at most a 1 GiB page's: a damaged record must not add the world */
+    if (gpa_str == NULL || hva_str == NULL || !vmce_parse_u64 (gpa_str, &gpa, NULL) ||
+        !vmce_parse_u64 (hva_str, &hva, NULL) ||
+        !vmce_json_object_get_u64_opt (range, "pages", &n, NULL, NULL) || n > (G_GUINT64_CONSTANT (1) << 18))
+      continue;
+    for (guint64 j = 0; j < n; j++)
+      added += vmce_poison_set_add_lost (set, gpa + j * VMCE_PAGE_SIZE, hva + j * VMCE_PAGE_SIZE, simulated,
+                                         about_seq) != NULL;
+  }
+  return added;
+}
+
 gboolean
 vmce_poisoned_page_told (const VmcePoisonedPage *p)
 {

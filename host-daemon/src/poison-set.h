@@ -62,6 +62,11 @@ VmcePoisonedPage *vmce_poison_set_add_lost (GHashTable *set,
                                             guint64 hva,
                                             gboolean simulated,
                                             guint64 lost_with);
+/* The pages of a huge-page-loss journal record (hugepage-loss.c), as
+ * add_lost() put them in when the loss happened: what a restarted vmced
+ * rebuilds. Returns how many it added; a record without per-range HVAs
+ * (vmced before they were journaled) adds none. */
+guint vmce_poison_set_add_loss_record (GHashTable *set, JsonObject *record);
 /* Whether the guest was told of @p: FALSE only for a page of a lost huge
  * page that no error reported yet (its first read is a first error, not a
  * refault) */

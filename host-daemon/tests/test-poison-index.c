@@ -44,6 +44,51 @@ take (VmcePoisonIndex *idx, const gchar *id, gchar **other)
   return vmce_poison_index_take (idx, id, &n, &kept, other);
 }
 
+/* A lost 2 MiB: the memory-error that showed it, then the loss with its
+ * ranges (pc.ram's first 2 MiB: the hole at 640 KiB splits it). A
+ * restarted vmced has every page again, told or not, each with its HVA */
+static void
+test_index_huge_page_loss (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GHashTable) pages = NULL;
+  VmcePoisonedPage *p;
+
+  apply (idx, error_record (ME, "0x0", "kernel", "injected"));
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" ME "\",\"source\":\"kernel\","
+              "\"about_seq\":7,\"lsb\":21,\"ranges\":[{\"gpa\":\"0x0\",\"hva\":\"0x7f0000200000\","
+              "\"pages\":160},{\"gpa\":\"0xc0000\",\"hva\":\"0x7f00002c0000\",\"pages\":320}]}");
+  /* a record of an older vmced, without HVAs, and a damaged one: nothing */
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" ME "\",\"about_seq\":7,"
+              "\"ranges\":[{\"gpa\":\"0x400000\",\"pages\":512}]}");
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" ME "\",\"about_seq\":7,"
+              "\"ranges\":[{\"gpa\":\"0x600000\",\"hva\":\"0x1000\",\"pages\":99999999}]}");
+  /* nor a loss of a QEMU no error was recorded of */
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" OTHER "\",\"about_seq\":3,"
+              "\"ranges\":[{\"gpa\":\"0x0\",\"hva\":\"0x7f0000200000\",\"pages\":1}]}");
+  g_assert_cmpuint (vmce_poison_index_get_n_qemus (idx), ==, 1);
+  g_assert_cmpuint (vmce_poison_index_get_n_pages (idx), ==, 480);
+
+  pages = take (idx, ME, NULL);
+  g_assert_nonnull (pages);
+  /* the page the error named: reported, told */
+  p = vmce_poison_set_lookup (pages, 0x0);
+  g_assert_nonnull (p);
+  g_assert_true (vmce_poisoned_page_told (p));
+  /* its neighbours: lost with it, not told, each at its own HVA */
+  p = vmce_poison_set_lookup (pages, 0x9f000);
+  g_assert_nonnull (p);
+  g_assert_cmphex (p->hva, ==, 0x7f000029f000);
+  g_assert_cmpuint (p->lost_with, ==, 7);
+  g_assert_false (vmce_poisoned_page_told (p));
+  p = vmce_poison_set_lookup (pages, 0x1ff000);
+  g_assert_nonnull (p);
+  g_assert_cmphex (p->hva, ==, 0x7f00003ff000);
+  g_assert_null (vmce_poison_set_lookup (pages, 0xa0000));
+  g_assert_null (vmce_poison_set_lookup (pages, 0x400000));
+  g_assert_null (vmce_poison_set_lookup (pages, 0x600000));
+}
+
 static void
 test_index_records (void)
 {
@@ -164,6 +209,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/poison-index/records", test_index_records);
+  g_test_add_func ("/poison-index/huge-page-loss", test_index_huge_page_loss);
   g_test_add_func ("/poison-index/other-process", test_index_other_process);
   g_test_add_func ("/poison-index/keep", test_index_keep);
   g_test_add_func ("/poison-index/load", test_index_load);

@@ -22,11 +22,13 @@ the process is killed, they are free pages the guest will hand out again.
 
 Then the bad input: a huge page under a GPA that is not RAM, an AR huge-
 page loss, a size that is no huge page: one error line each, nothing held.
-Last, a reset: all 1024 pages of the two losses, told or not, replaced
-before the guest runs again, and no error as it boots.
+Last, vmced killed and started again rebuilds the lost pages from the
+journal, and a reset: all 1024 pages of the two losses, told or not,
+replaced before the guest runs again, and no error as it boots.
 """
 import os
 import re
+import signal
 import time
 
 from common import Tap, Vm, Vmced, prerequisites, thread_states, wait_for, workdir
@@ -113,7 +115,7 @@ try:
     loss = loss[0] if loss else {}
     tap.ok(loss.get("pages") == 512 and loss.get("told") == 511 and loss.get("policy") == "all"
            and loss.get("about_seq") == ev.get("seq") and int(loss.get("hva", "0x1"), 16) % HUGE == 0
-           and loss.get("ranges") == [{"gpa": hex(w["base"]), "pages": 512}],
+           and loss.get("ranges") == [{"gpa": hex(w["base"]), "hva": loss.get("hva"), "pages": 512}],
            "all: one huge-page-loss record: 512 guest pages, one range, 511 more to tell", diag=loss)
     pages = wait_for(lambda: (lambda t: t if len(t) >= 511 else None)(told(ev.get("seq"))), 90)
     pages = pages or told(ev.get("seq"))
@@ -210,6 +212,18 @@ try:
              f"{'panicked' if panicked else 'lives' if vm.alive() else 'is gone'}; "
              f"{len(read) - 1} more read(s) of untold pages")
     tap.ok(vm.alive(), "one: QEMU lives (vmced told the guest; what the guest did with it is its own)")
+
+    # --- vmced killed (as a crash) and started again: the losses come back
+    # from the journal alone, every page with the error that showed it ----
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait()
+    daemon = Vmced(os.path.join(work, "vmced"), args=daemon.args)
+    info = daemon.wait_attached(NAME)
+    lost_with = [p for p in info.get("poisoned") or [] if p.get("lost_with")]
+    tap.ok(len(lost_with) == 1022 and info.get("poisoned_from", "").startswith("journal:"),
+           "vmced killed and started again: the 1022 other pages of the two losses (told or not) are "
+           "rebuilt from the huge-page-loss records, each with the error that showed it",
+           diag=f"{len(lost_with)} pages with lost_with; poisoned_from {info.get('poisoned_from')}")
 
     # --- a reset: every page of both losses is remembered, told or not ----
     since = len(daemon.journal_records())
