@@ -821,6 +821,15 @@ def run_scenario(sc, l2, l1log):
                 break
     finally:
         events.close()
+    if l2.daemon and not l2.vm.alive():
+        # vmced journals what QEMU's death cut short (an injection QEMU never
+        # answered, a loss's pages) before the QEMU's vm-exit record: the
+        # journal is whole once that is in (seen: a 1 GiB loss's AO record
+        # came after the copy was taken)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                r.get("type") == "vm-exit" for r in l2.daemon.journal_records()[journal_len:]):
+            time.sleep(0.1)
     loss = huge_page_loss(l2, journal_len, sc) if l2.daemon else None
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
