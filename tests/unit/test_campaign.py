@@ -140,6 +140,16 @@ kill = early, late
         self.assertEqual([c.id for c in full.cases if c.host_side and c.not_real], [])
         self.assertEqual([c.id for c in full.cases if c.host_side and expectation(c) is None], [])
 
+    def test_amd_guests_poll_their_banks(self):
+        """The guests whose set-up asks for a bank poll every second: AMD
+        models (a deferred error is found by polling), by model or vendor"""
+        from vmcelab.runner import amd_cpu
+        self.assertTrue(amd_cpu("EPYC,succor=on,overflow-recov=on"))
+        self.assertTrue(amd_cpu("EPYC-Milan"))
+        self.assertTrue(amd_cpu("qemu64,vendor=AuthenticAMD"))
+        self.assertFalse(amd_cpu("Skylake-Client"))
+        self.assertFalse(amd_cpu(campaign_mod.DEFAULT_CPU))
+
     def test_syntax_error(self):
         msg = self.error("[campaign\nname = x\n")
         self.assertTrue(msg.startswith("test.ini"), msg)
