@@ -176,7 +176,7 @@ class Expectations(unittest.TestCase):
         c = Campaign.parse(open(text).read().replace("page = ksm", "page = ksm\nkill = late"), text)
         case = c.cases[0]
         exp = expectation(case)
-        self.assertIsNotNone(exp.alternative)
+        self.assertEqual(len(exp.alternatives), 1)  # simulated: the racy AR only
         w = {"pid": 117, "pids": [117, 118], "va": "0x7f0000001000", "pfn": "0x298e"}
         base = {"panic": None, "qemu_alive": True, "guest_alive": True, "workloads": [w],
                 "actions": {"0x298e": ["unmapping failed page", "Ignored"]}, "already": [],
@@ -193,6 +193,18 @@ class Expectations(unittest.TestCase):
         self.assertEqual(judge(case, exp, both, None)[0], "fail")
         elsewhere = dict(racy, signals=[{"pid": 118, "code": 4, "addr": "0x7f0000009000", "lsb": 12}])
         self.assertEqual(judge(case, exp, elsewhere, None)[0], "fail")
+        # a real host error: the host page stays poisoned under KVM, and
+        # every mapper's touch is its own AR (the host lab: both killed)
+        real = Campaign.parse(open(text).read().replace("page = ksm", "page = ksm\nkill = late\n"
+                                                        "inject = host-real"), text).cases[0]
+        exp = expectation(real)
+        self.assertEqual(len(exp.alternatives), 2)
+        both_dead = dict(both, victims_alive={"117": False, "118": False})
+        verdict, reasons = judge(real, exp, both_dead, None)
+        self.assertEqual(verdict, "pass", reasons)
+        self.assertIn("stays poisoned", reasons[0])
+        self.assertEqual(judge(real, exp, racy, None)[0], "pass")
+        self.assertEqual(judge(real, exp, elsewhere, None)[0], "fail")
 
     def test_unknown_kernel_in_a_file(self):
         with self.assertRaises(SpecError) as cm:
