@@ -23,7 +23,7 @@ the process is killed, they are free pages the guest will hand out again.
 Then the bad input: a huge page under a GPA that is not RAM, an AR huge-
 page loss, a size that is no huge page: one error line each, nothing held.
 Last, vmced killed and started again rebuilds the lost pages from the
-journal, and a reset: all 1024 pages of the two losses, told or not,
+journal, a migration is refused naming all of them, and a reset: all 1024 pages of the two losses, told or not,
 replaced before the guest runs again, and no error as it boots.
 """
 import os
@@ -225,6 +225,21 @@ try:
            "rebuilt from the huge-page-loss records, each with the error that showed it",
            diag=f"{len(lost_with)} pages with lost_with; poisoned_from {info.get('poisoned_from')}")
 
+    # --- a migration: the guard knows every page of both losses too, and
+    # refuses it (the default policy), naming them ----
+    since = len(daemon.journal_records())
+    with vm.qmp() as q:
+        q.execute("migrate", uri="exec:cat > /dev/null")
+        status = wait_for(lambda: (lambda st: st if st in ("cancelled", "failed", "completed") else None)(
+            q.execute("query-migrate").get("status")), 60)
+    refused = wait_for(lambda: [r for r in daemon.journal_records()[since:]
+                                if r["type"] == "migration" and r.get("action") == "refused"], 10) or [{}]
+    named = {int(p, 16) for p in refused[0].get("pages") or []}
+    lost = {b + i * 4096 for b in (first_base, w["base"]) for i in range(512)}
+    tap.ok(status == "cancelled" and lost <= named,
+           "a migration: cancelled by vmced, its record names all 1024 pages of the two losses",
+           diag=f"status {status}; {len(lost & named)} of 1024 named")
+
     # --- a reset: every page of both losses is remembered, told or not ----
     since = len(daemon.journal_records())
     try:
@@ -236,7 +251,6 @@ try:
     vm.wait_rebooted(boot, 120)
     resets = wait_for(lambda: [r for r in daemon.journal_records()[since:] if r["type"] == "reset"], 20) or [{}]
     pages = {int(p["gpa"], 16) for p in resets[0].get("pages") or [] if p.get("result") in ("replaced", "usable")}
-    lost = {b + i * 4096 for b in (first_base, w["base"]) for i in range(512)}
     tap.ok(lost <= pages and resets[0].get("failed") == 0,
            "a reset: all 1024 pages of the two losses replaced before the guest runs again (511 never told)",
            diag=f"{len(lost & pages)} of 1024 in the reset record; failed {resets[0].get('failed')}")
