@@ -73,6 +73,12 @@ CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "re
 MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat", "forwarder"}
 
 
+def error_key(key):
+    """A case's key (Case.key) the same whether its host error is simulated
+    or real: a row of run/campaign --errors simulated,real"""
+    return key.replace("/host-real/", "/host/", 1)
+
+
 def real_refusal(c):
     """Why case @c (a dict of its fields) cannot be a real host error, or
     None: what the host kernel cannot be made to do, where vmced's
@@ -256,9 +262,7 @@ class Case:
 
     @property
     def error_key(self):
-        """The same case with a simulated or a real host error: a row of
-        run/campaign --errors simulated,real"""
-        return self.key.replace("/host-real/", "/host/", 1)
+        return error_key(self.key)
 
     @property
     def host_side(self):

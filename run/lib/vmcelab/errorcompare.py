@@ -12,6 +12,7 @@ itself: both records already carry their verdicts.
 """
 import json
 
+from .campaign import error_key
 from .report import classify, esc, outcome_label
 
 # the facts compared, in the order the report shows them, with their labels
@@ -72,8 +73,7 @@ def differences(sim, real):
 
 def _row_key(rec):
     case = rec["case"]
-    key = case.get("key") or case["id"]
-    return (key.replace("/host-real/", "/host/", 1), case.get("kernel"))
+    return (error_key(case.get("key") or case["id"]), case.get("kernel"))
 
 
 def pair(simulated, real):

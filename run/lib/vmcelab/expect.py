@@ -389,8 +389,10 @@ def _kernel_expectation(case):
         if case.host_side and case.kind == "ao" and case.recovery == 1:
             # one of the mappers, at its own VA; with a real error under
             # KVM, every mapper that touches
-            for alts, signals in ((ALTERNATIVES, "one-ar"), (ALTERNATIVES_REAL, "touch")):
-                if key not in alts or (alts is ALTERNATIVES_REAL and case.inject != "host-real"):
+            known = [(ALTERNATIVES, "one-ar")] + ([(ALTERNATIVES_REAL, "touch")] if case.inject == "host-real"
+                                                   else [])
+            for alts, signals in known:
+                if key not in alts:
                     continue
                 why, row = alts[key]
                 other = _expectation(case, {case.page: row}, {}, False)

@@ -83,7 +83,7 @@ def is_spelled_as_path(value):
 
 
 # the host lab's L1 has no build tree: L0 stages the kernels a campaign
-# asks for, resolved there, and lists them here (run/hostlab, stage())
+# asks for, resolved there, and lists them here (run/hostlab stage_kernels())
 STAGED_ENV = "VMCE_KERNELS_STAGED"
 
 
