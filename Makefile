@@ -36,7 +36,7 @@ help:
 	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), vmce-7.2, debian-10.0"
 	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
 	@echo "              with qemu-patches/10.0/)"
-	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian's source with guest-kernel/patches/"
+	@echo "make kernel-src  the vmce-6.1 and vmce-6.12 guest kernels: Debian's source with guest-kernel/patches/BASE/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
 	@echo "make guest-image  guest images like an operator's: debian-12 and debian-12-cloud"
@@ -52,10 +52,12 @@ kernel: deps
 
 # the other guest kernels a campaign can name, each with its own initramfs
 kernel-src: build
-	@guest-kernel/build --out $(KERNELS_DIR)/vmce-6.1
 	@mkdir -p $(dir $(IMAGE))
-	@images/mkinitramfs --kernel-dir $(KERNELS_DIR)/vmce-6.1 --tools $(MESON_DIR)/images/guest-tools \
-		--out $(BUILD)/images/guest-vmce-6.1.cpio.gz
+	@for base in 6.1 6.12; do \
+		guest-kernel/build --base $$base --out $(KERNELS_DIR)/vmce-$$base && \
+		images/mkinitramfs --kernel-dir $(KERNELS_DIR)/vmce-$$base --tools $(MESON_DIR)/images/guest-tools \
+			--out $(BUILD)/images/guest-vmce-$$base.cpio.gz || exit 1; \
+	done
 
 kernel-6.12: build
 	@guest-kernel/fetch --suite trixie --out $(KERNELS_DIR)/debian-6.12
@@ -139,7 +141,7 @@ hostlab-matrix: image qemus
 # per kernel), then under KVM L2 on each kernel (one L1: KVM guests boot in
 # seconds) with a QEMU that gives an AMD guest SUCCOR
 comma := ,
-HOSTLAB_KERNELS := debian-6.1 vmce-6.1 debian-6.12
+HOSTLAB_KERNELS := debian-6.1 vmce-6.1 debian-6.12 vmce-6.12
 hostlab-full: image kernels qemus
 	-@for k in $(HOSTLAB_KERNELS); do \
 		run/campaign --errors simulated,real --kernels $$k --out $(BUILD)/campaigns/full-errors-$$k run/campaigns/full.ini; \

@@ -72,4 +72,8 @@ command_fn cmd_trace_mf, cmd_inject;
 
 command_fn cmd_workload, cmd_fill;
 
+/* ---- the series' kernel selftests, run as they are (agent-selftest.c) ---- */
+
+command_fn cmd_selftest;
+
 #endif

@@ -85,6 +85,8 @@ static const struct command commands[] = {
 	/* agent-workload.c */
 	{ "workload", cmd_workload, { "kind", "ms", NULL } },
 	{ "fill", cmd_fill, { "mb", NULL } },
+	/* agent-selftest.c */
+	{ "selftest", cmd_selftest, { "name", "timeout-ms", NULL } },
 };
 
 static bool key_allowed(const struct command *c, const char *key)

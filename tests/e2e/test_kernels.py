@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The guest kernel as a campaign axis, end to end: the full matrix on
-Debian's 6.1, vmce's patched 6.1 and Debian's 6.12, each judged by its own
-expectations, and a report with one column per kernel. On vmce-6.1 a KSM
-page recovers (its mappers are signalled, and ksmd merging the same data
-again does not bring the guest down), an mlocked page is reported as
-mlocked, and the per-node memory_failure statistics count every error.
+Debian's 6.1, vmce's patched 6.1, Debian's 6.12 and vmce's patched 6.12,
+each judged by its own expectations, and a report with one column per
+kernel. On vmce-6.1 a KSM page recovers (its mappers are signalled, and
+ksmd merging the same data again does not bring the guest down), an
+mlocked page is reported as mlocked, and the per-node memory_failure
+statistics count every error. On vmce-6.12 the same for KSM and mlock,
+where Debian's 6.12 oopses and says "LRU page"; and the series' selftest
+(ksm-scan: ksm_hwpoison) fails on Debian's kernels and passes on vmce's.
 Then the bad input: check-config on a kernel without MEMORY_FAILURE (run
 anyway, as "no handler": e2e-images), run/vm on one without VIRTIO_CONSOLE
 (refused: vmce's agent cannot run), a file that is not a kernel, an unknown kernel name in a campaign file, a patch that does not
@@ -24,7 +27,7 @@ CAMPAIGN = os.path.join(paths.ROOT, "run", "campaign")
 RUN_VM = os.path.join(paths.ROOT, "run", "vm")
 CHECK_CONFIG = os.path.join(paths.ROOT, "guest-kernel", "check-config")
 BUILD = os.path.join(paths.ROOT, "guest-kernel", "build")
-KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12")
+KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12")
 VMCE = os.path.join(paths.build_dir(), "kernels", "vmce-6.1")
 
 
@@ -47,14 +50,14 @@ out = workdir("kernels")
 res = run(sys.executable, CAMPAIGN, "--kernels", ",".join(KERNELS), "--fresh", "--out", out,
           os.path.join(paths.ROOT, "run", "campaigns", "full.ini"), timeout=1800)
 tap.diag(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:])
-tap.eq(res.returncode, 0, "the full matrix on three kernels: every case passed")
+tap.eq(res.returncode, 0, "the full matrix on four kernels: every case passed")
 with open(os.path.join(out, "results.jsonl")) as f:
     cases = [r for r in map(json.loads, f) if r.get("type") == "case"]
 by = {}
 for r in cases:
     by.setdefault(r["case"]["key"], {})[r["case"]["kernel"]] = r
 tap.ok(len(by) >= 40 and all(set(v) == set(KERNELS) for v in by.values()),
-       f"every one of the {len(by)} cases ran on all three kernels")
+       f"every one of the {len(by)} cases ran on all four kernels")
 for k in KERNELS:
     bad = [r["case"]["id"] for r in cases if r["case"]["kernel"] == k and r["verdict"] != "pass"]
     tap.ok(not bad, f"{k}: every case passed against {k}'s own expectations", diag=bad[:6])
@@ -97,16 +100,38 @@ if obs:
     tap.eq(sorted({s["pid"] for s in obs["signals"] if s["code"] == 4}), sorted(w["pids"]),
            "vmce-6.1, late kill: each mapper's touch of the KSM page gets BUS_MCEERR_AR")
 
-# mlock: Debian's 6.1 says "LRU page", vmce-6.1 says mlocked
+# mlock: Debian's kernels say "LRU page", vmce's say mlocked
 for page, state in (("mlock-dirty", "dirty"), ("mlock-clean", "clean")):
-    obs = obs_of(f"found/{page}/ao/early", "vmce-6.1")
-    if obs:
-        tap.eq(list(obs["actions"].values())[0], [f"{state} mlocked LRU page", "Recovered"],
-               f"vmce-6.1: {page} is reported as an mlocked page")
-    obs = obs_of(f"found/{page}/ao/early", "debian-6.1")
-    if obs:
-        tap.eq(list(obs["actions"].values())[0], [f"{state} LRU page", "Recovered"],
-               f"debian-6.1: {page} is reported as a plain LRU page")
+    for kernel, kind in (("vmce-6.1", "mlocked LRU page"), ("debian-6.1", "LRU page"),
+                         ("vmce-6.12", "mlocked LRU page"), ("debian-6.12", "LRU page")):
+        obs = obs_of(f"found/{page}/ao/early", kernel)
+        tap.eq(list(obs["actions"].values())[0] if obs else None, [f"{state} {kind}", "Recovered"],
+               f"{kernel}: {page} is reported as a{'n' if kind[0] == 'm' else ''} {kind}")
+
+# KSM on 6.12: both recover the page, but only vmce-6.12's ksmd lives
+# through merging the same data again (Debian's reads the poisoned page)
+for kernel in ("debian-6.12", "vmce-6.12"):
+    obs = obs_of("found/ksm/ao/early", kernel)
+    after = (obs or {}).get("aftermath") or {}
+    if kernel == "vmce-6.12":
+        tap.ok(obs and obs["guest_alive"] and not after.get("crash") and after.get("merged"),
+               "vmce-6.12: ksmd merging the same data again after a KSM page's error: the guest lives",
+               diag=after)
+    else:
+        tap.ok(obs and after.get("crash"), "debian-6.12: ... there ksmd reads the poisoned page: "
+               f"{after.get('crash')}", diag=after)
+
+# the series' selftest, run in each guest as a kernel developer runs it
+for kernel, fails in (("debian-6.1", "no page is merged into the hwpoisoned KSM page"),
+                      ("vmce-6.1", None),
+                      ("debian-6.12", "no stable node chain is formed with the hwpoisoned KSM page"),
+                      ("vmce-6.12", None)):
+    st = (obs_of("ksm-scan/ksm-scan", kernel) or {}).get("selftest") or {}
+    failed = sorted({d.split(": ", 1)[-1] for ok, d in st.get("results") or [] if not ok})
+    tap.ok(len(st.get("results") or []) == 8 and failed == ([fails] if fails else []),
+           f"{kernel}: ksm_hwpoison ran its 8 tests: " + (f"'{fails}' fails, for MADV_HWPOISON and "
+                                                          "corrupt-pfn alike" if fails else "all pass"),
+           diag=st.get("results"))
 
 # the second oracle: vmce-6.1 counts each error per node, 6.1 has no counters
 deltas = [r["observed"].get("node_mf_delta") for r in cases
@@ -207,6 +232,17 @@ one_error_line(res, "0001-mm-something-that-does-not-apply.patch does not apply"
 tap.ok("mm/ksm.c" in res.stderr, "... and the file it fails on", diag=res.stderr)
 left = [e for e in os.listdir(cache) if e != "src"] if os.path.isdir(cache) else []
 tap.eq(left, [], "... and nothing half-built is left in the cache")
+
+# the 6.12 series the same way (its source is Debian 13's), and a base
+# vmce has no series for
+res = run(BUILD, "--base", "6.12", "--patches", patches, "--cache", cache, "--out",
+          os.path.join(bad, "kout612"), timeout=900)
+one_error_line(res, "0001-mm-something-that-does-not-apply.patch does not apply to linux-source-6.12",
+               "--base 6.12: a patch that does not apply: one error line naming the patch and the source")
+left = [e for e in os.listdir(cache) if e != "src"] if os.path.isdir(cache) else []
+tap.eq(left, [], "... and nothing half-built is left in the cache")
+res = run(BUILD, "--base", "6.13", "--cache", cache, timeout=60)
+one_error_line(res, "unknown --base '6.13': 6.1 or 6.12", "an unknown base: one error line naming the known ones")
 
 # no network for the source: one error line, nothing left
 if shutil.which("unshare"):

@@ -150,6 +150,23 @@ kill = early, late
         self.assertFalse(amd_cpu("Skylake-Client"))
         self.assertFalse(amd_cpu(campaign_mod.DEFAULT_CPU))
 
+    def test_selftest_page_goes_with_its_own_injection(self):
+        """page = ksm-scan is the series' selftest: it makes its own errors,
+        inject = guest-selftest, and nothing else makes them"""
+        c = self.parse("[guest g]\nksm = true\n[case k]\npage = ksm-scan\ninject = guest-selftest\n")
+        self.assertEqual(c.cases[0].id, "k/ksm-scan/ao/early/guest-selftest/recovery1/0@debian-6.1")
+        self.assertEqual(expectation(c.cases[0]).selftest[0], "ksm_hwpoison")
+        msg = self.error("[guest g]\nksm = true\n[case k]\npage = ksm-scan\n")
+        self.assertIn("page = ksm-scan and inject = host do not go together", msg)
+        msg = self.error("[case k]\npage = anon-dirty\ninject = guest-selftest\n")
+        self.assertIn("page = anon-dirty and inject = guest-selftest do not go together", msg)
+        msg = self.error("[case k]\npage = ksm-scan\ninject = guest-selftest\n")
+        self.assertIn("page ksm-scan needs KSM", msg)
+        # --errors real: the guest makes it, so it is not run, with why
+        real = self.parse("[guest g]\nksm = true\n[case k]\npage = ksm-scan\ninject = guest-selftest\n",
+                          errors="real")
+        self.assertIn("the guest makes this error", real.cases[0].not_real)
+
     def test_syntax_error(self):
         msg = self.error("[campaign\nname = x\n")
         self.assertTrue(msg.startswith("test.ini"), msg)
@@ -555,6 +572,65 @@ class Images(Files):
             self.parse("[case c]\n", kernels=["debian-6.1"], images=["debian-12"])
         self.assertIn("an image boots its own kernel", str(cm.exception))
 
+
+class Selftests(unittest.TestCase):
+    """A selftest's case is judged by its TAP results against the tests its
+    kernel is expected to fail (expect.SELFTESTS)"""
+
+    def case(self, table):
+        import types
+        info = types.SimpleNamespace(table=table, nearest=None, release="6.12.118", name=table,
+                                     to_dict=lambda: {})
+        return campaign_mod.Case("s", "g", page="ksm-scan", inject="guest-selftest", kernel=info)
+
+    def obs(self, failed=(), planned=8, alive=True, **st):
+        from vmcelab.expect import KSM_SCAN_CHAIN, KSM_SCAN_MERGE
+        names = ["ksmd keeps scanning after the KSM page is hwpoisoned",
+                 "pages with the same contents still merge", KSM_SCAN_MERGE, KSM_SCAN_CHAIN]
+        results = [[n not in failed, f"{how}: {n}"] for how in ("MADV_HWPOISON", "corrupt-pfn")
+                   for n in names]
+        return {"selftest": dict({"program": "ksm_hwpoison", "planned": planned, "results": results,
+                                  "timed_out": False}, **st),
+                "guest_alive": alive, "qemu_alive": True, "panic": None if alive else "Fatal"}
+
+    def verdict(self, table, obs):
+        c = self.case(table)
+        return judge(c, expectation(c), obs, None)
+
+    def test_each_kernel_fails_what_it_should(self):
+        from vmcelab.expect import KSM_SCAN_CHAIN, KSM_SCAN_MERGE
+        self.assertEqual(self.verdict("vmce-6.12", self.obs())[0], "pass")
+        self.assertEqual(self.verdict("vmce-6.1", self.obs())[0], "pass")
+        v, why = self.verdict("debian-6.12", self.obs(failed={KSM_SCAN_CHAIN}))
+        self.assertEqual(v, "pass", why)
+        self.assertIn("failed as expected", why[0])
+        self.assertEqual(self.verdict("debian-6.1", self.obs(failed={KSM_SCAN_MERGE}))[0], "pass")
+        # the fixed kernel failing, or the broken one passing, is a fail
+        v, why = self.verdict("vmce-6.12", self.obs(failed={KSM_SCAN_CHAIN}))
+        self.assertEqual(v, "fail")
+        self.assertIn("expected nothing", why[0])
+        self.assertEqual(self.verdict("debian-6.12", self.obs())[0], "fail")
+
+    def test_cut_short_skipped_or_down_fails(self):
+        v, why = self.verdict("vmce-6.12", self.obs(planned=10))
+        self.assertEqual(v, "fail")
+        self.assertIn("reported 8 of 10", why[0])
+        v, why = self.verdict("vmce-6.12", self.obs(alive=False))
+        self.assertEqual(v, "fail")
+        self.assertIn("the guest went down: Fatal", why[0])
+        obs = self.obs()
+        obs["selftest"]["results"][4][1] += " # SKIP no hwpoison-inject"
+        self.assertEqual(self.verdict("vmce-6.12", obs)[0], "fail")
+        self.assertEqual(self.verdict("vmce-6.12", self.obs(timed_out=True))[0], "fail")
+
+    def test_tap_parsed(self):
+        from vmcelab.outcome import parse_tap
+        tap = parse_tap("TAP version 13\n1..3\n# a note\nok 1 one\nnot ok 2 two: x\n"
+                        "ok 3 # SKIP three\n# Totals: pass:1 fail:1\n")
+        self.assertEqual(tap["planned"], 3)
+        self.assertEqual(tap["results"], [(True, "one"), (False, "two: x"), (True, "# SKIP three")])
+        self.assertEqual(tap["messages"], ["a note"])
+        self.assertEqual(parse_tap("TAP version 13\n1..8\nBail out! no KSM\n")["bail"], "no KSM")
 
 if __name__ == "__main__":
     unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))

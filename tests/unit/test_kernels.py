@@ -221,7 +221,7 @@ class Expectations(unittest.TestCase):
         # what mkinitramfs puts in its initramfs
         tools = os.path.join(self.tmp, "build", "meson", "images", "guest-tools")
         os.makedirs(tools)
-        for tool in ("vmce-agent", "vmce-victim", "vmce-pages"):
+        for tool in ("vmce-agent", "vmce-victim", "vmce-pages", "ksm_hwpoison"):
             with open(os.path.join(tools, tool), "w") as f:
                 f.write("#!/bin/sh\n")
             os.chmod(os.path.join(tools, tool), 0o755)

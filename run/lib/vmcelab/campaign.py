@@ -41,13 +41,17 @@ from .hosts import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
          "mlock-clean", "mlock-dirty", "thp", "hugetlb", "ksm", "swapcache", "shared", "free",
-         "slab", "pagetable")
+         "slab", "pagetable", "ksm-scan")
 KINDS = ("ao", "ar")
 KILLS = ("early", "late", "prctl-early", "prctl-late")
 # host: vmced's simulated host error (sim-poison), on any host; host-real:
 # the host kernel's own memory_failure() on the page behind the guest's, so
 # only where the host kernel can poison (the host lab's L1)
-INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject")
+# guest-selftest: a kernel selftest of vmce's series makes its own errors
+# (page = ksm-scan: ksm_hwpoison, with MADV_HWPOISON and hwpoison-inject)
+INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject", "guest-selftest")
+# the pages that are a selftest's, not a page vmce-pages sets up
+SELFTEST_PAGES = {"ksm-scan": "ksm_hwpoison"}
 # run/campaign --errors: every host-side case as vmced's simulated error, or
 # as the host kernel's real one (in the host lab), whatever the file says
 ERRORS = ("simulated", "real")
@@ -61,7 +65,7 @@ CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
 # pages with no process mapping: nothing in the guest can consume them on purpose
 KERNEL_PAGES = ("free", "slab", "pagetable")
 # what a page type needs from its guest
-NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "swapcache": "disk", "anon-clean": "disk",
+NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "ksm-scan": "ksm", "swapcache": "disk", "anon-clean": "disk",
          "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
          "mlock-clean": "disk"}
 
@@ -559,6 +563,15 @@ class Campaign:
                 if self.host_real_line is None or line < self.host_real_line:
                     self.host_real_line = line
 
+        def check_selftest(section, group):
+            """A selftest's page and its injection go together"""
+            for c in group:
+                if (c["page"] in SELFTEST_PAGES) != (c["inject"] == "guest-selftest"):
+                    fail(section, "inject", f"page = {c['page']} and inject = {c['inject']} do not go "
+                                            "together: a selftest's page (" + ", ".join(SELFTEST_PAGES)
+                                            + ") makes its own errors, inject = guest-selftest, and "
+                                            "only it")
+
         def check_forwarder(section, group):
             """QEMU can handle only what reaches it: a host error"""
             for c in group:
@@ -590,6 +603,7 @@ class Campaign:
                     expect=s.get("expect"))])
                 scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
                 check_real(section, scenarios[-1])
+                check_selftest(section, scenarios[-1])
                 check_forwarder(section, scenarios[-1])
             elif kind == "matrix":
                 check_keys(section, MATRIX_KEYS)
@@ -611,6 +625,7 @@ class Campaign:
                                                                              recoveries, forwarders)])
                 scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
                 check_real(section, scenarios[-1])
+                check_selftest(section, scenarios[-1])
                 check_forwarder(section, scenarios[-1])
         # kernel outermost, then QEMU: a worker is done with one (kernel,
         # QEMU)'s guests before it boots the next one's

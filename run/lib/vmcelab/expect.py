@@ -1,7 +1,8 @@
 """What the guest's HWPOISON handler is expected to do, per case and guest
 kernel, and the verdict on what it did.
 
-One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12),
+One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12,
+vmce-6.12),
 each read from that kernel's mm/memory-failure.c and checked against the
 guest. Linux 6.1's, the first:
 - the page type and result come from identify_page_state(), which names the
@@ -53,17 +54,20 @@ LINUX_6_1 = {
     "pagetable": Row("unknown page", "Ignored", False, False, 12, 4, "exit"),
 }
 
-# vmce-6.1: Debian's 6.1 with guest-kernel/patches/ (each patch's message
-# says why). Where it differs from Debian's 6.1:
-VMCE_6_1 = dict(LINUX_6_1)
-VMCE_6_1.update({
-    # 0001-0003: KSM pages recover as in 6.4 (collect_procs_ksm() finds the
-    # mappers); 0008: ksmd no longer reads the poisoned page in its stable tree
+# vmce's two fixes, on either base (guest-kernel/patches/BASE/): a KSM page
+# recovers and ksmd passes its stable node by instead of reading it; an
+# mlocked page is named by the flags saved before unmapping munlocked it
+VMCE_FIXES = {
     "ksm": Row("dirty LRU page", "Recovered", True, True, 12, 4, "ksm-merge-lives"),
-    # 0007: named by the flags saved before unmapping munlocked the page
     "mlock-clean": Row("clean mlocked LRU page", "Recovered", False, False, 12, 4, None),
     "mlock-dirty": Row("dirty mlocked LRU page", "Recovered", True, True, 12, 4, None),
-})
+}
+
+# vmce-6.1: Debian's 6.1 with guest-kernel/patches/6.1/ (each patch's message
+# says why). Where it differs from Debian's 6.1: 0001-0003 make KSM pages
+# recover as in 6.4 (collect_procs_ksm() finds the mappers), 0008 keeps
+# ksmd from reading the poisoned page, 0007 names mlocked pages
+VMCE_6_1 = dict(LINUX_6_1, **VMCE_FIXES)
 VMCE_6_1_NOTES = {
     "ksm": "vmce-6.1 backports 6.4's KSM support (4248d0083ec5 and what it needs): every "
            "process that maps the page is found through KSM's reverse map and signalled, as "
@@ -96,6 +100,47 @@ LINUX_6_12_NOTES = {
             "neither LRU nor movable; 6.12 says so (\"get hwpoison page\")",
     "pagetable": "a page table is kernel memory, refused like slab (\"get hwpoison page\")",
 }
+# vmce-6.12: Debian 13's 6.12 with guest-kernel/patches/6.12/ (each patch's
+# message says why, against 6.12's mm/memory-failure.c and mm/ksm.c). Where
+# it differs from Debian's 6.12: the two defects 6.12 still has (0002:
+# ksmd parks a hwpoisoned KSM page's stable node; 0001: mlocked pages)
+VMCE_6_12 = dict(LINUX_6_12, **VMCE_FIXES)
+VMCE_6_12_NOTES = {
+    "ksm": "as Debian's 6.12, every mapper of the KSM page is signalled; vmce's 0002 takes the "
+           "hwpoisoned page's node out of KSM's stable tree the first time ksmd meets it, so the "
+           "next KSM workload with the same data merges without ksmd reading the page",
+    "mlock-clean": "vmce's 0001 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+    "mlock-dirty": "vmce's 0001 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+}
+
+# The series' kernel selftests, run in the guest as they are (page =
+# ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
+# table -> (the tests expected to fail, why). The selftest poisons with
+# MADV_HWPOISON and with hwpoison-inject's corrupt-pfn: injected errors,
+# which never fault when ksmd reads the page. What ksmd does next shows
+# whether it read it: it chains the new KSM page with the hwpoisoned one
+# (stable_node_chains grows), or merges the new pages into it. With a
+# host error (the ksm row) the same read is a machine check in ksmd.
+KSM_SCAN_CHAIN = "no stable node chain is formed with the hwpoisoned KSM page"
+KSM_SCAN_MERGE = "no page is merged into the hwpoisoned KSM page"
+SELFTESTS = {
+    "ksm-scan": {
+        "debian-6.1": ({KSM_SCAN_MERGE},
+                       "6.1 refuses the KSM page (\"unmapping failed\"): it stays mapped and in the "
+                       "stable tree with its rmap_items, and ksmd merges the new pages into it"),
+        "vmce-6.1": (set(), "vmce's 6.1 backport of the fix (0008) keeps ksmd away from the page"),
+        "debian-6.12": ({KSM_SCAN_CHAIN},
+                        "6.12 unmaps the KSM page but leaves it in the stable tree: ksmd compares the "
+                        "new pages with it (memcmp_pages()) and chains the new KSM page with it; "
+                        "with a real error that read panics the guest (the ksm row's aftermath)"),
+        "vmce-6.12": (set(), "vmce's 0002 parks the hwpoisoned page's stable node the first time "
+                             "ksmd meets it: nothing compares with it again"),
+    },
+}
+SELFTEST_PROGRAMS = {"ksm-scan": "ksm_hwpoison"}
+
 # Outcomes a kernel gives now and then for a case instead of its row's,
 # each explained; (table, page, kill) -> (why, Row)
 ALTERNATIVES = {
@@ -141,7 +186,7 @@ NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILUR
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
-MADVISE_IS_AR = {"debian-6.12"}
+MADVISE_IS_AR = {"debian-6.12", "vmce-6.12"}
 
 # how the aftermath is brought about, and what is expected of it
 AFTERMATH = {
@@ -243,9 +288,15 @@ class Expectation:
         # the nearest known QEMU's
         self.qemu = None
         self.qemu_table, self.qemu_nearest = None, False
+        # a selftest's case (SELFTESTS): (program, the tests expected to fail)
+        self.selftest = None
 
     @property
     def summary(self):
+        if self.selftest:
+            program, failing = self.selftest
+            return (f"the selftest {program}: every test passes" if not failing else
+                    f"the selftest {program}: " + ", ".join(sorted(failing)) + " fails; the rest pass")
         if self.guest == "reset":
             return "the VM resets: a machine check into a guest without a handler is a triple fault"
         if self.guest == "dropped":
@@ -294,13 +345,16 @@ class Expectation:
                     guest=self.guest, fsync_eio=self.fsync_eio, reread_ok=self.reread_ok,
                     note=self.note, aftermath=self.aftermath, summary=self.summary,
                     table=self.table, nearest=self.nearest, qemu=self.qemu[0] if self.qemu else None,
-                    qemu_table=self.qemu_table, qemu_nearest=self.qemu_nearest)
+                    qemu_table=self.qemu_table, qemu_nearest=self.qemu_nearest,
+                    selftest=[self.selftest[0], sorted(self.selftest[1])] if self.selftest else None)
 
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
-TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12}
+TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12,
+          "vmce-6.12": VMCE_6_12}
 TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
-               "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}}
+               "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}, "vmce-6.12": {**NOTES, **LINUX_6_12_NOTES,
+                                                                           **VMCE_6_12_NOTES}}
 
 
 def table_of(case):
@@ -381,6 +435,12 @@ def _kernel_expectation(case):
         else:
             exp = Expectation(case, None, "none", 12, None, guest="reset", note=NO_HANDLER_NOTE)
         exp.table = table
+        return exp
+    if case.page in SELFTESTS:
+        failing, why = SELFTESTS[case.page][table]
+        exp = Expectation(case, None, "none", 12, None, note=why)
+        exp.selftest = (SELFTEST_PROGRAMS[case.page], failing)
+        exp.table, exp.nearest = table, nearest
         return exp
     exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR)
     if exp is not None:
@@ -517,6 +577,8 @@ def _judge(case, exp, obs, not_run):
         return "unexpected", ["no expectation is written for this case"]
     if case.expect_override:
         return _judge_override(case.expect_override, obs)
+    if exp.selftest:
+        return _judge_selftest(exp, obs)
     fails, oddities = [], []
     if exp.guest == "qemu-died":
         if obs["qemu_alive"]:
@@ -623,6 +685,36 @@ def _judge(case, exp, obs, not_run):
     if after and after.get("crash"):
         reasons.append(f"aftermath ({after['how']}): {after['crash']}")
     return "pass", reasons
+
+
+def _judge_selftest(exp, obs):
+    """A selftest's TAP results against the tests its kernel is expected
+    to fail; the guest must live through it"""
+    program, failing = exp.selftest
+    st = obs.get("selftest") or {}
+    results = st.get("results") or []
+    fails = []
+    if not obs["qemu_alive"]:
+        fails.append(f"QEMU died ({qemu_exit_words(obs)})")
+    elif not obs["guest_alive"]:
+        fails.append(f"the guest went down: {obs.get('panic') or 'it stopped answering'}")
+    if st.get("timed_out"):
+        fails.append(f"{program} did not finish in time")
+    if not results or (st.get("planned") is not None and len(results) != st["planned"]):
+        why = st.get("bail") or st.get("error") or f"it ended with {st.get('exit')}"
+        fails.append(f"{program} reported {len(results)} of {st.get('planned') or '?'} tests ({why})")
+    failed = {desc.split(": ", 1)[-1] for ok, desc in results if not ok}
+    skipped = [desc for ok, desc in results if ok and "# SKIP" in desc]
+    if skipped:
+        fails.append(f"{program} skipped: {skipped[0]}")
+    if results and failed != set(failing):
+        fails.append(f"{program} failed {sorted(failed) or 'nothing'}, expected {sorted(failing) or 'nothing'}")
+    if fails:
+        return "fail", fails
+    passed = len(results) - len([1 for ok, _ in results if not ok])
+    return "pass", [f"{program}: {passed} of {len(results)} passed"
+                    + (f", and {', '.join(sorted(failed))} failed as expected" if failed else "")
+                    + f": {exp.note}"]
 
 
 def _judge_override(expect, obs):

@@ -1,10 +1,12 @@
-"""Guest kernels by name: the three vmce knows, or an operator's own.
+"""Guest kernels by name: the four vmce knows, or an operator's own.
 
   debian-6.1   Debian 12's kernel image, downloaded (guest-kernel/fetch)
-  vmce-6.1     the same source with guest-kernel/patches/, built here
+  vmce-6.1     the same source with guest-kernel/patches/6.1/, built here
                (guest-kernel/build)
   debian-6.12  Debian 13's kernel image, downloaded
                (guest-kernel/fetch --suite trixie)
+  vmce-6.12    Debian 13's source with guest-kernel/patches/6.12/, built here
+               (guest-kernel/build --base 6.12)
   PATH         a kernel dir (guest-kernel/README.md), or a bzImage/vmlinux
                file with its config beside it (config-RELEASE) and its modules
                in ../lib/modules/RELEASE (or ../usr/lib/..., or this host's
@@ -43,6 +45,8 @@ KNOWN = {k.name: k for k in (
           "make kernel-src", (6, 1)),
     Known("debian-6.12", os.path.join("kernels", "debian-6.12"), "guest-debian-6.12.cpio.gz",
           "make kernel-6.12", (6, 12)),
+    Known("vmce-6.12", os.path.join("kernels", "vmce-6.12"), "guest-vmce-6.12.cpio.gz",
+          "make kernel-src", (6, 12)),
 )}
 NAMES = tuple(KNOWN)
 

@@ -134,3 +134,24 @@ def kernel_crash(log):
     if log.panics:
         return log.panics[0]
     return next((t for t in log.trouble if t.startswith("BUG:")), None)
+
+
+TAP_RESULT = re.compile(r"^(not )?ok \d+ (.*)$")
+
+
+def parse_tap(text):
+    """A kselftest's TAP 13 output: {"planned", "results": [(ok, what)],
+    "bail", "messages"}; a skip stays in what it says ("# SKIP ...")"""
+    planned, results, bail, messages = None, [], None, []
+    for line in text.splitlines():
+        m = TAP_RESULT.match(line)
+        if m:
+            results.append((m.group(1) is None, m.group(2)))
+        elif re.match(r"^1\.\.\d+", line):
+            planned = int(line[3:].split()[0]) if line[3:].split() else 0
+        elif line.startswith("Bail out!"):
+            bail = line[len("Bail out!"):].strip()
+        elif line.startswith("# ") and not line.startswith("# Totals"):
+            messages.append(line[2:])
+    return {"planned": planned, "results": results, "bail": bail, "messages": messages}
+
