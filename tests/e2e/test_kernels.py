@@ -122,15 +122,20 @@ for kernel in ("debian-6.12", "vmce-6.12"):
                f"{after.get('crash')}", diag=after)
 
 # the series' selftest, run in each guest as a kernel developer runs it
+# (Debian's kernels read the poisoned page: ksmd merges new pages into it,
+# or chains a new KSM page with it; seen, always the first named here)
+SHOWS = {"no page is merged into the hwpoisoned KSM page",
+         "no stable node chain is formed with the hwpoisoned KSM page"}
 for kernel, fails in (("debian-6.1", "no page is merged into the hwpoisoned KSM page"),
                       ("vmce-6.1", None),
                       ("debian-6.12", "no stable node chain is formed with the hwpoisoned KSM page"),
                       ("vmce-6.12", None)):
     st = (obs_of("ksm-scan/ksm-scan", kernel) or {}).get("selftest") or {}
-    failed = sorted({d.split(": ", 1)[-1] for ok, d in st.get("results") or [] if not ok})
-    tap.ok(len(st.get("results") or []) == 8 and failed == ([fails] if fails else []),
-           f"{kernel}: ksm_hwpoison ran its 8 tests: " + (f"'{fails}' fails, for MADV_HWPOISON and "
-                                                          "corrupt-pfn alike" if fails else "all pass"),
+    failed = {d.split(": ", 1)[-1] for ok, d in st.get("results") or [] if not ok}
+    tap.ok(len(st.get("results") or []) == 8 and (failed and failed <= SHOWS if fails else not failed),
+           f"{kernel}: ksm_hwpoison ran its 8 tests: " + ("ksmd read the hwpoisoned page (failed: "
+                                                          + "; ".join(sorted(failed)) + ")" if fails
+                                                          else "all pass"),
            diag=st.get("results"))
 
 # the second oracle: vmce-6.1 counts each error per node, 6.1 has no counters
@@ -252,7 +257,13 @@ if shutil.which("unshare"):
     one_error_line(res, "no network?", "no network for the source: one error line that says so")
     tap.eq(sorted(e for e in os.listdir(nonet) if e != "src") if os.path.isdir(nonet) else [], [],
            "... and nothing is left in the cache")
+    res = run("unshare", "--net", BUILD, "--base", "6.12", "--cache", nonet, "--out",
+              os.path.join(bad, "kout3"), timeout=300)
+    one_error_line(res, "no network?", "--base 6.12, no network for Debian 13's source: one error line")
+    tap.eq(sorted(e for e in os.listdir(nonet) if e != "src") if os.path.isdir(nonet) else [], [],
+           "... and nothing is left in the cache")
 else:
     tap.skip("no network for the source", "unshare (util-linux) is not installed")
+    tap.skip("--base 6.12, no network for the source", "unshare (util-linux) is not installed")
 
 tap.done()
