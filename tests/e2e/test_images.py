@@ -244,7 +244,7 @@ try:
     theirs = [r for i, r in got.items() if i.endswith("@" + bare)]
     tap.ok(theirs and all(r["verdict"] == "not run" and "no qemu-guest-agent channel" in r["not_run"]
                           for r in theirs),
-           f"a domain without qga: each of its cases 'not run (why)'", diag=[r.get("not_run") for r in theirs][:1])
+           "a domain without qga: each of its cases 'not run (why)'", diag=[r.get("not_run") for r in theirs][:1])
     tap.ok(res.returncode == 1 and os.path.exists(os.path.join(vout, "report.html")),
            "the campaign went to its end (exit 1: cases not run) and wrote its report")
 

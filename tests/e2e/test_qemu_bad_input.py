@@ -16,7 +16,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 from common import Tap, paths
