@@ -37,6 +37,7 @@ from . import images as images_mod
 from . import kernels as kernels_mod
 from . import paths
 from . import qemus as qemus_mod
+from .expect import SELFTEST_PROGRAMS
 from .hosts import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
@@ -48,10 +49,9 @@ KILLS = ("early", "late", "prctl-early", "prctl-late")
 # the host kernel's own memory_failure() on the page behind the guest's, so
 # only where the host kernel can poison (the host lab's L1)
 # guest-selftest: a kernel selftest of vmce's series makes its own errors
-# (page = ksm-scan: ksm_hwpoison, with MADV_HWPOISON and hwpoison-inject)
+# (the pages of expect.SELFTEST_PROGRAMS: ksm-scan is ksm_hwpoison, with
+# MADV_HWPOISON and hwpoison-inject)
 INJECTS = ("host", "host-real", "guest-madvise", "guest-corrupt-pfn", "guest-mce-inject", "guest-selftest")
-# the pages that are a selftest's, not a page vmce-pages sets up
-SELFTEST_PAGES = {"ksm-scan": "ksm_hwpoison"}
 # run/campaign --errors: every host-side case as vmced's simulated error, or
 # as the host kernel's real one (in the host lab), whatever the file says
 ERRORS = ("simulated", "real")
@@ -566,9 +566,9 @@ class Campaign:
         def check_selftest(section, group):
             """A selftest's page and its injection go together"""
             for c in group:
-                if (c["page"] in SELFTEST_PAGES) != (c["inject"] == "guest-selftest"):
+                if (c["page"] in SELFTEST_PROGRAMS) != (c["inject"] == "guest-selftest"):
                     fail(section, "inject", f"page = {c['page']} and inject = {c['inject']} do not go "
-                                            "together: a selftest's page (" + ", ".join(SELFTEST_PAGES)
+                                            "together: a selftest's page (" + ", ".join(SELFTEST_PROGRAMS)
                                             + ") makes its own errors, inject = guest-selftest, and "
                                             "only it")
 

@@ -482,19 +482,12 @@ class CaseRun:
             counted = {"hardware_corrupted_kb": after["hardware_corrupted_kb"] - before["hardware_corrupted_kb"],
                        "node_mf_delta": _node_delta(before.get("node_memory_failure"),
                                                     after.get("node_memory_failure"))}
-        return {
-            **counted,
-            "selftest": {"program": program, "exit": reply.get("exit"), "timed_out": reply.get("timed_out"),
-                         "error": error, "seconds": round(time.monotonic() - t0, 1), **tap},
-            "workloads": [], "injected": [{"agent": {"selftest": program}}],
-            "actions": {hex(p): a[-1] for p, a in log.actions.items()},
-            "action_results": {}, "already": [hex(p) for p in log.already],
-            "kills": {hex(p): k for p, k in log.kills.items()}, "overflows": [],
-            "signals": [], "victims_alive": {}, "checks": [],
-            "panic": log.panics[0] if log.panics else None, "mce_reports": log.mce_reports[:6],
-            "trouble": log.trouble[:10], "guest_alive": alive, "qemu_alive": vm.alive(),
-            "qemu_exit": vm.exit_status(), "ms_to_action": None, "ms_to_signal": None,
-        }
+        obs = self._observed([], [{"agent": {"selftest": program}}], log, [], [], alive, t0, None, None)
+        # no workload of vmce's: the pages are the ones the selftest poisoned
+        obs["actions"] = {hex(p): a[-1] for p, a in log.actions.items()}
+        obs["selftest"] = {"program": program, "exit": reply.get("exit"), "timed_out": reply.get("timed_out"),
+                           "error": error, "seconds": round(time.monotonic() - t0, 1), **tap}
+        return dict(obs, **counted)
 
     def _run(self, console_len):
         case, agent, vm = self.case, self.agent, self.vm
