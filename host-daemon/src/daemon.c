@@ -23,14 +23,31 @@
 #include "reset-guard.h"
 #include "sim-poison.h"
 
-/* records kept in memory for `vmcectl events` */
+/* records kept in memory for `vmcectl events`: as their JSON lines, not
+ * json-glib trees, which took about 8 KB a memory-error record (8 MB for
+ * the ring) where the line takes one; an attach record, with the VM's
+ * layout, is larger still, and a host attaches hundreds. Read back only
+ * when asked for */
 #define VMCE_RECENT_MAX 1000
+
+typedef struct {
+  gchar *vm; /* the VM it is about, for filtering without parsing */
+  gchar *line;
+} VmceRecentRecord;
+
+static void
+vmce_recent_record_free (VmceRecentRecord *r)
+{
+  g_free (r->vm);
+  g_free (r->line);
+  g_free (r);
+}
 
 struct _VmceDaemon {
   VmceJournal *journal;
   VmceControl *control;
   GPtrArray *vms; /* of VmceVm, owned */
-  GQueue recent;  /* of JsonNode */
+  GQueue recent;  /* of VmceRecentRecord */
   guint64 next_seq;
   guint inject_gap_ms;
   gint64 start_time_us;
@@ -166,16 +183,22 @@ vmce_daemon_free (VmceDaemon *self)
   g_clear_pointer (&self->journal, vmce_journal_free);
   g_clear_pointer (&self->index, vmce_poison_index_free);
   g_ptr_array_unref (self->vms);
-  g_queue_clear_full (&self->recent, (GDestroyNotify) json_node_unref);
+  g_queue_clear_full (&self->recent, (GDestroyNotify) vmce_recent_record_free);
   g_free (self);
 }
+
+static const gchar *vmce_record_vm_name (JsonNode *record);
 
 static void
 vmce_daemon_keep_recent (VmceDaemon *self, JsonNode *record)
 {
-  g_queue_push_tail (&self->recent, json_node_ref (record));
+  VmceRecentRecord *r = g_new0 (VmceRecentRecord, 1);
+
+  r->vm = g_strdup (vmce_record_vm_name (record));
+  r->line = vmce_json_to_line (record);
+  g_queue_push_tail (&self->recent, r);
   while (self->recent.length > VMCE_RECENT_MAX)
-    json_node_unref (g_queue_pop_head (&self->recent));
+    vmce_recent_record_free (g_queue_pop_head (&self->recent));
 }
 
 JsonNode *
@@ -229,12 +252,23 @@ vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit)
   guint first;
 
   for (GList *l = self->recent.head; l != NULL; l = l->next) {
-    if (vm == NULL || g_strcmp0 (vmce_record_vm_name (l->data), vm) == 0)
-      g_ptr_array_add (matching, l->data);
+    VmceRecentRecord *r = l->data;
+    if (vm == NULL || g_strcmp0 (r->vm, vm) == 0)
+      g_ptr_array_add (matching, r);
   }
   first = limit > 0 && matching->len > limit ? matching->len - limit : 0;
-  for (guint i = first; i < matching->len; i++)
-    json_array_add_element (arr, json_node_ref (g_ptr_array_index (matching, i)));
+  for (guint i = first; i < matching->len; i++) {
+    VmceRecentRecord *r = g_ptr_array_index (matching, i);
+    g_autoptr(GError) error = NULL;
+    JsonNode *record = vmce_json_parse_object (r->line, -1, "recent record", &error);
+
+    /* written by vmce_json_to_line() above: cannot fail but by a bug */
+    if (record == NULL) {
+      g_warning ("%s", error->message);
+      continue;
+    }
+    json_array_add_element (arr, record);
+  }
   json_node_set_array (node, arr);
   return node;
 }
@@ -243,6 +277,28 @@ typedef struct {
   VmceDaemon *daemon;
   VmceVm *vm;
 } VmceAttachData;
+
+/* The journal keeps what an operator would ask about later: which QEMU
+ * was not watched, and why (a QEMU gone before vmced got to it, a monitor
+ * that answered nonsense). The requester has had the same line as its
+ * error; a libvirt host's attaches have no requester to read it */
+static void
+vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *error)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "type", "attach-failed");
+  vmce_json_builder_add_string (b, "time", time);
+  vmce_json_builder_add_string (b, "vm", vmce_vm_get_name (vm));
+  vmce_json_builder_add_int (b, "pid", vmce_vm_get_pid (vm));
+  vmce_json_builder_add_string (b, "reason", error->message);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (self, "ATTACH_FAILED", record);
+}
 
 static void
 vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -253,6 +309,7 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (!vmce_vm_attach_finish (data->vm, res, &error)) {
     g_ptr_array_remove (data->daemon->vms, data->vm);
+    vmce_daemon_journal_attach_failed (data->daemon, data->vm, error);
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }

@@ -32,20 +32,84 @@ vmce_decision_action_to_string (VmceDecisionAction action)
   return "unknown";
 }
 
-/* Whether an injection goes at once, within the injection gap after the
- * last one. An SRAR whose vCPU is held goes through inject-mce at once.
- * Let go to wait for the gap, a TCG vCPU takes any interrupt that fell due
- * before the machine check that comes later, and the guest panics in its
- * interrupt handler ("Data load in unrecoverable area of kernel": run/bench
- * --only tail, about 1 SRAR in 100 on a 2-core host); kept held, the guest
- * would stall for the gap. And the gap protects nothing here: the vCPU that
- * consumed the poison is not in a machine-check handler, and inject-mce
- * refuses, rather than resets the guest, while one is in progress. HMP
- * 'mce' needs the vCPU to run and may reset the guest: it keeps the gap. */
+/* Whether an injection waits for the injection gap after the last one
+ * into its VM. HMP 'mce' injects unconditionally: a second uncorrected
+ * error on a vCPU whose guest has not finished the first (MCG_STATUS.MCIP
+ * still set) makes QEMU reset the guest, as a real CPU shuts down, so HMP
+ * keeps a gap. inject-mce needs none: it refuses such an error and says
+ * so, or (KVM, where the check is made on the vCPU) drops it and says so
+ * in MEMORY_FAILURE, and vmced asks again (vmce_decide_after_answer()).
+ * A fixed gap capped a storm at 50 errors/s and was most of the AO tail;
+ * and an SRAR whose vCPU is held must not wait at all: let go to wait, a
+ * TCG vCPU takes any interrupt that fell due before the machine check,
+ * and the guest panics in its interrupt handler ("Data load in
+ * unrecoverable area of kernel", about 1 SRAR in 100 on a 2-core host). */
 gboolean
-vmce_decide_jumps_gap (VmceMceKind kind, gboolean vcpu_held, gboolean via_inject_mce)
+vmce_decide_waits_gap (gboolean via_inject_mce)
 {
-  return kind == VMCE_MCE_KIND_AR && vcpu_held && via_inject_mce;
+  return !via_inject_mce;
+}
+
+const gchar *
+vmce_answer_to_string (VmceAnswer answer)
+{
+  switch (answer) {
+  case VMCE_ANSWER_TAKEN:
+    return "taken";
+  case VMCE_ANSWER_QUEUED:
+    return "queued";
+  case VMCE_ANSWER_BUSY:
+    return "busy";
+  case VMCE_ANSWER_DROPPED:
+    return "dropped";
+  case VMCE_ANSWER_SILENT:
+    return "silent";
+  case VMCE_ANSWER_ERROR:
+    return "error";
+  }
+  return "unknown";
+}
+
+/* After each answer about one injection. "Busy" and "dropped" both mean
+ * the guest is still in its handler for an earlier machine check (or has
+ * not enabled machine checks yet): the error is sent again once the
+ * guest has had time to finish, for at most @bound_ms, then journaled as
+ * not injected: a guest that never finishes its handler is hung, and a
+ * QEMU that says busy for ever must not hold the queue behind it. A
+ * dropped error is never journaled as injected. Under KVM inject-mce
+ * answers when the injection is queued on the vCPU, before the vCPU
+ * checks MCIP: only MEMORY_FAILURE says whether it went in. None comes
+ * where the guest disabled the bank in MCi_CTL or MCG_CTL (QEMU drops the
+ * error silently), so a missing event is journaled as injected but
+ * unconfirmed, not as lost. */
+VmceThen
+vmce_decide_after_answer (VmceAnswer answer, gint64 retrying_for_ms, gint64 bound_ms)
+{
+  switch (answer) {
+  case VMCE_ANSWER_TAKEN:
+    return VMCE_THEN_INJECTED;
+  case VMCE_ANSWER_QUEUED:
+    return VMCE_THEN_AWAIT_EVENT;
+  case VMCE_ANSWER_BUSY:
+  case VMCE_ANSWER_DROPPED:
+    return retrying_for_ms < bound_ms ? VMCE_THEN_RETRY : VMCE_THEN_FAILED;
+  case VMCE_ANSWER_SILENT:
+    return VMCE_THEN_UNCONFIRMED;
+  case VMCE_ANSWER_ERROR:
+    return VMCE_THEN_FAILED;
+  }
+  return VMCE_THEN_FAILED;
+}
+
+/* A Linux guest clears MCIP at the end of do_machine_check(), tens of
+ * microseconds after the #MC for an AO outside its own memory, longer for
+ * one that kills a process or where the vCPU waits for CPU time: ask again
+ * soon, then less often, so that a slow guest costs few monitor round
+ * trips. 1, 2, 4 ... 32 ms. */
+guint
+vmce_decide_retry_pause_ms (guint tries)
+{
+  return 1u << MIN (tries > 0 ? tries - 1 : 0, 5u);
 }
 
 /* vmced opens SIGBUS in every thread while it is attached, so the kernel

@@ -70,7 +70,35 @@ typedef struct {
 
 void vmce_decide (const VmceFacts *facts, VmceDecision *decision);
 void vmce_decision_clear (VmceDecision *decision);
-gboolean vmce_decide_jumps_gap (VmceMceKind kind, gboolean vcpu_held, gboolean via_inject_mce);
+gboolean vmce_decide_waits_gap (gboolean via_inject_mce);
+
+/* What QEMU has said of one injection so far */
+typedef enum {
+  VMCE_ANSWER_TAKEN,   /* injected: HMP mce's empty answer, inject-mce's under TCG, or MEMORY_FAILURE "inject" */
+  VMCE_ANSWER_QUEUED,  /* inject-mce answered under KVM: the vCPU has yet to take it */
+  VMCE_ANSWER_BUSY,    /* inject-mce refused it: a machine check still in progress on the vCPU */
+  VMCE_ANSWER_DROPPED, /* MEMORY_FAILURE "ignore": the vCPU dropped it as too early */
+  VMCE_ANSWER_SILENT,  /* queued, and no MEMORY_FAILURE about it came */
+  VMCE_ANSWER_ERROR,   /* any other failure */
+} VmceAnswer;
+
+/* What the forwarder does next with that injection */
+typedef enum {
+  VMCE_THEN_INJECTED,    /* journal it injected */
+  VMCE_THEN_AWAIT_EVENT, /* keep it in flight until MEMORY_FAILURE says what became of it */
+  VMCE_THEN_RETRY,       /* send it again after a pause */
+  VMCE_THEN_FAILED,      /* journal it not injected, with why */
+  VMCE_THEN_UNCONFIRMED, /* journal it injected, saying QEMU never confirmed it */
+} VmceThen;
+
+/* How long vmced goes on asking a QEMU that says "busy" or drops the error */
+#define VMCE_RETRY_BOUND_MS 2000
+/* How long it waits for the MEMORY_FAILURE of an error queued on a KVM vCPU */
+#define VMCE_EVENT_WAIT_MS 1000
+
+VmceThen vmce_decide_after_answer (VmceAnswer answer, gint64 retrying_for_ms, gint64 bound_ms);
+guint vmce_decide_retry_pause_ms (guint tries);
+const gchar *vmce_answer_to_string (VmceAnswer answer);
 
 /* How a memory-error SIGBUS passed on to QEMU reaches it: as the kernel
  * would have sent it with no vmced there */

@@ -11,10 +11,13 @@
  * with the signal suppressed so QEMU itself neither injects a second
  * machine check (KVM) nor dies (TCG).
  *
- * Injections go out one at a time per VM, with a short gap: QEMU's HMP
- * injection is unconditional, and a second uncorrected error on a vCPU
- * whose guest has not finished the first one (MCG_STATUS.MCIP still set)
- * makes QEMU reset the guest, as a real CPU would shut down.
+ * Injections go out one at a time per VM. Through HMP with a short gap:
+ * QEMU's HMP injection is unconditional, and a second uncorrected error on
+ * a vCPU whose guest has not finished the first one (MCG_STATUS.MCIP still
+ * set) makes QEMU reset the guest, as a real CPU would shut down. Through
+ * inject-mce (qemu-patches/) without one: QEMU refuses such an error, or
+ * drops it on the vCPU and says so in MEMORY_FAILURE, and vmced sends it
+ * again once the guest has had time to finish (decision.c).
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -22,6 +25,7 @@
 #define G_LOG_DOMAIN "vmce-forward"
 
 #include <glib-unix.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -56,6 +60,10 @@ struct _VmceInjection {
   gint64 hold_deadline_us;
   GTask *task; /* for vmcectl inject */
   gint64 queued_at_us;
+  guint retry_source;    /* QEMU said busy, or dropped it: asked again at this timer */
+  gint64 retry_since_us; /* the first busy or drop */
+  guint event_source;    /* KVM: waiting for the MEMORY_FAILURE about it, until this timer */
+  gint64 reply_us;       /* inject-mce's answer, while the event is awaited */
 };
 
 /* The forwarder's own, per VM (layer data of the session) */
@@ -64,7 +72,8 @@ typedef struct {
   VmceInjection *inflight;
   gint64 last_injection_us;
   guint gap_source;
-  guint gap_ms; /* between two injections into this VM */
+  guint gap_ms;         /* between two injections into this VM through HMP */
+  guint retry_bound_ms; /* how long one injection may be refused or dropped */
 } VmceForwarder;
 
 GQuark vmce_forwarder_quark (void);
@@ -86,6 +95,7 @@ vmce_forwarder_new (void)
   VmceForwarder *f = g_new0 (VmceForwarder, 1);
 
   g_queue_init (&f->injections);
+  f->retry_bound_ms = VMCE_RETRY_BOUND_MS;
   return f;
 }
 
@@ -100,6 +110,22 @@ void
 vmce_forward_set_gap (VmceVm *vm, guint gap_ms)
 {
   vmce_forwarder (vm)->gap_ms = gap_ms;
+}
+
+void
+vmce_forward_set_retry_bound (VmceVm *vm, guint bound_ms)
+{
+  vmce_forwarder (vm)->retry_bound_ms = bound_ms;
+}
+
+/* @ev->detail gets @text after what it says already */
+static void
+vmce_forward_add_detail (VmceMceEvent *ev, const gchar *text)
+{
+  gchar *before = ev->detail;
+
+  ev->detail = before != NULL ? g_strdup_printf ("%s; %s", before, text) : g_strdup (text);
+  g_free (before);
 }
 
 /* An AMD AO is a deferred error: it raises no #MC, and the guest sees it
@@ -133,6 +159,8 @@ vmce_injection_release_hold (VmceInjection *inj)
 static void
 vmce_injection_free (VmceInjection *inj)
 {
+  g_clear_handle_id (&inj->retry_source, g_source_remove);
+  g_clear_handle_id (&inj->event_source, g_source_remove);
   vmce_injection_release_hold (inj);
   vmce_mce_event_free (inj->ev);
   g_clear_object (&inj->task);
@@ -281,20 +309,6 @@ vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vmce_forward_answered (user_data, failure, reply_us);
 }
 
-static void
-vmce_forward_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *failure = NULL;
-  gint64 reply_us = 0;
-
-  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
-  if (ret == NULL)
-    failure = g_strdup_printf ("QEMU did not inject: %s", error->message);
-  vmce_forward_answered (user_data, failure, reply_us);
-}
-
 /* QEMU's inject-mce (qemu-patches/) takes the error by intent, as vmced
  * encodes it; raw values would need numbers above 2^63, which json-glib
  * cannot write. A style forced on a guest of the other vendor stays HMP. */
@@ -325,6 +339,155 @@ vmce_forward_inject_args (const VmceMceEvent *ev)
   return json_builder_get_root (b);
 }
 
+static void vmce_forward_send_qmp (VmceVm *vm, VmceInjection *inj);
+
+static gboolean
+vmce_forward_retry_cb (gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+
+  inj->retry_source = 0;
+  vmce_forward_send_qmp (inj->vm, inj);
+  return G_SOURCE_REMOVE;
+}
+
+static void vmce_forward_then (VmceInjection *inj, VmceAnswer answer, const gchar *why, gint64 reply_us);
+
+static gboolean
+vmce_forward_event_wait_over_cb (gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+
+  inj->event_source = 0;
+  vmce_forward_then (inj, VMCE_ANSWER_SILENT, NULL, inj->reply_us);
+  return G_SOURCE_REMOVE;
+}
+
+/* Why it was not injected after all the tries */
+static gchar *
+vmce_forward_gave_up_why (VmceInjection *inj)
+{
+  return g_strdup_printf ("not injected: for %" G_GINT64_FORMAT " ms QEMU refused it as busy %u time(s) "
+                          "and dropped it as too early %u time(s): a machine check stayed in progress "
+                          "on vCPU %u (the guest has not finished its handler for an earlier one, or has "
+                          "not enabled machine checks)",
+                          (g_get_monotonic_time () - inj->retry_since_us) / 1000, inj->ev->busy,
+                          inj->ev->dropped, inj->ev->mce.cpu);
+}
+
+/* What QEMU said of @inj so far (@answer), and what follows (decision.c) */
+static void
+vmce_forward_then (VmceInjection *inj, VmceAnswer answer, const gchar *why, gint64 reply_us)
+{
+  VmceForwarder *f = vmce_forwarder (inj->vm);
+  VmceMceEvent *ev = inj->ev;
+  gint64 now = g_get_monotonic_time ();
+  g_autofree gchar *failure = NULL;
+
+  if (answer == VMCE_ANSWER_BUSY)
+    ev->busy++;
+  if (answer == VMCE_ANSWER_DROPPED)
+    ev->dropped++;
+  if ((answer == VMCE_ANSWER_BUSY || answer == VMCE_ANSWER_DROPPED) && inj->retry_since_us == 0)
+    inj->retry_since_us = now;
+  switch (vmce_decide_after_answer (answer, inj->retry_since_us != 0 ? (now - inj->retry_since_us) / 1000 : 0,
+                                    f->retry_bound_ms)) {
+  case VMCE_THEN_INJECTED:
+    vmce_forward_answered (inj, NULL, reply_us);
+    return;
+  case VMCE_THEN_AWAIT_EVENT:
+    /* the vCPU takes it when it next runs: a held one must run */
+    vmce_injection_release_hold (inj);
+    inj->reply_us = reply_us;
+    inj->event_source = g_timeout_add (VMCE_EVENT_WAIT_MS, vmce_forward_event_wait_over_cb, inj);
+    return;
+  case VMCE_THEN_RETRY:
+    /* the guest must run to finish its handler, a held vCPU too (an SRAR
+     * then comes late, but a vCPU frozen in the handler never ends it) */
+    vmce_injection_release_hold (inj);
+    g_clear_pointer (&ev->qemu_event, json_node_unref);
+    g_debug ("vm %s: GPA 0x%" G_GINT64_MODIFIER "x %s, asked again", vmce_vm_get_name (inj->vm), ev->gpa,
+             vmce_answer_to_string (answer));
+    inj->retry_source = g_timeout_add (vmce_decide_retry_pause_ms (ev->busy + ev->dropped),
+                                       vmce_forward_retry_cb, inj);
+    return;
+  case VMCE_THEN_FAILED:
+    failure = answer == VMCE_ANSWER_ERROR ? g_strdup (why) : vmce_forward_gave_up_why (inj);
+    vmce_forward_answered (inj, failure, reply_us);
+    return;
+  case VMCE_THEN_UNCONFIRMED:
+    vmce_forward_add_detail (ev, "unconfirmed: QEMU queued it on the vCPU and sent no MEMORY_FAILURE about "
+                                 "it within " G_STRINGIFY (VMCE_EVENT_WAIT_MS) " ms (the guest may have "
+                                 "disabled the bank in MCi_CTL or MCG_CTL)");
+    vmce_forward_answered (inj, NULL, reply_us);
+    return;
+  }
+}
+
+/* inject-mce's refusal while one is in progress (qemu-patches/ 0001) */
+static gboolean
+vmce_forward_is_busy (const GError *error)
+{
+  return strstr (error->message, "machine check is still in progress") != NULL;
+}
+
+/* What inject-mce's answer says, with the MEMORY_FAILURE that may have
+ * come before it (TCG raises the machine check before answering) */
+static VmceAnswer
+vmce_forward_qmp_answer (VmceInjection *inj)
+{
+  const gchar *action = NULL;
+
+  if (inj->ev->qemu_event != NULL)
+    action = vmce_json_object_get_string_opt (json_node_get_object (inj->ev->qemu_event), "action");
+  if (action != NULL)
+    return g_strcmp0 (action, "ignore") == 0 ? VMCE_ANSWER_DROPPED : VMCE_ANSWER_TAKEN;
+  return vmce_vm_is_kvm (inj->vm) ? VMCE_ANSWER_QUEUED : VMCE_ANSWER_TAKEN;
+}
+
+static void
+vmce_forward_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceInjection *inj = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *failure = NULL;
+  gint64 reply_us = 0;
+
+  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, &reply_us, &error);
+  if (ret != NULL) {
+    vmce_forward_then (inj, vmce_forward_qmp_answer (inj), NULL, reply_us);
+    return;
+  }
+  if (vmce_forward_is_busy (error) && vmce_qmp_client_is_open (VMCE_QMP_CLIENT (source))) {
+    vmce_forward_then (inj, VMCE_ANSWER_BUSY, NULL, reply_us);
+    return;
+  }
+  failure = g_strdup_printf ("QEMU did not inject: %s", error->message);
+  vmce_forward_then (inj, VMCE_ANSWER_ERROR, failure, reply_us);
+}
+
+/* The first time and each time again */
+static void
+vmce_forward_send_qmp (VmceVm *vm, VmceInjection *inj)
+{
+  g_autoptr(JsonNode) args = vmce_forward_inject_args (inj->ev);
+  gboolean first = inj->retry_since_us == 0;
+
+  if (vmce_vm_get_qmp (vm) == NULL || !vmce_qmp_client_is_open (vmce_vm_get_qmp (vm))) {
+    vmce_forward_then (inj, VMCE_ANSWER_ERROR, "not injected: the monitor is gone", 0);
+    return;
+  }
+  /* QEMU answers once the machine check is queued on the vCPU: a held
+   * vCPU is let go at the answer, and takes it before anything else */
+  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+  if (!first)
+    return;
+  inj->ev->to_monitor_us = g_get_monotonic_time () - inj->ev->stop_us;
+  if (inj->hold_tid > 0)
+    inj->hold_source = g_timeout_add (VMCE_HOLD_QMP_MAX_MS, vmce_forward_hold_expired_cb, inj);
+}
+
 static gboolean
 vmce_forward_gap_cb (gpointer user_data)
 {
@@ -335,12 +498,11 @@ vmce_forward_gap_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* vmce_decide_jumps_gap() (decision.c) says why */
+/* vmce_decide_waits_gap() (decision.c) says why */
 static gboolean
-vmce_forward_jumps_gap (VmceVm *vm, VmceInjection *inj)
+vmce_forward_waits_gap (VmceVm *vm, VmceInjection *inj)
 {
-  return inj != NULL &&
-         vmce_decide_jumps_gap (inj->ev->kind, inj->hold_tid > 0, vmce_forward_use_qmp (vm, inj->ev));
+  return inj != NULL && vmce_decide_waits_gap (vmce_forward_use_qmp (vm, inj->ev));
 }
 
 static void
@@ -359,7 +521,7 @@ vmce_forward_send_next (VmceVm *vm)
     return;
   }
   wait_us = f->last_injection_us + gap_us - g_get_monotonic_time ();
-  if (f->last_injection_us != 0 && wait_us > 0 && !vmce_forward_jumps_gap (vm, g_queue_peek_head (&f->injections))) {
+  if (f->last_injection_us != 0 && wait_us > 0 && vmce_forward_waits_gap (vm, g_queue_peek_head (&f->injections))) {
     /* a held vCPU must not wait for the gap, nor for an injection that may
      * itself need that vCPU to run */
     for (GList *l = f->injections.head; l != NULL; l = l->next)
@@ -371,17 +533,9 @@ vmce_forward_send_next (VmceVm *vm)
   inj->ev->queued_us = g_get_monotonic_time () - inj->queued_at_us;
   f->inflight = inj;
   if (vmce_forward_use_qmp (vm, inj->ev)) {
-    g_autoptr(JsonNode) args = vmce_forward_inject_args (inj->ev);
-
     g_free (inj->ev->via);
     inj->ev->via = g_strdup ("qmp");
-    /* QEMU answers once the machine check is queued on the vCPU: a held
-     * vCPU is let go at the answer, and takes it before anything else */
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL,
-                                   vmce_forward_qmp_cb, inj);
-    inj->ev->to_monitor_us = g_get_monotonic_time () - inj->ev->stop_us;
-    if (inj->hold_tid > 0)
-      inj->hold_source = g_timeout_add (VMCE_HOLD_QMP_MAX_MS, vmce_forward_hold_expired_cb, inj);
+    vmce_forward_send_qmp (vm, inj);
     return;
   }
   hmp = vmce_mce_to_hmp (&inj->ev->mce);
@@ -793,22 +947,78 @@ vmce_forward_journal_qemu_event (VmceVm *vm, JsonObject *data)
   vmce_vm_emit_record (vm, "QEMU_EVENT", record);
 }
 
+/* Whether MEMORY_FAILURE @data may be about @inj: qemu-patches/ 0002 puts
+ * the page in it (not for the broadcast to the other vCPUs, which has no
+ * address); Debian's QEMU does not, and its event comes in order */
+static gboolean
+vmce_forward_event_is_about (JsonObject *data, VmceInjection *inj, gboolean need_gpa)
+{
+  if (!json_object_has_member (data, "gpa"))
+    return !need_gpa;
+  return ((guint64) json_object_get_int_member (data, "gpa") & VMCE_PAGE_MASK) == (inj->ev->gpa & VMCE_PAGE_MASK);
+}
+
 void
 vmce_forward_qemu_event (VmceVm *vm, JsonObject *data)
 {
   VmceForwarder *f = vmce_forwarder (vm);
+  VmceInjection *inj = f->inflight;
   JsonNode *node;
 
-  /* HMP mce: QEMU sends it from the vCPU, before the monitor answers */
-  if (f->inflight != NULL && f->inflight->ev->qemu_event == NULL) {
-    node = json_node_new (JSON_NODE_OBJECT);
-    json_node_set_object (node, data);
-    f->inflight->ev->qemu_event = node;
+  /* KVM: inject-mce answered when the injection was queued on the vCPU,
+   * and this says whether the vCPU took it or dropped it as too early */
+  if (inj != NULL && inj->event_source != 0 && vmce_forward_event_is_about (data, inj, TRUE)) {
+    g_clear_handle_id (&inj->event_source, g_source_remove);
+    g_clear_pointer (&inj->ev->qemu_event, json_node_unref);
+    inj->ev->qemu_event = json_node_init_object (json_node_alloc (), data);
+    vmce_forward_then (inj,
+                       g_strcmp0 (vmce_json_object_get_string_opt (data, "action"), "ignore") == 0
+                           ? VMCE_ANSWER_DROPPED
+                           : VMCE_ANSWER_TAKEN,
+                       NULL, inj->reply_us);
     return;
   }
-  /* inject-mce answers first: the event comes on its own, and a QEMU with
-   * qemu-patches/ says which page it is about */
+  /* HMP mce, and inject-mce under TCG: QEMU sends it from the vCPU,
+   * before the monitor answers */
+  if (inj != NULL && inj->event_source == 0 && inj->retry_source == 0 && inj->ev->qemu_event == NULL &&
+      vmce_forward_event_is_about (data, inj, FALSE)) {
+    node = json_node_new (JSON_NODE_OBJECT);
+    json_node_set_object (node, data);
+    inj->ev->qemu_event = node;
+    return;
+  }
+  /* one of an earlier injection's (the broadcast to the other vCPUs), or
+   * of no injection of vmced's: journaled on its own, with the page it is
+   * about where QEMU says */
   vmce_forward_journal_qemu_event (vm, data);
+}
+
+/* An injection between two tries, or waiting for its MEMORY_FAILURE, has
+ * no monitor call that will fail for it when the monitor goes: finish it
+ * here */
+static void
+vmce_forward_cancel_paused (VmceVm *vm, VmceForwarder *f, const gchar *why)
+{
+  VmceInjection *inj = f->inflight;
+  g_autofree gchar *text = NULL;
+
+  if (inj == NULL || (inj->retry_source == 0 && inj->event_source == 0))
+    return;
+  f->inflight = NULL;
+  inj->ev->handled_by = g_strdup ("vmced");
+  if (inj->event_source != 0) {
+    /* queued on the vCPU: it may well have gone in */
+    inj->ev->result = VMCE_RESULT_INJECTED;
+    inj->ev->latency_us = inj->reply_us - inj->ev->stop_us;
+    text = g_strdup_printf ("unconfirmed: QEMU queued it on the vCPU, and %s before its MEMORY_FAILURE", why);
+  } else {
+    inj->ev->result = VMCE_RESULT_FAILED;
+    text = g_strdup_printf ("not injected: %s while it waited to be sent again (QEMU busy %u time(s), "
+                            "dropped %u time(s))", why, inj->ev->busy, inj->ev->dropped);
+  }
+  vmce_forward_add_detail (inj->ev, text);
+  vmce_forward_finish (vm, inj->ev, inj->task);
+  vmce_injection_free (inj);
 }
 
 void
@@ -818,6 +1028,7 @@ vmce_forward_cancel_all (VmceVm *vm, const gchar *why)
   VmceInjection *inj;
 
   g_clear_handle_id (&f->gap_source, g_source_remove);
+  vmce_forward_cancel_paused (vm, f, why);
   if (f->inflight != NULL)
     vmce_injection_release_hold (f->inflight);
   while ((inj = g_queue_pop_head (&f->injections)) != NULL) {

@@ -34,5 +34,9 @@ void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
 
 /* At detach: lets held threads go and fails what was not sent */
 void vmce_forward_cancel_all (VmceVm *vm, const gchar *why);
-/* The gap between two injections into @vm (vmced --inject-gap-ms) */
+/* The gap between two injections into @vm through HMP (vmced --inject-gap-ms) */
 void vmce_forward_set_gap (VmceVm *vm, guint gap_ms);
+/* How long one injection may be refused as busy or dropped as too early
+ * before it is journaled as not injected (VMCE_RETRY_BOUND_MS; tests
+ * shorten it) */
+void vmce_forward_set_retry_bound (VmceVm *vm, guint bound_ms);

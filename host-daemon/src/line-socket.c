@@ -22,7 +22,13 @@ struct _VmceLineSocket {
   /* inside on_line: a free then only marks it, the dispatch loop frees */
   gboolean dispatching;
   gboolean free_pending;
+  gboolean inbuf_grown; /* held a long line since it was last made */
 };
+
+/* A GByteArray keeps the room of its longest content: one `info mtree`
+ * or query-ram-layout answer at attach (tens of KB) would stay allocated
+ * for each VM's monitor for good, on a host of hundreds of VMs */
+#define VMCE_LINE_SOCKET_KEEP 8192
 
 static void vmce_line_socket_destroy (VmceLineSocket *self);
 
@@ -132,6 +138,8 @@ vmce_line_socket_in_cb (GSocket *socket, GIOCondition cond, gpointer user_data)
   }
   now = g_get_monotonic_time ();
   g_byte_array_append (self->inbuf, buf, n);
+  if (self->inbuf->len > VMCE_LINE_SOCKET_KEEP)
+    self->inbuf_grown = TRUE;
   /* a reply can end its owner's life (a failed attach drops the monitor)
    * while lines are still being handed out */
   self->dispatching = TRUE;
@@ -154,6 +162,11 @@ vmce_line_socket_in_cb (GSocket *socket, GIOCondition cond, gpointer user_data)
   if (self->closed)
     return G_SOURCE_REMOVE;
   g_byte_array_remove_range (self->inbuf, 0, start);
+  if (self->inbuf->len == 0 && self->inbuf_grown) {
+    g_byte_array_unref (self->inbuf);
+    self->inbuf = g_byte_array_new ();
+    self->inbuf_grown = FALSE;
+  }
   if (self->inbuf->len > self->max_line) {
     g_autoptr(GError) too_long = g_error_new (G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
                                               "sent more than %" G_GSIZE_FORMAT

@@ -192,6 +192,9 @@ vmce_mce_event_add_outcome (JsonBuilder *b, const VmceMceEvent *ev)
   vmce_mce_event_add_int_or_null (b, "latency_us", ev->latency_us >= 0, ev->latency_us);
   vmce_mce_event_add_int_or_null (b, "held_us", ev->held_us >= 0, ev->held_us);
   vmce_json_builder_add_int (b, "repeats", ev->repeats);
+  /* sent again because the guest was still in its handler for another */
+  vmce_json_builder_add_int (b, "busy", ev->busy);
+  vmce_json_builder_add_int (b, "dropped", ev->dropped);
 }
 
 JsonNode *

@@ -58,6 +58,8 @@ typedef struct {
   gint64 latency_us; /* signal-stop to the monitor's answer */
   gint64 held_us;    /* signal-stop to the thread running again */
   guint repeats; /* coalesced repeats of this error */
+  guint busy;    /* inject-mce refused it so often: a machine check still in progress */
+  guint dropped; /* QEMU's vCPU dropped it so often as too early (MEMORY_FAILURE "ignore") */
   JsonNode *qemu_event; /* QEMU's MEMORY_FAILURE event, if it sent one */
 } VmceMceEvent;
 

@@ -104,6 +104,21 @@ vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **
 }
 
 gboolean
+vmce_proc_is_alive (pid_t pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", pid);
+  g_autofree gchar *stat = NULL;
+  const gchar *after_comm;
+
+  if (pid <= 0 || !g_file_get_contents (path, &stat, NULL, NULL))
+    return FALSE;
+  /* the command name, in parentheses, may hold anything: the state comes
+   * after its last ") " */
+  after_comm = g_strrstr (stat, ") ");
+  return after_comm != NULL && after_comm[2] != 'Z' && after_comm[2] != 'X';
+}
+
+gboolean
 vmce_proc_signal_pending (pid_t pid, pid_t tid, int signo)
 {
   g_autofree gchar *path = g_strdup_printf ("/proc/%d/task/%d/status", pid, tid);

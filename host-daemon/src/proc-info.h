@@ -23,6 +23,11 @@ gint64 vmce_proc_identity_start_time (const gchar *identity);
  * such process, G_IO_ERROR_INVALID_DATA when it has no such field. */
 gboolean vmce_proc_status_number (pid_t pid, const gchar *field, gint64 *value, GError **error);
 
+/* Whether @pid is a process that has not exited: FALSE when there is no
+ * such process, and for a zombie (exited, its parent has not reaped it:
+ * a killed QEMU until libvirtd gets to it) */
+gboolean vmce_proc_is_alive (pid_t pid);
+
 /* Whether @signo is pending for thread @tid of @pid (its own or its
  * process's pending set); FALSE too if the thread is gone */
 gboolean vmce_proc_signal_pending (pid_t pid, pid_t tid, int signo);

@@ -532,6 +532,10 @@ vmce_vm_attach_fail (VmceVm *self, GError *error)
   g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
 
   self->state = VMCE_VM_GONE;
+  /* a QEMU that exits while vmced attaches makes its monitor refuse, hang
+   * up or go silent: say what happened, not only what it looked like */
+  if (self->pid > 0 && !vmce_proc_is_alive (self->pid) && !g_error_matches (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND))
+    g_prefix_error (&error, "pid %d exited while vmced attached: ", self->pid);
   if (self->qmp != NULL) {
     g_signal_handlers_disconnect_by_data (self->qmp, self);
     vmce_qmp_client_close (self->qmp, NULL);
@@ -866,6 +870,11 @@ vmce_vm_check_process (VmceVm *self, GError **error)
 
   if (self->pid <= 0 || !vmce_proc_status_number (self->pid, "TracerPid", &tracer, NULL)) {
     g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND, "no process with pid %d", self->pid);
+    return FALSE;
+  }
+  if (!vmce_proc_is_alive (self->pid)) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_FOUND,
+                 "pid %d has exited (a zombie its parent has not reaped yet)", self->pid);
     return FALSE;
   }
   /* say so before the monitor, which a second client would wait on */

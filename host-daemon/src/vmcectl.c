@@ -130,6 +130,14 @@ vmcectl_print_event (JsonObject *ev)
   if (json_object_get_int_member_with_default (ev, "repeats", 0) > 0)
     g_print (", %" G_GINT64_FORMAT " repeat(s) coalesced",
              json_object_get_int_member_with_default (ev, "repeats", 0));
+  if (json_object_get_int_member_with_default (ev, "busy", 0) > 0 ||
+      json_object_get_int_member_with_default (ev, "dropped", 0) > 0)
+    g_print (", sent again %" G_GINT64_FORMAT " time(s) (QEMU busy %" G_GINT64_FORMAT
+             ", dropped as too early %" G_GINT64_FORMAT ")",
+             json_object_get_int_member_with_default (ev, "busy", 0) +
+                 json_object_get_int_member_with_default (ev, "dropped", 0),
+             json_object_get_int_member_with_default (ev, "busy", 0),
+             json_object_get_int_member_with_default (ev, "dropped", 0));
   g_print ("\n");
   if (vmce_json_object_get_string_opt (ev, "detail") != NULL)
     g_print ("  note        %s\n", vmcectl_str (ev, "detail"));

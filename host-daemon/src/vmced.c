@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -224,7 +225,8 @@ vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
       "A huge page of guest RAM lost on the host: tell the guest the page hit (one, default) "
       "or every page of it (all)", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &a->inject_gap_ms,
-      "Least time between two machine checks into one VM (default 20)", "MS" },
+      "Least time between two machine checks into one VM through HMP mce (default 20; "
+      "inject-mce needs none)", "MS" },
     { "realtime-priority", 0, 0, G_OPTION_ARG_INT, &a->realtime_priority,
       "Run at this SCHED_FIFO priority, 1 to 99 (default 0: normal)", "N" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
@@ -340,6 +342,24 @@ vmced_set_realtime (gint priority)
                 priority, g_strerror (errno));
 }
 
+/* Each attached VM holds a few descriptors (its monitor, its agent, a
+ * pidfd, /proc files while it is read), and systemd starts services with
+ * a soft limit of 1024 (and a hard one far above) so that select() users
+ * do not break: a host of a few hundred VMs would run out. vmced polls
+ * through GLib, never select(): take the hard limit, as systemd advises
+ * such programs to do */
+static void
+vmced_raise_nofile (void)
+{
+  struct rlimit rl;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+    return;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+    g_printerr ("vmced: warning: cannot raise the open files limit: %s\n", g_strerror (errno));
+}
+
 /* The daemon, until SIGTERM or a required attach fails */
 static int
 vmced_run (VmcedArgs *a, const sigset_t *mask)
@@ -359,6 +379,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   int sfd;
 
   vmced_set_realtime (a->realtime_priority);
+  vmced_raise_nofile ();
   daemon = vmce_daemon_new (&options, &error);
   if (daemon == NULL) {
     g_printerr ("vmced: error: %s\n", error->message);

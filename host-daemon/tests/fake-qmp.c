@@ -196,6 +196,12 @@ fake_qmp_script_done (FakeQmp *self)
   return g_queue_is_empty (&self->steps);
 }
 
+void
+fake_qmp_clear_script (FakeQmp *self)
+{
+  g_queue_clear_full (&self->steps, (GDestroyNotify) fake_step_free);
+}
+
 guint
 fake_qmp_get_n_requests (FakeQmp *self)
 {

@@ -28,6 +28,8 @@ void fake_qmp_send_greeting (FakeQmp *self);
  *   NULL                    no answer at all */
 void fake_qmp_expect (FakeQmp *self, const gchar *command, const gchar *reply);
 gboolean fake_qmp_script_done (FakeQmp *self);
+/* Forgets what the script still expects */
+void fake_qmp_clear_script (FakeQmp *self);
 guint fake_qmp_get_n_requests (FakeQmp *self);
 /* the last request's "arguments", as JSON text, or NULL */
 const gchar *fake_qmp_get_last_arguments (FakeQmp *self);

@@ -332,24 +332,48 @@ test_decision_pass_how (void)
 }
 
 static void
-test_decision_jumps_gap (void)
+test_decision_waits_gap (void)
+{
+  g_assert_true (vmce_decide_waits_gap (FALSE));  /* HMP mce: a second error too early resets the guest */
+  g_assert_false (vmce_decide_waits_gap (TRUE));  /* inject-mce says "busy" instead */
+}
+
+static void
+test_decision_after_answer (void)
 {
   static const struct {
-    VmceMceKind kind;
-    gboolean held, qmp, jumps;
+    VmceAnswer answer;
+    gint64 retrying_for_ms;
+    VmceThen then;
   } rows[] = {
-    { VMCE_MCE_KIND_AR, TRUE, TRUE, TRUE },
-    { VMCE_MCE_KIND_AR, TRUE, FALSE, FALSE },  /* HMP mce needs the vCPU to run: it waits */
-    { VMCE_MCE_KIND_AR, FALSE, TRUE, FALSE },  /* nothing frozen waits for it */
-    { VMCE_MCE_KIND_AR, FALSE, FALSE, FALSE },
-    { VMCE_MCE_KIND_AO, TRUE, TRUE, FALSE },   /* the gap is AO's policy */
-    { VMCE_MCE_KIND_AO, TRUE, FALSE, FALSE },
-    { VMCE_MCE_KIND_AO, FALSE, TRUE, FALSE },
-    { VMCE_MCE_KIND_AO, FALSE, FALSE, FALSE },
+    { VMCE_ANSWER_TAKEN, 0, VMCE_THEN_INJECTED },
+    { VMCE_ANSWER_TAKEN, 1500, VMCE_THEN_INJECTED },    /* in after some tries */
+    { VMCE_ANSWER_QUEUED, 0, VMCE_THEN_AWAIT_EVENT },   /* KVM: MEMORY_FAILURE tells */
+    { VMCE_ANSWER_BUSY, 0, VMCE_THEN_RETRY },
+    { VMCE_ANSWER_BUSY, 1999, VMCE_THEN_RETRY },
+    { VMCE_ANSWER_BUSY, 2000, VMCE_THEN_FAILED },       /* the bound */
+    { VMCE_ANSWER_DROPPED, 0, VMCE_THEN_RETRY },        /* never journaled as injected */
+    { VMCE_ANSWER_DROPPED, 5000, VMCE_THEN_FAILED },
+    { VMCE_ANSWER_SILENT, 0, VMCE_THEN_UNCONFIRMED },   /* the guest may have masked the bank */
+    { VMCE_ANSWER_ERROR, 0, VMCE_THEN_FAILED },         /* only "busy" is asked again */
   };
 
-  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
-    g_assert_cmpint (vmce_decide_jumps_gap (rows[i].kind, rows[i].held, rows[i].qmp), ==, rows[i].jumps);
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++) {
+    g_test_message ("%s after %" G_GINT64_FORMAT " ms", vmce_answer_to_string (rows[i].answer),
+                    rows[i].retrying_for_ms);
+    g_assert_cmpint (vmce_decide_after_answer (rows[i].answer, rows[i].retrying_for_ms, VMCE_RETRY_BOUND_MS),
+                     ==, rows[i].then);
+  }
+}
+
+static void
+test_decision_retry_pause (void)
+{
+  static const guint pauses[] = { 1, 1, 2, 4, 8, 16, 32, 32, 32 };
+
+  for (guint tries = 0; tries < G_N_ELEMENTS (pauses); tries++)
+    g_assert_cmpuint (vmce_decide_retry_pause_ms (tries), ==, pauses[tries]);
+  g_assert_cmpuint (vmce_decide_retry_pause_ms (G_MAXUINT), ==, 32);
 }
 
 int
@@ -359,7 +383,9 @@ main (int argc, char **argv)
   g_test_add_func ("/decision/table", test_decision_table);
   g_test_add_func ("/decision/detail-keeps-every-reason", test_decision_detail_keeps_every_reason);
   g_test_add_func ("/decision/relook-once", test_decision_relook_once);
-  g_test_add_func ("/decision/jumps-gap", test_decision_jumps_gap);
+  g_test_add_func ("/decision/waits-gap", test_decision_waits_gap);
+  g_test_add_func ("/decision/after-answer", test_decision_after_answer);
+  g_test_add_func ("/decision/retry-pause", test_decision_retry_pause);
   g_test_add_func ("/decision/pass-how", test_decision_pass_how);
   return g_test_run ();
 }

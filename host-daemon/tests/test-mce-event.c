@@ -99,7 +99,7 @@ test_mce_event_line (void)
                    "\"addr\":\"0x140005000\",\"misc\":\"0x8c\",\"broadcast\":true},"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
                    "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"queued_us\":5,\"latency_us\":412,"
-                   "\"held_us\":null,\"repeats\":0}");
+                   "\"held_us\":null,\"repeats\":0,\"busy\":0,\"dropped\":0}");
 
   /* no signal, no thread, no GPA, no machine check; QEMU's event kept */
   ev->si_code = 0;
@@ -120,7 +120,7 @@ test_mce_event_line (void)
                    "\"gpa\":null,\"block\":\"pc.ram\",\"vcpu\":null,\"mce\":null,"
                    "\"policy\":\"forward\",\"via\":\"hmp\",\"handled_by\":\"vmced\","
                    "\"result\":\"injected\",\"detail\":null,\"to_monitor_us\":37,\"queued_us\":null,\"latency_us\":null,"
-                   "\"held_us\":55,\"repeats\":0,\"qemu_event\":{\"event\":\"MEMORY_FAILURE\"}}");
+                   "\"held_us\":55,\"repeats\":0,\"busy\":0,\"dropped\":0,\"qemu_event\":{\"event\":\"MEMORY_FAILURE\"}}");
 }
 
 /* An error outside guest RAM: no GPA, no machine check, QEMU handles it */

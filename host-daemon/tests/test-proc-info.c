@@ -83,6 +83,29 @@ test_identity (void)
   g_assert_null (vmce_proc_identity (999999999, NULL));
 }
 
+/* a child that has exited and is not yet reaped is no longer alive, as
+ * a killed QEMU until its parent gets to it */
+static void
+test_is_alive (void)
+{
+  pid_t child = fork ();
+  int status;
+
+  g_assert_cmpint (child, >=, 0);
+  if (child == 0)
+    _exit (0);
+  g_assert_true (vmce_proc_is_alive (getpid ()));
+  /* exited: a zombie until waitpid() */
+  for (gint64 until = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+       vmce_proc_is_alive (child) && g_get_monotonic_time () < until;)
+    g_usleep (1000);
+  g_assert_false (vmce_proc_is_alive (child));
+  g_assert_cmpint (waitpid (child, &status, 0), ==, child);
+  g_assert_false (vmce_proc_is_alive (child));
+  g_assert_false (vmce_proc_is_alive (0));
+  g_assert_false (vmce_proc_is_alive (-1));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -91,5 +114,6 @@ main (int argc, char **argv)
   g_test_add_func ("/proc-info/status-number/child", test_status_number_child);
   g_test_add_func ("/proc-info/status-number/bad", test_status_number_bad);
   g_test_add_func ("/proc-info/identity", test_identity);
+  g_test_add_func ("/proc-info/is-alive", test_is_alive);
   return g_test_run ();
 }

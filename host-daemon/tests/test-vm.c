@@ -36,6 +36,7 @@ typedef struct {
   const gchar *mtree; /* the answer to `info mtree -f`, escaped; NULL: mtree above */
   GError *error;
   JsonNode *event; /* a vmcectl poison's answer */
+  gboolean kvm;    /* script_attach: a KVM guest of an AMD CPU with SUCCOR */
 } Fixture;
 
 static void
@@ -141,13 +142,21 @@ script_attach (Fixture *fx, const gchar *layout_reply)
   fake_qmp_expect (fx->fake, "query-version",
                    "{\"qemu\": {\"major\": 10, \"minor\": 0, \"micro\": 2}, "
                    "\"package\": \" (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\"}");
-  fake_qmp_expect (fx->fake, "query-kvm", "{\"enabled\": false, \"present\": true}");
+  fake_qmp_expect (fx->fake, "query-kvm",
+                   fx->kvm ? "{\"enabled\": true, \"present\": true}" : "{\"enabled\": false, \"present\": true}");
   fake_qmp_expect (fx->fake, "query-cpus-fast", cpus);
-  fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
-  fake_qmp_expect (fx->fake, "qom-get", "6");
-  fake_qmp_expect (fx->fake, "qom-get", "94");
-  fake_qmp_expect (fx->fake, "qom-get",
-                   "error:Property 'x86_64-cpu.succor' not found");
+  if (fx->kvm) {
+    fake_qmp_expect (fx->fake, "qom-get", "\"AuthenticAMD\"");
+    fake_qmp_expect (fx->fake, "qom-get", "25");
+    fake_qmp_expect (fx->fake, "qom-get", "1");
+    fake_qmp_expect (fx->fake, "qom-get", "true");
+  } else {
+    fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
+    fake_qmp_expect (fx->fake, "qom-get", "6");
+    fake_qmp_expect (fx->fake, "qom-get", "94");
+    fake_qmp_expect (fx->fake, "qom-get",
+                     "error:Property 'x86_64-cpu.succor' not found");
+  }
   /* a QEMU with qemu-patches/: vmced will inject through QMP */
   if (layout_reply == NULL) {
     fake_qmp_expect (fx->fake, "query-commands",
@@ -274,7 +283,7 @@ test_vm_layout_qmp_bad (Fixture *fx, gconstpointer data)
 }
 
 /* A monitor that answers garbage while vmced attaches: one clear error,
- * and the process is left as it was */
+ * journaled once, and the process is left as it was */
 static void
 test_vm_monitor_garbage (Fixture *fx, gconstpointer data)
 {
@@ -290,8 +299,11 @@ test_vm_monitor_garbage (Fixture *fx, gconstpointer data)
   /* never traced: the monitor is asked before the threads are seized */
   g_assert_cmpint (test_proc_status_int (fx->child->pid, fx->child->pid, "TracerPid"), ==, 0);
   g_assert_true (test_child_command (fx->child, 'p'));
-  journal = journal_text (fx, NULL);
-  g_assert_cmpstr (journal, ==, "");
+  /* one record of it, with the same line */
+  journal = journal_text (fx, "\"type\":\"attach-failed\"");
+  g_assert_nonnull (strstr (journal, "\"type\":\"attach-failed\""));
+  g_assert_nonnull (strstr (journal, "invalid JSON"));
+  g_assert_null (strstr (strstr (journal, "\n") + 1, "\"type\""));
 }
 
 /* The monitor goes away while attached: vmced lets the process go, puts
@@ -582,6 +594,197 @@ test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
   g_assert_true (test_child_command (fx->child, 'p'));
 }
 
+/* inject-mce's refusal while a machine check is in progress (qemu-patches/
+ * 0001) */
+#define BUSY_REPLY "error:CPU 0: a machine check is still in progress (MCG_STATUS.MCIP); another one " \
+                   "now would shut the guest down"
+
+/* MEMORY_FAILURE as qemu-patches/ 0002 sends it, about GPA 0 */
+static void
+send_memory_failure (Fixture *fx, const gchar *action)
+{
+  g_autofree gchar *line = g_strdup_printf (
+      "{\"event\": \"MEMORY_FAILURE\", \"data\": {\"recipient\": \"guest\", \"action\": \"%s\", "
+      "\"flags\": {\"action-required\": false, \"recursive\": false}, \"gpa\": 0, \"cpu\": 0}, "
+      "\"timestamp\": {\"seconds\": 1, \"microseconds\": 0}}",
+      action);
+
+  fake_qmp_send (fx->fake, line);
+}
+
+static JsonObject *
+poison_ao (Fixture *fx)
+{
+  fx->done = FALSE;
+  g_clear_pointer (&fx->event, json_node_unref);
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 5000, poison_any_cb, fx);
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+  return json_node_get_object (fx->event);
+}
+
+/* QEMU says "busy" twice: vmced asks again, with no fixed gap, and the
+ * error is injected and journaled with how often it was refused; the next
+ * error goes at once after it */
+static void
+test_vm_busy_then_injected (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  g_autofree gchar *journal = NULL;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  attach_one_page (fx);
+  vmce_forward_set_gap (fx->vm, 10000); /* HMP's: must not apply to inject-mce */
+
+  fake_qmp_expect (fx->fake, "inject-mce", BUSY_REPLY);
+  fake_qmp_expect (fx->fake, "inject-mce", BUSY_REPLY);
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  ev = poison_ao (fx);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_cmpint (json_object_get_int_member (ev, "busy"), ==, 2);
+  g_assert_cmpint (json_object_get_int_member (ev, "dropped"), ==, 0);
+  g_assert_true (fake_qmp_script_done (fx->fake));
+
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  ev = poison_ao (fx);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_cmpint (json_object_get_int_member (ev, "busy"), ==, 0);
+  /* not behind the 10 s gap */
+  g_assert_cmpint (json_object_get_int_member (ev, "queued_us"), <, 1000000);
+  journal = journal_text (fx, "\"seq\":2");
+  g_assert_nonnull (strstr (journal, "\"busy\":2"));
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
+/* A QEMU that answers "busy" for ever: at the bound the error is journaled
+ * as not injected, with why, and the queue goes on */
+static void
+test_vm_busy_forever (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  const gchar *detail;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  attach_one_page (fx);
+  vmce_forward_set_retry_bound (fx->vm, 40);
+  /* 1 + 1 + 2 + 4 + 8 + 16 ms of pauses: the 40 ms are over by the 8th try,
+   * sooner on a loaded machine where timers fire late */
+  for (guint i = 0; i < 20; i++)
+    fake_qmp_expect (fx->fake, "inject-mce", BUSY_REPLY);
+  g_test_expect_message ("vmce-forward", G_LOG_LEVEL_WARNING, "*failed*not injected*busy*");
+  ev = poison_ao (fx);
+  g_test_assert_expected_messages ();
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "failed");
+  detail = json_object_get_string_member (ev, "detail");
+  g_assert_nonnull (strstr (detail, "a machine check stayed in progress on vCPU 0"));
+  g_assert_cmpint (json_object_get_int_member (ev, "busy"), >=, 2);
+  g_assert_cmpint (json_object_get_int_member (ev, "busy"), <=, 8);
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), >=, 2);
+  /* the next one is not stuck behind it */
+  fake_qmp_clear_script (fx->fake);
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  ev = poison_ao (fx);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
+/* KVM: inject-mce answers before the vCPU takes the error, and QEMU's vCPU
+ * drops it as too early (MEMORY_FAILURE "ignore"): it is sent again, and
+ * journaled as injected only once MEMORY_FAILURE says "inject" */
+static void
+test_vm_dropped_sent_again (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  guint n;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fx->kvm = TRUE;
+  attach_one_page (fx);
+  g_assert_true (vmce_vm_is_kvm (fx->vm));
+  n = fake_qmp_get_n_requests (fx->fake);
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  fx->done = FALSE;
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 5000, poison_any_cb, fx);
+  test_wait (fake_qmp_get_n_requests (fx->fake) == n + 1);
+  /* answered, not yet taken: nothing journaled */
+  for (gint64 until = g_get_monotonic_time () + 50000; g_get_monotonic_time () < until;)
+    test_iterate ();
+  g_assert_false (fx->done);
+  send_memory_failure (fx, "ignore");
+  test_wait (fake_qmp_get_n_requests (fx->fake) == n + 2);
+  g_assert_false (fx->done);
+  send_memory_failure (fx, "inject");
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+  ev = json_node_get_object (fx->event);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_cmpint (json_object_get_int_member (ev, "dropped"), ==, 1);
+  g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (ev, "qemu_event"), "action"),
+                   ==, "inject");
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
+/* KVM, and QEMU never sends the event: injected as far as vmced can tell,
+ * and the journal says it is unconfirmed */
+static void
+test_vm_event_never_comes (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fx->kvm = TRUE;
+  attach_one_page (fx);
+  fake_qmp_expect (fx->fake, "inject-mce", "{}");
+  ev = poison_ao (fx);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_nonnull (strstr (json_object_get_string_member (ev, "detail"), "unconfirmed"));
+  g_assert_cmpint (json_object_get_int_member (ev, "latency_us"), <, 1000000);
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
+/* The monitor goes away while an error waits to be sent again: it is
+ * journaled as not injected, nothing is held */
+static void
+test_vm_gone_while_busy (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *journal = NULL;
+  pid_t pid = fx->child->pid;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  attach_one_page (fx);
+  vmce_forward_set_retry_bound (fx->vm, 60000);
+  for (guint i = 0; i < 3; i++)
+    fake_qmp_expect (fx->fake, "inject-mce", BUSY_REPLY);
+  fx->done = FALSE;
+  vmce_sim_poison_async (fx->vm, 0, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 5000, poison_any_cb, fx);
+  test_wait (fake_qmp_script_done (fx->fake));
+  g_assert_false (fx->done);
+  fake_qmp_hang_up (fx->fake);
+  test_wait (fx->done && vmce_vm_get_state (fx->vm) == VMCE_VM_GONE);
+  g_assert_true (fx->done);
+  g_assert_cmpstr (json_object_get_string_member (json_node_get_object (fx->event), "result"), ==, "failed");
+  journal = journal_text (fx, "while it waited to be sent again");
+  g_assert_nonnull (strstr (journal, "\"result\":\"failed\""));
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, 0);
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -603,6 +806,14 @@ main (int argc, char **argv)
   g_test_add ("/vm/monitor-silent", Fixture, NULL, fixture_setup, test_vm_monitor_silent,
               fixture_teardown);
   g_test_add ("/vm/ar-jumps-gap", Fixture, NULL, fixture_setup, test_vm_ar_jumps_gap, fixture_teardown);
+  g_test_add ("/vm/busy-then-injected", Fixture, NULL, fixture_setup, test_vm_busy_then_injected,
+              fixture_teardown);
+  g_test_add ("/vm/busy-forever", Fixture, NULL, fixture_setup, test_vm_busy_forever, fixture_teardown);
+  g_test_add ("/vm/dropped-sent-again", Fixture, NULL, fixture_setup, test_vm_dropped_sent_again,
+              fixture_teardown);
+  g_test_add ("/vm/event-never-comes", Fixture, NULL, fixture_setup, test_vm_event_never_comes,
+              fixture_teardown);
+  g_test_add ("/vm/gone-while-busy", Fixture, NULL, fixture_setup, test_vm_gone_while_busy, fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
   return g_test_run ();

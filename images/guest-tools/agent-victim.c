@@ -21,7 +21,7 @@
 static void exec_victim(const struct request *rq)
 {
 	char report[64];
-	const char *argv[10];
+	const char *argv[14];
 	int n = 0;
 
 	snprintf(report, sizeof(report), REPORT_DIR "/victim-%d.json", (int)getpid());
@@ -39,6 +39,10 @@ static void exec_victim(const struct request *rq)
 	if (arg(rq, "min-gpa")) {
 		argv[n++] = "--min-gpa";
 		argv[n++] = arg(rq, "min-gpa");
+	}
+	if (arg(rq, "pages")) {
+		argv[n++] = "--pages";
+		argv[n++] = arg(rq, "pages");
 	}
 	argv[n] = NULL;
 	execv(argv[0], (char **)argv);
@@ -62,6 +66,9 @@ int cmd_victim_start(struct agent *a, const struct request *rq, struct buf *out,
 		return fail(err, "InvalidParameter", "node=%s is not a node number", arg(rq, "node"));
 	if (arg(rq, "min-gpa") && parse_u64(arg(rq, "min-gpa"), &v))
 		return fail(err, "InvalidParameter", "min-gpa=%s is not an address", arg(rq, "min-gpa"));
+	if (arg(rq, "pages") && (parse_u64(arg(rq, "pages"), &v) || v > (1u << 20)))
+		return fail(err, "InvalidParameter", "pages=%s is not a number of pages up to 1048576",
+			    arg(rq, "pages"));
 
 	pid = spawn_tool(exec_victim, rq, true, &out_fd, err);
 	if (pid < 0)

@@ -62,7 +62,7 @@ static const struct command commands[] = {
 	{ "disk-up", cmd_disk_up, { "dir", NULL } },
 	{ "modprobe", cmd_modprobe, { "name", NULL } },
 	/* agent-victim.c */
-	{ "victim-start", cmd_victim_start, { "mode", "node", "min-gpa", NULL } },
+	{ "victim-start", cmd_victim_start, { "mode", "node", "min-gpa", "pages", NULL } },
 	{ "victim-status", cmd_victim_status, { "pid", NULL } },
 	{ "victim-touch", cmd_victim_touch, { "pid", NULL } },
 	{ "victim-stop", cmd_victim_stop, { "pid", NULL } },

@@ -34,6 +34,7 @@ struct options {
 	enum mode mode;
 	long node; /* -1: no binding */
 	uint64_t min_gpa;
+	uint64_t pages; /* beyond the first: a run of more dirty pages after it */
 	const char *report;
 };
 
@@ -45,11 +46,14 @@ static volatile sig_atomic_t touch_requested;
 
 static void usage(FILE *f)
 {
-	fputs("Usage: vmce-victim [--mode idle|read] [--node N] [--min-gpa ADDR] [--report FILE]\n"
+	fputs("Usage: vmce-victim [--mode idle|read] [--node N] [--min-gpa ADDR] [--pages N]\n"
+	      "                   [--report FILE]\n"
 	      "Owns one dirty anonymous page, prints {\"pid\",\"va\",\"gpa\",\"pfn\",\"mode\"} as one\n"
 	      "JSON line, and reports a SIGBUS as one JSON line (and to FILE) before exiting 0.\n"
 	      "  idle: wait; SIGUSR1 reads the page once and prints {\"touched\":true}\n"
-	      "  read: read the page in a tight loop forever\n",
+	      "  read: read the page in a tight loop forever\n"
+	      "  --pages N: also owns N dirty pages that it never touches again, a run\n"
+	      "    at \"more_va\" (a storm's user pages: the guest may lose them)\n",
 	      f);
 }
 
@@ -82,6 +86,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{ "mode", required_argument, NULL, 'm' },
 		{ "node", required_argument, NULL, 'n' },
 		{ "min-gpa", required_argument, NULL, 'g' },
+		{ "pages", required_argument, NULL, 'P' },
 		{ "report", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -111,6 +116,11 @@ static void parse_options(int argc, char **argv, struct options *o)
 		}
 		case 'g':
 			o->min_gpa = number("--min-gpa", optarg);
+			break;
+		case 'P':
+			o->pages = number("--pages", optarg);
+			if (o->pages > MAX_PAGES)
+				fail("--pages %s is above %lu", optarg, MAX_PAGES);
 			break;
 		case 'r':
 			o->report = optarg;
@@ -163,6 +173,26 @@ static unsigned char *dirty_page(void)
 		fail("madvise(MADV_NOHUGEPAGE): %s", strerror(errno));
 	for (size_t i = 0; i < PAGE_SIZE; i++)
 		p[i] = (unsigned char)(0xa5 ^ i);
+	return p;
+}
+
+/*
+ * A run of dirty pages, each its own 4 KiB page (no THP: a lost page must
+ * cost the guest one page), populated now so each has a frame to lose.
+ */
+static void *more_pages(uint64_t n)
+{
+	unsigned char *p;
+
+	if (!n)
+		return NULL;
+	p = mmap(NULL, n * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		fail("mmap of %llu pages: %s", (unsigned long long)n, strerror(errno));
+	if (madvise(p, n * PAGE_SIZE, MADV_NOHUGEPAGE))
+		fail("madvise(MADV_NOHUGEPAGE): %s", strerror(errno));
+	for (uint64_t i = 0; i < n; i++)
+		memset(p + i * PAGE_SIZE, (int)(0x5a ^ i), PAGE_SIZE);
 	return p;
 }
 
@@ -281,6 +311,7 @@ int main(int argc, char **argv)
 {
 	struct options o;
 	uint64_t gpa;
+	void *more;
 
 	parse_options(argc, argv, &o);
 	if (o.report) {
@@ -292,11 +323,16 @@ int main(int argc, char **argv)
 	if (o.node >= 0)
 		bind_to_node(o.node);
 	victim_page = find_page(o.min_gpa, &gpa);
+	more = more_pages(o.pages);
 	install_handlers();
 
-	printf("{\"pid\":%d,\"va\":\"0x%lx\",\"gpa\":\"0x%llx\",\"pfn\":\"0x%llx\",\"mode\":\"%s\"}\n",
+	printf("{\"pid\":%d,\"va\":\"0x%lx\",\"gpa\":\"0x%llx\",\"pfn\":\"0x%llx\",\"mode\":\"%s\"",
 	       (int)getpid(), (unsigned long)(uintptr_t)victim_page, (unsigned long long)gpa,
 	       (unsigned long long)(gpa >> PAGE_SHIFT), o.mode == MODE_IDLE ? "idle" : "read");
+	if (more)
+		printf(",\"more_va\":\"0x%lx\",\"pages\":%llu", (unsigned long)(uintptr_t)more,
+		       (unsigned long long)o.pages);
+	printf("}\n");
 	if (fflush(stdout))
 		fail("writing stdout: %s", strerror(errno));
 

@@ -1,0 +1,258 @@
+"""run/bench --only storm: N distinct errors into one guest, or spread over
+several at once, with nothing lost.
+
+Each guest is a TCG guest of 512 MiB with a 512 MiB DIMM that Debian's 6.1
+leaves offline (e2e-faults): guest RAM to QEMU and vmced that the guest
+never uses, so every simulated host error in it reaches the guest as a
+machine check ("memory outside kernel control") without any of its own
+pages going bad. The other half of the errors go to user pages the guest
+can lose: a victim process's run of dirty pages, with late kill (the guest
+isolates each page and leaves the process alone until it touches one).
+Errors alternate between the two and, with several guests, between the
+guests, STORM_WINDOW outstanding on one control connection (vmced would
+otherwise read the whole storm at once and hold it).
+
+Nothing lost: every request answered, the journal holding exactly one
+memory-error record per error, each (vm, page) once, and every answer
+'injected' or not injected with a reason. The guest's verdict: alive,
+HardwareCorrupted grown by exactly its user pages, the victim alive.
+"""
+import json
+import os
+import time
+
+from . import qemus
+from .daemon import ControlConnection, Vmced
+from .vm import Vm
+
+DIMM = 512 << 20
+PAGE = 4096
+# requests outstanding on the control connection: enough that vmced's queues
+# never run dry, few enough that they do not hold the whole storm
+WINDOW = 200
+
+
+def thread_states(pid):
+    states = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states[int(tid)] = f.read().rsplit(") ", 1)[1][0]
+    except OSError:
+        pass
+    return states
+
+
+def anon_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("RssAnon:")), None)
+    except OSError:
+        return None
+
+
+class StormGuest:
+    """One guest of the storm and the pages it gets errors in"""
+
+    def __init__(self, work, i, qemu, n_errors, user_pages):
+        self.name = f"bench-storm{i}"
+        self.vm = Vm.start(self.name, mem="512M", qemu=qemu, state_dir=os.path.join(work, f"storm-vm{i}"),
+                           extra=["-m", "512M,slots=1,maxmem=2G"])
+        self.n_errors = n_errors
+        self.n_user = user_pages
+        self.victim = None
+        self.pages = []
+
+    def prepare(self):
+        vm = self.vm
+        vm.wait_ready()
+        with vm.qmp() as q:
+            q.execute("object-add", **{"qom-type": "memory-backend-ram", "id": "storm-mem", "size": DIMM})
+            q.execute("device_add", driver="pc-dimm", id="storm-dimm", memdev="storm-mem")
+            base = next(d["data"]["addr"] for d in q.execute("query-memory-devices")
+                        if d["data"].get("id") == "storm-dimm")
+        user = []
+        if self.n_user:
+            vm.agent.call("sysctl", name="vm.memory_failure_early_kill", value=0)
+            self.victim = vm.agent.call("victim-start", mode="idle", pages=self.n_user)
+            first = int(self.victim["more_va"], 16)
+            for j in range(self.n_user):
+                t = vm.agent.call("translate", pid=self.victim["pid"], va=hex(first + j * PAGE))
+                user.append(int(t["gpa"], 16))
+        dimm = [base + j * PAGE for j in range(self.n_errors - self.n_user)]
+        # alternate: the guest's handler meets both kinds all through
+        self.pages = [p for pair in zip(dimm, user) for p in pair] + dimm[len(user):] + user[len(dimm):]
+        self.corrupted_kb_before = vm.agent.call("meminfo")["hardware_corrupted_kb"]
+        self.dimm_base = base
+
+    def verdict(self):
+        vm = self.vm
+        out = {"qemu_alive": vm.alive(),
+               "qemu_threads_stopped": sum(1 for st in thread_states(vm.pid).values() if st == "t")}
+        try:
+            out["agent_answers"] = vm.agent.call("ping") is not None
+            corrupted = vm.agent.call("meminfo")["hardware_corrupted_kb"]
+            out["hardware_corrupted_kb_grew"] = corrupted - self.corrupted_kb_before
+            out["user_pages_kb"] = self.n_user * 4
+            if self.victim is not None:
+                st = vm.agent.call("victim-status", pid=self.victim["pid"])
+                out["victim_alive"] = bool(st.get("alive")) and not st.get("sigbus")
+        except Exception as e:  # noqa: BLE001 - the verdict says it
+            out["agent_answers"] = f"no: {e}"
+        console = vm.console()
+        out["panic"] = "Kernel panic" in console
+        out["outside_kernel_control_lines"] = console.count("memory outside kernel control")
+        out["recovered_lines"] = console.count(": Recovered")
+        return out
+
+
+def journal_memory_errors(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if '"memory-error"' not in line:
+                continue
+            rec = json.loads(line)
+            if rec["type"] == "memory-error":
+                out.append(rec)
+    return out
+
+
+def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
+    q = qemus.resolve(qemu)
+    per = [n // vms + (1 if i < n % vms else 0) for i in range(vms)]
+    if max(per) > DIMM // PAGE:
+        raise SystemExit(f"--errors {n} into {vms} guest(s): a guest's DIMM holds {DIMM // PAGE} pages")
+    out = {"errors": n, "vms": vms, "qemu": q.label, "window": WINDOW, "user_pages": user}
+    guests, daemon = [], None
+    try:
+        for i in range(vms):
+            guests.append(StormGuest(work, i, q.binary, per[i], per[i] // 2 if user else 0))
+        for g in guests:
+            g.prepare()
+        args = []
+        if gap_ms is not None:
+            args += ["--inject-gap-ms", str(gap_ms)]
+        daemon = Vmced(os.path.join(work, "storm-vmced"), args=args)
+        for g in guests:
+            daemon.ctl("attach", "--pid", str(g.vm.pid), "--qmp", g.vm.vmced_qmp_path, "--name", g.name)
+        via = {g.name: daemon.wait_attached(g.name)["inject"] for g in guests}
+        time.sleep(1)
+        rss0 = daemon.rss_kb()
+        print(f"storm: {n} AO errors into {vms} guest(s) ({q.label}, vmced injects through "
+              f"{', '.join(sorted(set(via.values())))}{', gap ' + str(gap_ms) + ' ms' if gap_ms is not None else ''}): "
+              + ("per guest half on its offline DIMM, half on a victim's user pages" if user
+                 else "all on the guests' offline DIMMs"), flush=True)
+
+        order = []  # (guest, gpa): round robin over the guests
+        for j in range(max(per)):
+            for g in guests:
+                if j < len(g.pages):
+                    order.append((g, g.pages[j]))
+        ctl = ControlConnection(daemon.socket)
+        results, wrong, reasons = {}, 0, {}
+        sent = done = 0
+        checkpoints = sorted({c for c in (1000, 10000, 100000) if c < n} | {n})
+        rss = [{"events": 0, "rss_kb": rss0, "anon_kb": anon_kb(daemon.proc.pid), "elapsed_s": 0}]
+
+        def send_upto(k):
+            nonlocal sent
+            while sent < min(k, n):
+                g, gpa = order[sent]
+                ctl.send("poison", sent + 1, vm=g.name, gpa=hex(gpa), kind="ao")
+                sent += 1
+            ctl.flush()
+
+        t0 = time.monotonic()
+        send_upto(WINDOW)
+        try:
+            for cp in checkpoints:
+                while done < cp:
+                    got = ctl.replies(min(100, cp - done, sent - done), 120)
+                    if not got:
+                        raise RuntimeError(f"storm: no answer for 120 s after {done} of {n}")
+                    for rid, a in got.items():
+                        g, gpa = order[rid - 1]
+                        if "return" in a:
+                            r = a["return"].get("result")
+                            if int(a["return"]["gpa"], 16) != gpa:
+                                wrong += 1
+                            if r != "injected":
+                                d = (a["return"].get("detail") or "")[:100]
+                                reasons[d] = reasons.get(d, 0) + 1
+                        else:
+                            r = "error: " + a["error"]["desc"][:100]
+                        results[r] = results.get(r, 0) + 1
+                    done += len(got)
+                    send_upto(done + WINDOW)
+                el = time.monotonic() - t0
+                rss.append({"events": done, "rss_kb": daemon.rss_kb(), "anon_kb": anon_kb(daemon.proc.pid),
+                            "elapsed_s": round(el, 1)})
+                print(f"storm: {done:6} answered after {el:7.1f} s ({done / el:.1f}/s); vmced RSS "
+                      f"{rss[-1]['rss_kb']} kB ({rss[-1]['anon_kb']} kB anonymous)", flush=True)
+        finally:
+            secs = time.monotonic() - t0
+            ctl.close()
+        out["seconds"] = round(secs, 2)
+        out["errors_per_s"] = round(done / secs, 1)
+        out["answers"] = results
+        out["not_injected_reasons"] = reasons
+        out["rss"] = rss
+
+        # the journal: written through io_uring after each answer
+        deadline = time.monotonic() + 30
+        while daemon.ctl_json("status").get("journal", {}).get("held") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        recs = journal_memory_errors(daemon.journal)
+        keys = [(r["vm"], int(r["gpa"], 16)) for r in recs]
+        want = sorted((g.name, gpa) for g, gpa in order[:sent])
+        seqs = [r["seq"] for r in recs]
+        latency = sorted(r["latency_us"] for r in recs if r.get("latency_us") is not None)
+        out["journal"] = {"memory_error_records": len(recs), "each_page_once": sorted(keys) == want,
+                          "seqs_distinct": len(set(seqs)) == len(seqs),
+                          "injected": sum(1 for r in recs if r["result"] == "injected"),
+                          "busy_retries": sum(r.get("busy", 0) for r in recs),
+                          "dropped_retries": sum(r.get("dropped", 0) for r in recs),
+                          "resets": sum(1 for r in daemon.journal_records() if r["type"] == "reset")}
+        if latency:
+            out["latency_ms"] = {"p50": round(latency[len(latency) // 2] / 1000, 2),
+                                 "p99": round(latency[min(len(latency) - 1, int(len(latency) * 0.99))] / 1000, 2)}
+        out["answers_wrong_page"] = wrong
+        reasoned = all(r["result"] == "injected" or r.get("detail") for r in recs)
+        out["nothing_lost"] = (sum(results.values()) == sent == n and len(recs) == n and not wrong
+                               and out["journal"]["each_page_once"] and out["journal"]["seqs_distinct"]
+                               and reasoned)
+        out["all_injected"] = results == {"injected": n}
+        out["guests"] = {g.name: g.verdict() for g in guests}
+        out["vmced_alive"] = daemon.alive()
+        out["rss_after_kb"] = daemon.rss_kb()
+
+        j = out["journal"]
+        print(f"storm: {done} errors answered in {secs:.1f} s: {out['errors_per_s']} errors/s; answers {results}"
+              + (f"; not injected because: {reasons}" if reasons else ""))
+        print(f"storm: journal: {j['memory_error_records']} memory-error records, "
+              f"{'each page once' if j['each_page_once'] else 'NOT each page once'}, {j['injected']} injected, "
+              f"sent again {j['busy_retries']} time(s) on 'busy' and {j['dropped_retries']} on a drop, "
+              f"{j['resets']} resets; signal-stop to acknowledged p50 "
+              f"{out.get('latency_ms', {}).get('p50')} ms, p99 {out.get('latency_ms', {}).get('p99')} ms")
+        print(f"storm: nothing lost (every error answered and journaled once, each not-injected one with "
+              f"its reason): {'yes' if out['nothing_lost'] else 'NO'}; all injected: "
+              f"{'yes' if out['all_injected'] else 'no'}; vmced RSS {rss0} kB attached, "
+              f"{out['rss_after_kb']} kB after")
+        for name, v in out["guests"].items():
+            print(f"storm: {name}: QEMU alive {v['qemu_alive']}, agent {v.get('agent_answers')}, panic {v['panic']}, "
+                  f"HardwareCorrupted +{v.get('hardware_corrupted_kb_grew')} kB (user pages "
+                  f"{v.get('user_pages_kb')} kB), victim alive {v.get('victim_alive')}, "
+                  f"{v['qemu_threads_stopped']} QEMU threads stopped")
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        for g in guests:
+            g.vm.stop()
+    return out
+
+
+def passed(out):
+    """What the bench's exit status holds it to"""
+    return out["nothing_lost"] and all(
+        v["qemu_alive"] and not v["panic"] and v["qemu_threads_stopped"] == 0 for v in out["guests"].values())
