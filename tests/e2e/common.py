@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "l
 
 from vmcelab import paths, qemus  # noqa: E402
 from vmcelab.daemon import Vmced  # noqa: E402
+from vmcelab.procfs import thread_states  # noqa: E402,F401 - the tests take it from here
 from vmcelab.vm import Vm  # noqa: E402
 from tap import Tap  # noqa: E402
 
@@ -108,18 +109,6 @@ def wait_kmsg(agent, pattern, since=0, timeout=30.0):
         lines, _ = agent.kmsg(since)
         return next((line for line in lines if rx.search(line)), None)
     return wait_for(look, timeout, 0.2)
-
-
-def thread_states(pid):
-    """State letter of every thread of @pid ('t' = stopped by a tracer)."""
-    states = {}
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states[int(tid)] = f.read().rsplit(") ", 1)[1][0]
-    except OSError:
-        pass
-    return states
 
 
 def gpa2hva(vm, gpa):

@@ -15,6 +15,7 @@ import os
 import time
 
 from . import kernels, qemus
+from .procfs import cpu_ticks, n_fds, status as proc_status, thread_states
 from .daemon import ControlConnection, Vmced
 from .vm import Vm
 
@@ -24,28 +25,6 @@ def pct(values, p):
     if not s:
         return None
     return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
-
-
-def proc_status(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), None)
-    except OSError:
-        return None
-
-
-def cpu_ticks(pid):
-    """utime + stime of @pid, in clock ticks"""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(") ", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def n_fds(pid):
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None
 
 
 def start_all(work, qemu, kernel, n, running, mem_running):
@@ -206,7 +185,7 @@ def figures(work, n=256, running=16, qemu="vmce-10.0", kernel="vmce-6.12", mem_r
         out["vmced_alive"] = daemon.alive()
         out["qemus_alive"] = sum(1 for vm in vms if vm.alive())
         out["qemu_threads_stopped"] = sum(
-            1 for vm in vms if vm.alive() for st in _thread_states(vm.pid) if st == "t")
+            1 for vm in vms if vm.alive() for st in thread_states(vm.pid).values() if st == "t")
     finally:
         if daemon is not None:
             daemon.stop()
@@ -219,13 +198,3 @@ def figures(work, n=256, running=16, qemu="vmce-10.0", kernel="vmce-6.12", mem_r
           f"{out.get('qemu_threads_stopped')} QEMU threads left stopped")
     return out
 
-
-def _thread_states(pid):
-    states = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(") ", 1)[1][0])
-    except OSError:
-        pass
-    return states

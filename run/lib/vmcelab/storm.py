@@ -22,6 +22,7 @@ import os
 import time
 
 from . import qemus
+from .procfs import status, thread_states
 from .daemon import ControlConnection, Vmced
 from .vm import Vm
 
@@ -30,25 +31,6 @@ PAGE = 4096
 # requests outstanding on the control connection: enough that vmced's queues
 # never run dry, few enough that they do not hold the whole storm
 WINDOW = 200
-
-
-def thread_states(pid):
-    states = {}
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states[int(tid)] = f.read().rsplit(") ", 1)[1][0]
-    except OSError:
-        pass
-    return states
-
-
-def anon_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("RssAnon:")), None)
-    except OSError:
-        return None
 
 
 class StormGuest:
@@ -91,18 +73,43 @@ class StormGuest:
                "qemu_threads_stopped": sum(1 for st in thread_states(vm.pid).values() if st == "t")}
         try:
             out["agent_answers"] = vm.agent.call("ping") is not None
-            corrupted = vm.agent.call("meminfo")["hardware_corrupted_kb"]
+            # the guest handles each error's page after its machine check,
+            # from a work queue that a storm leaves behind: read its count
+            # once it has stood still for 5 s (at most two minutes)
+            corrupted, still_since, deadline = None, time.monotonic(), time.monotonic() + 120
+            while time.monotonic() < deadline:
+                now = vm.agent.call("meminfo")["hardware_corrupted_kb"]
+                if now != corrupted:
+                    corrupted, still_since = now, time.monotonic()
+                elif time.monotonic() - still_since >= 5:
+                    break
+                time.sleep(0.2)
+            out["settled_s"] = round(time.monotonic() - self.storm_end, 1)
             out["hardware_corrupted_kb_grew"] = corrupted - self.corrupted_kb_before
             out["user_pages_kb"] = self.n_user * 4
             if self.victim is not None:
                 st = vm.agent.call("victim-status", pid=self.victim["pid"])
                 out["victim_alive"] = bool(st.get("alive")) and not st.get("sigbus")
+            # the guest's own account, from its kernel log (the console lags)
+            kmsg, since = [], 0
+            while True:
+                lines, since = vm.agent.kmsg(since)
+                if not lines:
+                    break
+                kmsg += lines
+            out["kmsg"] = {"recovered": sum(1 for line in kmsg if ": Recovered" in line),
+                           "outside_kernel_control": sum(1 for line in kmsg if "outside kernel control" in line),
+                           "mce_pool_full": sum(1 for line in kmsg if "MCE records pool full" in line),
+                           "memory_failure_other": sum(1 for line in kmsg if "Memory failure:" in line
+                                                       and ": Recovered" not in line
+                                                       and "outside kernel control" not in line)}
         except Exception as e:  # noqa: BLE001 - the verdict says it
             out["agent_answers"] = f"no: {e}"
         console = vm.console()
         out["panic"] = "Kernel panic" in console
         out["outside_kernel_control_lines"] = console.count("memory outside kernel control")
         out["recovered_lines"] = console.count(": Recovered")
+        out["mce_pool_full_lines"] = console.count("MCE records pool full")
         return out
 
 
@@ -153,7 +160,7 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
         results, wrong, reasons = {}, 0, {}
         sent = done = 0
         checkpoints = sorted({c for c in (1000, 10000, 100000) if c < n} | {n})
-        rss = [{"events": 0, "rss_kb": rss0, "anon_kb": anon_kb(daemon.proc.pid), "elapsed_s": 0}]
+        rss = [{"events": 0, "rss_kb": rss0, "anon_kb": status(daemon.proc.pid, "RssAnon"), "elapsed_s": 0}]
 
         def send_upto(k):
             nonlocal sent
@@ -186,7 +193,7 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
                     done += len(got)
                     send_upto(done + WINDOW)
                 el = time.monotonic() - t0
-                rss.append({"events": done, "rss_kb": daemon.rss_kb(), "anon_kb": anon_kb(daemon.proc.pid),
+                rss.append({"events": done, "rss_kb": daemon.rss_kb(), "anon_kb": status(daemon.proc.pid, "RssAnon"),
                             "elapsed_s": round(el, 1)})
                 print(f"storm: {done:6} answered after {el:7.1f} s ({done / el:.1f}/s); vmced RSS "
                       f"{rss[-1]['rss_kb']} kB ({rss[-1]['anon_kb']} kB anonymous)", flush=True)
@@ -223,6 +230,8 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
                                and out["journal"]["each_page_once"] and out["journal"]["seqs_distinct"]
                                and reasoned)
         out["all_injected"] = results == {"injected": n}
+        for g in guests:
+            g.storm_end = t0 + secs
         out["guests"] = {g.name: g.verdict() for g in guests}
         out["vmced_alive"] = daemon.alive()
         out["rss_after_kb"] = daemon.rss_kb()
@@ -242,7 +251,8 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
         for name, v in out["guests"].items():
             print(f"storm: {name}: QEMU alive {v['qemu_alive']}, agent {v.get('agent_answers')}, panic {v['panic']}, "
                   f"HardwareCorrupted +{v.get('hardware_corrupted_kb_grew')} kB (user pages "
-                  f"{v.get('user_pages_kb')} kB), victim alive {v.get('victim_alive')}, "
+                  f"{v.get('user_pages_kb')} kB, read {v.get('settled_s')} s after the storm), "
+                  f"victim alive {v.get('victim_alive')}, kernel log {v.get('kmsg')}, "
                   f"{v['qemu_threads_stopped']} QEMU threads stopped")
     finally:
         if daemon is not None:
