@@ -174,7 +174,7 @@ bench: kernels qemus guest-image
 	-@run/bench --only storm --storm-vms 16
 	-@run/bench --only scale
 	-@run/campaign --bench
-	-@run/libvirt/bench --domains 64 --mem 128M
+	-@run/libvirt/bench --domains 64 --mem 128M --paused 192
 	-@run/libvirt/restarts
 	-@run/fleet bench
 	-@run/hostlab --overhead

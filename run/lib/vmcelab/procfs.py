@@ -30,6 +30,19 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+def cpu_ns(pid):
+    """CPU time of all threads of @pid, in ns (schedstat: clock ticks are
+    too coarse for a daemon that is idle)"""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
 def n_fds(pid):
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))

@@ -15,7 +15,7 @@ import os
 import time
 
 from . import kernels, qemus
-from .procfs import cpu_ticks, n_fds, status as proc_status, thread_states
+from .procfs import cpu_ns, n_fds, status as proc_status, thread_states
 from .daemon import ControlConnection, Vmced
 from .vm import Vm
 
@@ -165,16 +165,15 @@ def figures(work, n=256, running=16, qemu="vmce-10.0", kernel="vmce-6.12", mem_r
         out["fds"] = n_fds(pid)
         print(f"scale: vmced RSS {out['rss_kb']} kB ({out['rss_anon_kb']} kB anonymous), "
               f"{out['fds']} file descriptors, with {attached} VMs attached", flush=True)
-        hz = os.sysconf("SC_CLK_TCK")
-        c0, w0 = cpu_ticks(pid), proc_status(pid, "voluntary_ctxt_switches")
+        c0, w0 = cpu_ns(pid), proc_status(pid, "voluntary_ctxt_switches")
         t = time.monotonic()
         time.sleep(idle_s)
         el = time.monotonic() - t
-        c1, w1 = cpu_ticks(pid), proc_status(pid, "voluntary_ctxt_switches")
-        out["idle"] = {"seconds": round(el, 1), "cpu_pct": round((c1 - c0) / hz / el * 100, 3),
-                       "wakeups_per_s": round((w1 - w0) / el, 2)}
+        c1, w1 = cpu_ns(pid), proc_status(pid, "voluntary_ctxt_switches")
+        out["idle"] = {"seconds": round(el, 1), "cpu_pct": round((c1 - c0) / 1e9 / el * 100, 4),
+                       "cpu_ms": round((c1 - c0) / 1e6, 2), "wakeups_per_s": round((w1 - w0) / el, 2)}
         print(f"scale: {attached} VMs idle for {el:.0f} s: vmced CPU {out['idle']['cpu_pct']}% of a core "
-              f"({c1 - c0} ticks of 1/{hz} s), {out['idle']['wakeups_per_s']} wake-ups/s", flush=True)
+              f"({out['idle']['cpu_ms']} ms), {out['idle']['wakeups_per_s']} wake-ups/s", flush=True)
         if running:
             out["burst"] = burst(daemon, vms[:running])
             b = out["burst"]
