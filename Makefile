@@ -172,7 +172,7 @@ bench: kernels qemus guest-image
 	-@run/bench --only hugepage
 	-@run/bench --only storm
 	-@run/bench --only storm --storm-vms 16
-	-@run/bench --only scale
+	-@run/bench --only scale --no-libvirt
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M --paused 192
 	-@run/libvirt/restarts
