@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -27,11 +27,12 @@ help:
 	@echo "              and under KVM L2 (hostlab-full)"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    every figure (boot, the injection tail, the demo's latency per QEMU, vmced"
-	@echo "              attached vs not, 64 libvirt"
-	@echo "              guests, libvirtd restarts under load, the host lab's KVM overhead and P1),"
-	@echo "              then one table (bench-all.json)"
-	@echo "make bench-storm  10^5 errors into one guest: errors/s with nothing lost, vmced's RSS"
-	@echo "              as it goes (about 45 minutes)"
+	@echo "              attached vs not, storms of 10^4 errors into 1 and 16 guests, 256 QEMUs"
+	@echo "              direct and 256 libvirt domains, libvirtd restarts under load, the host"
+	@echo "              lab's KVM overhead and P1), then one table (bench-all.json)"
+	@echo "make bench-storm  10^5 errors into one guest through inject-mce: errors/s with nothing"
+	@echo "              lost, vmced's RSS as it goes, the guest's verdict"
+	@echo "make deb      the Debian package in build/deb, and lintian on it"
 	@echo "make qemu     vmce-7.2: Debian 12's QEMU source with qemu-patches/7.2/ (cached per machine)"
 	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), vmce-7.2, debian-10.0"
 	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
@@ -46,6 +47,12 @@ help:
 
 deps:
 	@run/install-deps
+
+# vmce_VERSION_ARCH.deb in build/deb, built from the tracked files of this
+# tree with Debian's own tooling, then lintian on it (debian/)
+deb:
+	@run/install-deps deb
+	@run/mkdeb $(BUILD)/deb
 
 kernel: deps
 	@guest-kernel/fetch --out $(KERNEL_DIR)
