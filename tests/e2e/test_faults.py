@@ -98,9 +98,14 @@ try:
                "attaches at once: one attach-failed record for each gone QEMU, with the reason", diag=failed)
         for o in others[2:]:
             daemon.ctl("detach", o.name)
-        tap.ok(daemon.alive() and all("t" not in thread_states(o.pid).values() for o in others[2:])
-               and vm.agent.call("ping") is not None,
-               "attaches at once: vmced, the attached VM and the live QEMUs run on, no thread left stopped")
+        # detach answers once it has begun: the threads are let go from
+        # vmced's main loop just after
+        def stopped():
+            return {o.name: [tid for tid, st in thread_states(o.pid).items() if st == "t"] for o in others[2:]}
+        wait_for(lambda: not any(stopped().values()), 10, interval=0.05)
+        tap.ok(daemon.alive() and not any(stopped().values()) and vm.agent.call("ping") is not None,
+               "attaches at once: vmced, the attached VM and the live QEMUs run on, no thread left stopped",
+               diag={"vmced_alive": daemon.alive(), "stopped": stopped()})
     finally:
         for o in others:
             o.stop()
