@@ -560,7 +560,7 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
  * inject-mce at once instead of waiting for the injection gap, and its vCPU
  * stays held until QEMU's answer (let go for the gap, a TCG vCPU took a
  * pending timer interrupt before the machine check, and the guest panicked:
- * forward.c, vmce_forward_jumps_gap()) */
+ * decision.c, vmce_decide_waits_gap()) */
 static void
 test_vm_ar_jumps_gap (Fixture *fx, gconstpointer data)
 {

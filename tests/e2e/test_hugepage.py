@@ -188,7 +188,7 @@ try:
     else:
         # past vmced's injection gap: an SRAR within it, through HMP
         # (Debian's QEMUs), lets its vCPU run on to a context switch before
-        # the machine check comes (decision.c, vmce_decide_jumps_gap()): a
+        # the machine check comes (decision.c, vmce_decide_waits_gap()): a
         # panic that is not the huge page's doing
         time.sleep(0.5)
         st = read_and_end(agent, w)
