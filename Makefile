@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -88,6 +88,16 @@ guest-image: deps
 		ln -sfn $$cache/$$i-$$key $(BUILD)/images/$$i; \
 	done
 
+# a clean Debian 12 root with systemd (images/mkroot), which the package
+# test boots with systemd-nspawn to install build/deb's package into; built
+# once per machine and linked into the build directory
+host-root: deps
+	@key=$$(sha256sum images/mkroot | cut -c1-12); \
+	cache=$${VMCE_CACHE:-/var/cache/vmce}/roots; \
+	mkdir -p $(BUILD)/images; \
+	[ -f $$cache/debian-12-host-$$key/root.json ] || images/mkroot --out $$cache/debian-12-host-$$key || exit 1; \
+	ln -sfn $$cache/debian-12-host-$$key $(BUILD)/images/debian-12-host
+
 $(MESON_DIR)/build.ninja:
 	meson setup $(MESON_DIR) --prefix $(PREFIX)
 
@@ -124,7 +134,7 @@ demo: image
 
 # (the guest images build after the kernels and QEMUs, not beside them:
 # beside vmce-6.1's make -j2 they slowed it by more than they take alone)
-check: kernels qemus guest-image
+check: kernels qemus guest-image host-root deb
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer

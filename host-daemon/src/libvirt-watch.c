@@ -20,6 +20,9 @@
 
 #define VMCE_AGENT_PORT "org.vmce.agent.1"
 #define VMCE_RECONNECT_SECONDS 1
+/* a host without libvirt (yet): rarely enough to cost nothing idle, often
+ * enough that a libvirtd installed later is followed within seconds */
+#define VMCE_WAIT_SECONDS 10
 /* a domain libvirt cannot yet answer for (its reconnect to QEMU after a
  * libvirtd restart holds the domain's job; a loaded host) is asked again
  * after 1, 2, 4, 8 and 16 s: past libvirt's own 30 s job wait */
@@ -36,6 +39,7 @@ struct _VmceLibvirtWatch {
   gint device_added_callback;
   gint device_removed_callback;
   guint reconnect_source;
+  gboolean ever_connected; /* FALSE: waiting for a libvirt never reached */
   GHashTable *attaching; /* names being attached */
   /* cancelled when the watch goes: attaches still in flight then let
    * their domain be and touch nothing of it */
@@ -393,7 +397,12 @@ vmce_libvirt_watch_reconnect_cb (gpointer user_data)
     return G_SOURCE_CONTINUE;
   }
   self->reconnect_source = 0;
-  g_message ("reconnected to %s", self->uri);
+  if (self->ever_connected)
+    g_message ("reconnected to %s", self->uri);
+  else
+    g_message ("connected to %s: watching %s", self->uri,
+               self->domains != NULL ? "named domains" : "all domains");
+  self->ever_connected = TRUE;
   vmce_libvirt_watch_scan (self);
   return G_SOURCE_REMOVE;
 }
@@ -481,9 +490,11 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
                         const gchar *uri,
                         const gchar *const *domains,
                         VmcePolicy policy,
+                        gboolean wait,
                         GError **error)
 {
   static gsize once = 0;
+  g_autoptr(GError) local = NULL;
   g_autoptr(VmceLibvirtWatch) self = g_new0 (VmceLibvirtWatch, 1);
 
   if (g_once_init_enter (&once)) {
@@ -501,8 +512,19 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
   self->device_removed_callback = -1;
   self->attaching = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
-  if (!vmce_libvirt_watch_connect (self, error))
-    return NULL;
+  if (!vmce_libvirt_watch_connect (self, &local)) {
+    if (!wait) {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+    /* once, not at every try: a host without libvirt is a normal host */
+    g_warning ("%s; running in attach mode (vmcectl attach), trying again every %d s",
+               local->message, VMCE_WAIT_SECONDS);
+    self->reconnect_source =
+      g_timeout_add_seconds (VMCE_WAIT_SECONDS, vmce_libvirt_watch_reconnect_cb, self);
+    return g_steal_pointer (&self);
+  }
+  self->ever_connected = TRUE;
   g_message ("watching %s at %s", self->domains != NULL ? "named domains" : "all domains", uri);
   vmce_libvirt_watch_scan (self);
   return g_steal_pointer (&self);

@@ -15,12 +15,16 @@
 
 typedef struct _VmceLibvirtWatch VmceLibvirtWatch;
 
-/* @domains: the names to watch, or NULL for every domain. Fails only when
- * the connection cannot be opened. */
+/* @domains: the names to watch, or NULL for every domain.
+ * Without @wait, fails when the connection cannot be opened. With @wait (a
+ * URI from vmced.conf, as installed on a host that may have no libvirt),
+ * says so once and tries again every VMCE_WAIT_SECONDS: vmced meanwhile
+ * serves the QEMUs attached by hand. */
 VmceLibvirtWatch *vmce_libvirt_watch_new (VmceDaemon *daemon,
                                           const gchar *uri,
                                           const gchar *const *domains,
                                           VmcePolicy policy,
+                                          gboolean wait,
                                           GError **error);
 /* Per-domain policies from now on (for domains attached after); not taken */
 void vmce_libvirt_watch_set_config (VmceLibvirtWatch *self, const VmceConfig *config);

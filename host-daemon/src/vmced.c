@@ -12,10 +12,14 @@
 #include <locale.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -162,6 +166,9 @@ typedef struct {
   gchar *name;
   gchar *agent_path;
   gchar *connect_uri;
+  /* the URI is vmced.conf's, not --connect's: an installed vmced on a host
+   * without libvirt waits for it rather than fail */
+  gboolean connect_from_config;
   GStrv domains;
   gboolean all_domains;
   gchar *policy_str;
@@ -272,6 +279,7 @@ vmced_apply_config_file (VmcedArgs *a, GError **error)
     a->hugepage_str = g_strdup (vmce_hugepage_policy_to_string (config->hugepage));
   if (a->connect_uri == NULL && config->uri != NULL) {
     a->connect_uri = g_strdup (config->uri);
+    a->connect_from_config = TRUE;
     if (a->domains == NULL && !a->all_domains) {
       a->domains = g_strdupv (config->domains);
       a->all_domains = config->all_domains;
@@ -360,6 +368,32 @@ vmced_raise_nofile (void)
     g_printerr ("vmced: warning: cannot raise the open files limit: %s\n", g_strerror (errno));
 }
 
+/* Tells systemd (Type=notify) how vmced is: READY=1 once its control socket
+ * listens, so that `systemctl start` and an `apt install` that starts it
+ * return when vmcectl can reach it, not before. The protocol is one
+ * datagram to $NOTIFY_SOCKET; a whole libsystemd for it is not needed. */
+static void
+vmced_notify (const gchar *state)
+{
+  const gchar *path = g_getenv ("NOTIFY_SOCKET");
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  socklen_t len;
+  int fd;
+
+  if (path == NULL || (path[0] != '/' && path[0] != '@') || strlen (path) >= sizeof sa.sun_path)
+    return;
+  memcpy (sa.sun_path, path, strlen (path));
+  if (path[0] == '@')
+    sa.sun_path[0] = '\0'; /* an abstract socket */
+  len = (socklen_t) (offsetof (struct sockaddr_un, sun_path) + strlen (path));
+  fd = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  if (sendto (fd, state, strlen (state), MSG_NOSIGNAL, (struct sockaddr *) &sa, len) < 0)
+    g_printerr ("vmced: warning: cannot tell systemd %s: %s\n", state, g_strerror (errno));
+  close (fd);
+}
+
 /* The daemon, until SIGTERM or a required attach fails */
 static int
 vmced_run (VmcedArgs *a, const sigset_t *mask)
@@ -415,7 +449,8 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   }
   if (a->connect_uri != NULL) {
     libvirt_watch = vmce_libvirt_watch_new (daemon, a->connect_uri,
-                                            (const gchar *const *) a->domains, a->policy, &error);
+                                            (const gchar *const *) a->domains, a->policy,
+                                            a->connect_from_config, &error);
     if (libvirt_watch == NULL) {
       g_printerr ("vmced: error: %s\n", error->message);
       vmce_daemon_shutdown (daemon);
@@ -426,7 +461,9 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     vmce_libvirt_watch_set_config (libvirt_watch, ctx.config);
     ctx.libvirt_watch = libvirt_watch;
   }
+  vmced_notify ("READY=1");
   g_main_loop_run (loop);
+  vmced_notify ("STOPPING=1");
   ctx.libvirt_watch = NULL;
   g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
   g_clear_pointer (&ctx.config, vmce_config_free);

@@ -1,0 +1,193 @@
+"""A Debian host in a container: systemd-nspawn --boot on an overlay of a
+clean root (images/mkroot), so that a package is installed and run under
+systemd as on an operator's host, and the root stays clean for the next run.
+
+This machine's PID 1 is not systemd and there is no machined, so the
+container is not registered (--register=no --keep-unit) and is driven with
+nsenter. It shares the machine's network (apt reaches the mirror) and
+nothing else but the directories bound in.
+
+A process started from start_in_pid_ns() runs in the container's PID
+namespace with the machine's own files: QEMU, say, which a daemon inside the
+container can then see and ptrace as one of its host's processes.
+"""
+import contextlib
+import ctypes
+import os
+import shutil
+import subprocess
+import time
+
+CLONE_NEWPID = 0x20000000
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ContainerError(RuntimeError):
+    pass
+
+
+def _nspid(pid):
+    """The pids of @pid in each PID namespace it is in, outermost first"""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def inner_pid(pid):
+    """@pid (a machine pid) as the container it runs in numbers it"""
+    ids = _nspid(pid)
+    return ids[-1] if ids else None
+
+
+class Container:
+    def __init__(self, name, root, work, binds=()):
+        """@root: the clean root (read only, the overlay's lower layer);
+        @work: a directory of the test's own for the overlay and the log;
+        @binds: (machine path, container path) pairs"""
+        self.name = name
+        self.root = root
+        self.work = work
+        self.binds = list(binds)
+        self.merged = os.path.join(work, "merged")
+        self.log_path = os.path.join(work, "nspawn.log")
+        self.leader = None
+        self._proc = None
+        self._mounted = False
+
+    # -- life
+    def start(self, timeout=90.0):
+        """Boots the container; returns what `systemctl is-system-running`
+        said once systemd had finished starting it"""
+        for d in ("upper", "ovl-work", "merged"):
+            os.makedirs(os.path.join(self.work, d), exist_ok=True)
+        opts = (f"lowerdir={self.root},upperdir={self.work}/upper,"
+                f"workdir={self.work}/ovl-work")
+        r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, self.merged],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ContainerError(f"cannot mount the overlay on {self.merged}: {r.stderr.strip()}")
+        self._mounted = True
+        args = ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
+                "--machine", self.name, "--directory", self.merged, "--console=passive"]
+        args += [f"--bind={a}:{b}" for a, b in self.binds]
+        with open(self.log_path, "w") as log:
+            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while self.leader is None:
+            self.leader = self._find_leader()
+            if self._proc.poll() is not None:
+                raise ContainerError(f"systemd-nspawn exited ({self._proc.returncode}): "
+                                     f"{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ContainerError(f"the container's systemd did not start: {self.log_tail()}")
+            time.sleep(0.05)
+        # systemctl answers nothing until systemd listens: ask again until it
+        # says a state; degraded is still a booted system, the caller judges
+        while True:
+            left = max(deadline - time.monotonic(), 5)
+            state = self.run("systemctl", "is-system-running", "--wait", check=False,
+                             timeout=left).stdout.strip()
+            if state not in ("", "offline", "initializing", "starting"):
+                return state
+            if time.monotonic() > deadline:
+                raise ContainerError(f"the container did not finish booting ({state or 'no answer'}): "
+                                     f"{self.log_tail()}")
+            time.sleep(0.1)
+
+    def _find_leader(self):
+        """The container's PID 1: nspawn's child (or grandchild, as nspawn
+        versions differ) whose pid in its own namespace is 1"""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            ids = _nspid(entry)
+            if len(ids) < 2 or ids[-1] != 1:
+                continue
+            pid = int(entry)
+            for _ in range(3):
+                pid = _ppid(pid)
+                if pid == self._proc.pid:
+                    return int(entry)
+        return None
+
+    def stop(self, timeout=60.0):
+        """Halts the container (SIGTERM to nspawn: a clean shutdown), then
+        takes the overlay away; the work directory is left for a post-mortem"""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._mounted:
+            subprocess.run(["umount", "-l", self.merged], capture_output=True)
+            self._mounted = False
+
+    def remove(self):
+        self.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    # -- inside
+    def run(self, *argv, check=True, timeout=120.0, env=None, input=None):
+        """Runs @argv inside the container (its mounts, PID namespace, host
+        name); returns the CompletedProcess"""
+        if self.leader is None:
+            raise ContainerError("the container is not running")
+        environ = {"PATH": PATH, "LANG": "C.UTF-8", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
+        environ.update(env or {})
+        cmd = ["nsenter", f"--target={self.leader}", "--mount", "--uts", "--ipc", "--pid",
+               "--root", "--wd=/", "--", "env", "-i", *[f"{k}={v}" for k, v in environ.items()],
+               *argv]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
+        if check and r.returncode != 0:
+            raise ContainerError(f"{' '.join(argv)} failed ({r.returncode}) in {self.name}: "
+                                 f"{(r.stderr.strip() or r.stdout.strip())[-2000:]}")
+        return r
+
+    def path(self, inside):
+        """Where the machine sees a path of the container's"""
+        return os.path.join(self.merged, inside.lstrip("/"))
+
+    @contextlib.contextmanager
+    def pid_ns(self):
+        """Within it, processes this one starts are born in the container's
+        PID namespace (with the machine's files and mounts)"""
+        libc = ctypes.CDLL(None, use_errno=True)
+        own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        theirs = os.open(f"/proc/{self.leader}/ns/pid", os.O_RDONLY)
+        try:
+            if libc.setns(theirs, CLONE_NEWPID) != 0:
+                err = ctypes.get_errno()
+                raise ContainerError(f"setns into {self.name}'s PID namespace: {os.strerror(err)}")
+            try:
+                yield
+            finally:
+                libc.setns(own, CLONE_NEWPID)
+        finally:
+            os.close(own)
+            os.close(theirs)

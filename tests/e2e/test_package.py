@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""vmce's Debian package, installed into a clean Debian 12 host and run by
+its systemd, as an operator installs it.
+
+The host is a container (systemd-nspawn --boot, vmcelab/nspawn.py) on an
+overlay of images/mkroot's root: minbase, systemd, D-Bus, no libvirt and
+nothing of vmce's. In order, in one container and one guest:
+- apt installs build/deb's vmce_*.deb, fetching its Depends from the
+  mirror; the unit is enabled and running; systemd-analyze's exposure;
+- no libvirt on the host: vmced says once that it runs in attach mode;
+- a forward through the installed vmced: a real TCG guest whose QEMU is
+  born in the container's PID namespace (with this machine's QEMU binary),
+  attached with the installed vmcectl; the guest process gets its SIGBUS;
+- an upgrade keeps the conffile the operator edited;
+- dpkg --purge with the VM attached: vmced detaches first (no QEMU thread
+  left stopped or traced), nothing of the package is left, the journal
+  stays when the operator asked (/var/lib/vmce/keep-journal) and goes when
+  not.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, thread_states, victim_status,
+                    wait_for, wait_kmsg, wait_sigbus, workdir)
+from vmcelab.nspawn import Container, ContainerError, inner_pid
+
+BUS_MCEERR_AO = 5
+# systemd-analyze security vmced, measured when the unit was written
+EXPOSURE_TARGET = 2.7
+# the sockets of the guest, bound into the container at the same path: short
+# (a socket's path has 108 bytes) and outside /tmp, which the unit makes
+# private to vmced
+SHARED = "/run/vmce-e2e-package"
+APT_CACHE = os.path.join(os.environ.get("VMCE_CACHE", "/var/cache/vmce"), "apt-host-root")
+NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive"}
+
+tap = Tap()
+prerequisites(tap)
+for tool in ("systemd-nspawn", "nsenter", "dpkg-deb"):
+    if shutil.which(tool) is None:
+        tap.bail(f"{tool} is missing: `make check` installs it (run/install-deps)")
+debs = sorted(glob.glob(os.path.join(paths.build_dir(), "deb", "vmce_*_*.deb")), key=os.path.getmtime)
+root = os.path.join(paths.build_dir(), "images", "debian-12-host", "root")
+if not debs:
+    tap.bail(f"no package in {paths.build_dir()}/deb: `make check` builds it first (make deb)")
+if not os.path.isdir(root):
+    tap.bail(f"no clean host root at {root}: `make check` builds it first (make host-root)")
+deb = debs[-1]
+tap.diag(f"package {os.path.basename(deb)} ({os.path.getsize(deb) // 1024} KiB)")
+
+work = workdir("package")
+shutil.rmtree(SHARED, ignore_errors=True)
+os.makedirs(SHARED)
+for d in ("archives", "lists"):
+    os.makedirs(os.path.join(APT_CACHE, d), exist_ok=True)
+# the Depends come from the mirror once per machine: the test measures the
+# install, not the mirror
+host = Container("vmce-e2e-package", root, os.path.join(work, "host"),
+                 binds=[(SHARED, SHARED),
+                        (os.path.join(APT_CACHE, "archives"), "/var/cache/apt/archives"),
+                        (os.path.join(APT_CACHE, "lists"), "/var/lib/apt/lists")])
+vm = None
+started = None
+
+
+def sh(*argv, **kw):
+    return host.run(*argv, **kw)
+
+
+def vmced_pid():
+    r = sh("systemctl", "show", "-p", "MainPID", "--value", "vmced", check=False)
+    return int(r.stdout.strip() or 0)
+
+
+def package_files():
+    """What dpkg says the package installed: files, not directories"""
+    r = sh("dpkg-query", "-L", "vmce")
+    return [p for p in r.stdout.split("\n") if p and not os.path.isdir(host.path(p))]
+
+
+def qemu_untouched(what, attached=False):
+    """No QEMU thread stopped; none traced unless vmced is @attached"""
+    states = thread_states(vm.pid)
+    traced = []
+    for tid in states:
+        try:
+            with open(f"/proc/{vm.pid}/task/{tid}/status") as f:
+                if re.search(r"^TracerPid:\s+[1-9]", f.read(), re.M):
+                    traced.append(tid)
+        except OSError:
+            pass
+    if attached:
+        tap.ok(vm.alive() and "t" not in states.values() and len(traced) == len(states),
+               f"{what}: QEMU runs on, every thread traced, none left stopped",
+               diag=f"states {states}, traced {traced}")
+        return
+    tap.ok(vm.alive() and "t" not in states.values() and not traced,
+           f"{what}: QEMU runs on, no thread left stopped or traced",
+           diag=f"states {states}, traced {traced}")
+
+
+def attach():
+    r = sh("vmcectl", "attach", "--pid", str(inner_pid(vm.pid)), "--qmp", vm.vmced_qmp_path,
+           "--name", "guest", "--agent", vm.vmced_agent_path, check=False)
+    if r.returncode != 0:
+        raise ContainerError(f"vmcectl attach: {r.stderr.strip()}")
+    return wait_for(lambda: '"attached"' in sh("vmcectl", "--json", "vm", "guest", check=False).stdout, 30)
+
+
+def memory_errors():
+    """The memory-error records of the installed vmced's journal"""
+    return [r for r in Vmced.records(host.path("/var/lib/vmce/journal.jsonl"))
+            if r["type"] == "memory-error"]
+
+
+def case_install():
+    global started
+    shutil.copy(deb, host.path("/root/"))
+    sh("apt-get", "update", timeout=300)
+    t0 = time.monotonic()
+    r = sh("apt-get", "install", "-y", "--no-install-recommends", f"/root/{os.path.basename(deb)}",
+           env=NONINTERACTIVE, timeout=600, check=False)
+    seconds = time.monotonic() - t0
+    started = time.monotonic()
+    tap.ok(r.returncode == 0, f"apt installs the package and its Depends into a clean Debian 12 "
+                              f"({seconds:.1f} s)", diag=r.stdout[-2000:] + r.stderr[-1000:])
+    status = sh("dpkg-query", "-W", "-f=${Status} ${Version}", "vmce", check=False).stdout
+    tap.ok(status.startswith("install ok installed"), f"dpkg: {status}")
+    missing = [p for p in ("/usr/sbin/vmced", "/usr/bin/vmcectl", "/usr/share/man/man8/vmced.8.gz",
+                           "/usr/share/man/man1/vmcectl.1.gz", "/etc/vmce/vmced.conf",
+                           "/lib/systemd/system/vmced.service") if not os.path.exists(host.path(p))]
+    tap.ok(not missing, "vmced in /usr/sbin, vmcectl in /usr/bin, man pages, vmced.conf, the unit",
+           diag=f"missing: {missing}")
+    conffiles = sh("dpkg-query", "-W", "-f=${Conffiles}", "vmce", check=False).stdout
+    tap.ok("/etc/vmce/vmced.conf" in conffiles, "vmced.conf is a conffile", diag=conffiles)
+    tap.eq(sh("systemctl", "is-enabled", "vmced", check=False).stdout.strip(), "enabled",
+           "the unit is enabled on install")
+    active = wait_for(lambda: sh("systemctl", "is-active", "vmced", check=False).stdout.strip() == "active", 20)
+    r = sh("systemctl", "status", "--no-pager", "vmced", check=False)
+    tap.ok(active and r.returncode == 0 and "active (running)" in r.stdout,
+           "systemctl status vmced: active (running)", diag=r.stdout)
+    r = sh("vmcectl", "status", check=False)
+    tap.ok(r.returncode == 0 and "vmced" in r.stdout, "the installed vmcectl reaches the installed vmced",
+           diag=r.stdout + r.stderr)
+    tap.diag(f"figure: install {seconds:.1f} s (apt-get install of the .deb and its Depends, "
+             f"from the machine's cache of the mirror)")
+
+
+def case_hardening():
+    r = sh("systemd-analyze", "security", "--no-pager", "vmced", check=False)
+    m = re.search(r"Overall exposure level for vmced\.service: ([0-9.]+)", r.stdout)
+    exposure = float(m.group(1)) if m else None
+    tap.ok(exposure is not None and exposure <= EXPOSURE_TARGET,
+           f"systemd-analyze security vmced: exposure {exposure} (at most {EXPOSURE_TARGET})",
+           diag=r.stdout[-1500:] + r.stderr)
+    tap.diag(f"figure: exposure {exposure}, from the running unit")
+
+
+def case_forward():
+    global vm
+    # born in the host's PID namespace, so that its vmced can see and
+    # ptrace it; its files are this machine's (the QEMU under test)
+    with host.pid_ns():
+        vm = Vm.start("e2e-package", mem="512M", state_dir=os.path.join(SHARED, "vm"))
+    vm.wait_ready()
+    tap.ok(attach(), "vmcectl attach: the installed vmced watches the guest's QEMU")
+    agent = vm.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+    hc_before = agent.hardware_corrupted_kb()
+    _, since = agent.kmsg()
+    victim = start_victim(agent, mode="idle")
+    r = sh("vmcectl", "--json", "poison", "guest", "--guest-pid", str(victim["pid"]),
+           "--guest-va", victim["va"], "--kind", "ao", check=False)
+    tap.ok(r.returncode == 0 and '"injected"' in r.stdout, "vmcectl poison: AO injected",
+           diag=r.stdout[-1500:] + r.stderr)
+    sig = wait_sigbus(agent, victim["pid"])
+    tap.ok(sig is not None and sig["code"] == BUS_MCEERR_AO and int(sig["addr"], 16) == victim["va_int"],
+           "the guest process got SIGBUS BUS_MCEERR_AO at its own address",
+           diag=victim_status(agent, victim["pid"]))
+    tap.eq(agent.hardware_corrupted_kb() - hc_before, 4, "HardwareCorrupted grew by 4 kB")
+    pfn = victim["gpa_int"] >> 12
+    line = wait_kmsg(agent, rf"Memory failure: {pfn:#x}: recovery action for dirty LRU page: Recovered",
+                     since)
+    tap.ok(line is not None, "the guest kernel recovered the page")
+    tap.ok(wait_for(lambda: [r for r in memory_errors()
+                             if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]
+                             and r["result"] == "injected"], 10),
+           f"the installed vmced's journal (/var/lib/vmce) holds the error at GPA {victim['gpa']}")
+    qemu_untouched("after the forward", attached=True)
+
+
+def case_no_libvirt():
+    # one retry has passed: still one line
+    wait = 12 - (time.monotonic() - started)
+    if wait > 0:
+        time.sleep(wait)
+    log = sh("journalctl", "-u", "vmced", "--no-pager", "-o", "cat").stdout
+    said = [ln for ln in log.splitlines() if "attach mode" in ln]
+    tap.ok(len(said) == 1 and "cannot connect to qemu:///system" in said[0],
+           "no libvirt on the host: vmced says once that it runs in attach mode", diag=log)
+    tap.eq(sh("systemctl", "is-active", "vmced", check=False).stdout.strip(), "active",
+           "and keeps running without it")
+
+
+def case_upgrade_keeps_conffile():
+    conf = host.path("/etc/vmce/vmced.conf")
+    with open(conf) as f:
+        text = f.read()
+    edited = text.replace("hugepage = one", "hugepage = all") + "# edited by the operator\n"
+    with open(conf, "w") as f:
+        f.write(edited)
+    # the same package a version later: dpkg upgrades; its vmced.conf is
+    # the shipped one, so the operator's is kept without a question
+    tree = os.path.join(work, "upgrade")
+    subprocess.run(["dpkg-deb", "-R", deb, tree], check=True)
+    control = os.path.join(tree, "DEBIAN", "control")
+    with open(control) as f:
+        fields = f.read()
+    version = re.search(r"^Version: (.*)$", fields, re.M).group(1) + "+upgrade1"
+    with open(control, "w") as f:
+        f.write(re.sub(r"^Version: .*$", f"Version: {version}", fields, flags=re.M))
+    newer = host.path("/root/vmce-upgrade.deb")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", tree, newer], check=True,
+                   capture_output=True)
+    before = vmced_pid()
+    r = sh("dpkg", "-i", "/root/vmce-upgrade.deb", env=NONINTERACTIVE, check=False, timeout=300)
+    tap.ok(r.returncode == 0 and version in sh("dpkg-query", "-W", "vmce").stdout,
+           f"upgrade to {version}", diag=r.stdout + r.stderr)
+    with open(conf) as f:
+        tap.eq(f.read(), edited, "the conffile the operator edited is kept on upgrade")
+    after = wait_for(lambda: (lambda p: p if p and p != before else None)(vmced_pid()), 20)
+    tap.ok(after, f"the upgrade restarted vmced (pid {before} -> {after})")
+    # a QEMU attached by hand is let go by the old vmced; the new one does
+    # not know it (libvirt's domains it would take again by itself)
+    qemu_untouched("after the upgrade's restart")
+
+
+def case_purge(keep):
+    what = "kept" if keep else "not kept"
+    if not attach():
+        tap.ok(False, "the guest is attached again before purge")
+        return
+    marker = host.path("/var/lib/vmce/keep-journal")
+    if keep:
+        with open(marker, "w"):
+            pass
+    elif os.path.exists(marker):
+        os.unlink(marker)
+    files = package_files()
+    r = sh("dpkg", "--purge", "vmce", check=False, timeout=300)
+    tap.ok(r.returncode == 0, f"dpkg --purge with the VM attached (journal {what})",
+           diag=r.stdout + r.stderr)
+    qemu_untouched(f"after purge (journal {what})")
+    left = [p for p in files + ["/etc/vmce", "/run/vmce",
+                                "/etc/systemd/system/multi-user.target.wants/vmced.service"]
+            if os.path.lexists(host.path(p))]
+    tap.ok(not left, f"purge leaves nothing of the package (journal {what})", diag=left)
+    state = sorted(os.listdir(host.path("/var/lib/vmce"))) if os.path.isdir(host.path("/var/lib/vmce")) else None
+    if keep:
+        tap.eq(state, ["journal.jsonl", "keep-journal"], "the journal the operator kept, and nothing else")
+        tap.eq(len(memory_errors()), 1, "the kept journal still holds the error")
+    else:
+        tap.eq(state, None, "without keep-journal, /var/lib/vmce goes too")
+    tap.ok(vm.agent.call("ping") is not None, "the guest runs on")
+
+
+def case_reinstall():
+    r = sh("dpkg", "-i", f"/root/{os.path.basename(deb)}", env=NONINTERACTIVE, check=False, timeout=300)
+    tap.ok(r.returncode == 0 and wait_for(
+        lambda: sh("systemctl", "is-active", "vmced", check=False).stdout.strip() == "active", 20),
+        "installed again after purge: vmced active", diag=r.stdout + r.stderr)
+
+
+try:
+    t0 = time.monotonic()
+    state = host.start()
+    tap.ok(state in ("running", "degraded"), f"a clean Debian 12 host boots under systemd-nspawn "
+                                             f"({state}, {time.monotonic() - t0:.1f} s)",
+           diag=sh("systemctl", "--failed", "--no-pager", check=False).stdout)
+    tap.case("install", case_install)
+    tap.case("hardening", case_hardening)
+    tap.case("forward", case_forward)
+    tap.case("no libvirt", case_no_libvirt)
+    tap.case("upgrade", case_upgrade_keeps_conffile)
+    tap.case("purge, journal kept", case_purge, True)
+    tap.case("reinstall", case_reinstall)
+    tap.case("purge", case_purge, False)
+except Exception as e:
+    tap.ok(False, "the package test ran to its end", diag=f"{e}\n{host.log_tail()}")
+finally:
+    if vm is not None:
+        vm.stop()
+    t0 = time.monotonic()
+    host.stop()
+    tap.diag(f"the host halted in {time.monotonic() - t0:.1f} s")
+    shutil.rmtree(SHARED, ignore_errors=True)
+tap.done()
