@@ -269,10 +269,14 @@ def case_purge(keep):
 
 
 def case_reinstall():
+    t0 = time.monotonic()
     r = sh("dpkg", "-i", f"/root/{os.path.basename(deb)}", env=NONINTERACTIVE, check=False, timeout=300)
+    seconds = time.monotonic() - t0
     tap.ok(r.returncode == 0 and wait_for(
         lambda: sh("systemctl", "is-active", "vmced", check=False).stdout.strip() == "active", 20),
         "installed again after purge: vmced active", diag=r.stdout + r.stderr)
+    tap.diag(f"figure: dpkg -i of the package alone, its Depends in place, vmced started and "
+             f"ready: {seconds:.2f} s")
 
 
 try:
