@@ -16,18 +16,18 @@ static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NU
 static const gchar *const domain_keys[] = { "policy", "migration", "hugepage", NULL };
 
 /* GKeyFile keeps no line numbers: find the group's (or its key's) line in
- * the text, for messages */
+ * the text, for messages. A key given twice is GKeyFile's last value, so
+ * its line is the last one (in any of the group's sections). */
 static guint
 vmce_config_line_of (gchar **lines, const gchar *group, const gchar *key)
 {
+  g_autofree gchar *want = g_strdup_printf ("[%s]", group);
   gboolean in_group = FALSE;
+  guint found = 0;
 
   for (guint i = 0; lines[i] != NULL; i++) {
     g_autofree gchar *s = g_strstrip (g_strdup (lines[i]));
     if (s[0] == '[') {
-      g_autofree gchar *want = g_strdup_printf ("[%s]", group);
-      if (in_group && key != NULL)
-        break;
       in_group = g_strcmp0 (s, want) == 0;
       if (in_group && key == NULL)
         return i + 1;
@@ -36,10 +36,10 @@ vmce_config_line_of (gchar **lines, const gchar *group, const gchar *key)
     if (in_group && key != NULL) {
       gsize n = strlen (key);
       if (strncmp (s, key, n) == 0 && (s[n] == '=' || s[n] == ' ' || s[n] == '\t'))
-        return i + 1;
+        found = i + 1;
     }
   }
-  return 0;
+  return found;
 }
 
 /* The first line GKeyFile would not take: not blank, a comment, a group or

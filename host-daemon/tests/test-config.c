@@ -100,6 +100,10 @@ test_config_errors (void)
   expect_error ("[vmced]\nhugepage = every\n", "2: hugepage must be one or all, not 'every'");
   expect_error ("[domain web]\n\n\nhugepage = 2M\n", "4: hugepage must be one or all");
   expect_error ("[hosts]\nuri = x\n", "1: unknown group [hosts]");
+  /* a key given twice: GKeyFile takes the last, and so does the message */
+  expect_error ("[vmced]\npolicy = stop\npolicy = sometimes\n", "3: policy must be");
+  expect_error ("[domain web]\npolicy = maybe\n[vmced]\n[domain web]\npolicy = never\n",
+                "5: policy must be");
 }
 
 static void
