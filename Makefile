@@ -88,15 +88,19 @@ guest-image: deps
 		ln -sfn $$cache/$$i-$$key $(BUILD)/images/$$i; \
 	done
 
-# a clean Debian 12 root with systemd (images/mkroot), which the package
-# test boots with systemd-nspawn to install build/deb's package into; built
-# once per machine and linked into the build directory
+# clean Debian 12 roots with systemd (images/mkroot), booted with
+# systemd-nspawn to install build/deb's package into: debian-12-host for the
+# package test, debian-12-hypervisor (libvirtd, QEMU, sshd) for run/fleet's
+# hosts; built once per machine and linked into the build directory
 host-root: deps
 	@key=$$(sha256sum images/mkroot | cut -c1-12); \
 	cache=$${VMCE_CACHE:-/var/cache/vmce}/roots; \
 	mkdir -p $(BUILD)/images; \
-	[ -f $$cache/debian-12-host-$$key/root.json ] || images/mkroot --out $$cache/debian-12-host-$$key || exit 1; \
-	ln -sfn $$cache/debian-12-host-$$key $(BUILD)/images/debian-12-host
+	for f in host hypervisor; do \
+		[ -f $$cache/debian-12-$$f-$$key/root.json ] || \
+			images/mkroot --flavour $$f --out $$cache/debian-12-$$f-$$key || exit 1; \
+		ln -sfn $$cache/debian-12-$$f-$$key $(BUILD)/images/debian-12-$$f; \
+	done
 
 $(MESON_DIR)/build.ninja:
 	meson setup $(MESON_DIR) --prefix $(PREFIX)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Three hosts on this machine (run/fleet up 3: each a network namespace with
-its own sshd, private libvirtd, vmced and one 128 MiB TCG guest, on a private
-network of the fleet's own), reached only as an operator reaches other
-hosts: libvirt over qemu+ssh, vmced over vmcectl --connect ssh://. Asserts:
+"""Three hosts on this machine (run/fleet up 3: each a Debian 12 host of its
+own, a container booted with systemd-nspawn in a network namespace, with
+its own sshd and libvirtd, vmce's package installed and its vmced run by
+systemd, and one 128 MiB TCG guest, on a private network of the fleet's
+own), reached only as an operator reaches other hosts: libvirt over qemu+ssh, vmced over vmcectl --connect ssh://. Asserts:
 every host's vmced took its guest; run/virsh/campaign over the three runs
 their cases side by side into one results file with the host first; one
 host's libvirtd and sshd killed mid-campaign leaves its unfinished cases
@@ -80,6 +81,13 @@ try:
         return st.returncode == 0 and st.stdout.count(" attached ") == 3 and st
     tap.ok(wait_for(attached, 180, 1.0), "run/fleet up 3: each host's vmced took its guest (vmcectl over ssh)",
            diag=fleet("vmcectl", "status").stdout)
+    # the package, not the tree: dpkg knows it, systemd runs it from /usr/sbin
+    probe = ('printf "%s %s %s" "$(dpkg-query -W -f=\'${Version}\' vmce)" '
+             '"$(readlink /proc/$(systemctl show -p MainPID --value vmced)/exe)" "$(systemctl is-active vmced)"')
+    installed = {h["name"]: fleet("exec", h["name"], "sh", "-c", probe).stdout for h in hosts}
+    tap.ok(all(re.fullmatch(r"\S+ /usr/sbin/vmced active", v) for v in installed.values()),
+           f"each host runs the vmced of the package {desc.get('package')}, under its systemd",
+           diag=installed)
 
     results = os.path.join(work, "results.jsonl")
     t0 = time.monotonic()

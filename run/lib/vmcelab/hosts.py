@@ -32,7 +32,7 @@ from . import paths
 from .expect import expectation
 from .runner import ResultsFile, case_record, start_qemus
 
-PARAMS = ("keyfile", "no_verify", "tree")
+PARAMS = ("keyfile", "no_verify", "tree", "vmced")
 HELLO_TIMEOUT_S = 60
 LOST = "host lost: "
 
@@ -54,7 +54,7 @@ class Host:
             raise TargetError(f"{target}: {e}") from None
         if u.scheme != "ssh":
             raise TargetError(f"{target}: not an ssh target (ssh://[user@]host[:port][?keyfile=PATH"
-                              "&no_verify=1&tree=PATH])")
+                              "&no_verify=1&tree=PATH&vmced=PATH])")
         if not u.hostname:
             raise TargetError(f"{target}: names no host")
         if u.path not in ("", "/"):
@@ -69,6 +69,9 @@ class Host:
         self.no_verify = params.get("no_verify", "0") not in ("", "0")
         # the same path as here unless told: a fleet of machines set up alike
         self.tree = params.get("tree") or paths.ROOT
+        # the vmced its worker runs: the tree's build unless told (a host
+        # with vmce's package: /usr/sbin/vmced)
+        self.vmced_path = params.get("vmced")
         self.refused = None  # why it could not take cases
         self.lost = None  # why it went on the way
         self.info = {}  # its hello
@@ -97,7 +100,10 @@ class Host:
         return argv + ["--", self.address, shlex.join(remote)]
 
     def worker_argv(self, *args):
-        return self.ssh_argv(os.path.join(self.tree, "run", "campaign"), "--worker", *args)
+        worker = [os.path.join(self.tree, "run", "campaign"), "--worker", *args]
+        if self.vmced_path:
+            worker = ["env", f"VMCE_VMCED={self.vmced_path}", *worker]
+        return self.ssh_argv(*worker)
 
     def to_dict(self):
         return {"name": self.name, "target": self.target, "libvirt": self.libvirt, "vmced": self.vmced,

@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -49,6 +50,15 @@ def _ppid(pid):
     return None
 
 
+def _alive(pid):
+    """@pid runs (a zombie nobody reaps is gone)"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
 def inner_pid(pid):
     """@pid (a machine pid) as the container it runs in numbers it"""
     ids = _nspid(pid)
@@ -56,19 +66,35 @@ def inner_pid(pid):
 
 
 class Container:
-    def __init__(self, name, root, work, binds=()):
+    def __init__(self, name, root, work, binds=(), netns=None):
         """@root: the clean root (read only, the overlay's lower layer);
         @work: a directory of the test's own for the overlay and the log;
-        @binds: (machine path, container path) pairs"""
+        @binds: (machine path, container path) pairs; @netns: a network
+        namespace of `ip netns` to live in (default: the machine's network)"""
         self.name = name
+        self.netns = netns
         self.root = root
         self.work = work
         self.binds = list(binds)
         self.merged = os.path.join(work, "merged")
         self.log_path = os.path.join(work, "nspawn.log")
         self.leader = None
+        self.nspawn_pid = None
         self._proc = None
-        self._mounted = False
+
+    def to_dict(self):
+        """What another process needs to drive or stop this container"""
+        return {"name": self.name, "root": self.root, "work": self.work, "binds": self.binds,
+                "netns": self.netns, "leader": self.leader, "nspawn_pid": self.nspawn_pid}
+
+    @classmethod
+    def from_dict(cls, d):
+        c = cls(d["name"], d["root"], d["work"], [tuple(b) for b in d["binds"]], d.get("netns"))
+        c.leader, c.nspawn_pid = d.get("leader"), d.get("nspawn_pid")
+        return c
+
+    def running(self):
+        return self.leader is not None and _alive(self.leader)
 
     # -- life
     def start(self, timeout=90.0):
@@ -82,13 +108,15 @@ class Container:
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise ContainerError(f"cannot mount the overlay on {self.merged}: {r.stderr.strip()}")
-        self._mounted = True
         args = ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
                 "--machine", self.name, "--directory", self.merged, "--console=passive"]
         args += [f"--bind={a}:{b}" for a, b in self.binds]
+        if self.netns:
+            args.append(f"--network-namespace-path=/run/netns/{self.netns}")
         with open(self.log_path, "w") as log:
             self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)
+        self.nspawn_pid = self._proc.pid
         deadline = time.monotonic() + timeout
         while self.leader is None:
             self.leader = self._find_leader()
@@ -123,23 +151,31 @@ class Container:
             pid = int(entry)
             for _ in range(3):
                 pid = _ppid(pid)
-                if pid == self._proc.pid:
+                if pid == self.nspawn_pid:
                     return int(entry)
         return None
 
     def stop(self, timeout=60.0):
-        """Halts the container (SIGTERM to nspawn: a clean shutdown), then
-        takes the overlay away; the work directory is left for a post-mortem"""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._mounted:
+        """Halts the container (SIGTERM to nspawn: a clean shutdown; timeout
+        0: at once, as a host that loses its power), then takes the overlay
+        away; the work directory is left for a post-mortem"""
+        if self.nspawn_pid is not None and _alive(self.nspawn_pid):
+            if timeout > 0:
+                os.kill(self.nspawn_pid, signal.SIGTERM)
+                deadline = time.monotonic() + timeout
+                while _alive(self.nspawn_pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            # the namespace's init: with it goes every process of the
+            # container (killing nspawn would leave them running)
+            if self.leader is not None and _alive(self.leader):
+                os.kill(self.leader, signal.SIGKILL)
+            while _alive(self.nspawn_pid):
+                time.sleep(0.05)
+        if self._proc is not None:
+            self._proc.wait()
+        self.leader = None
+        if os.path.ismount(self.merged):
             subprocess.run(["umount", "-l", self.merged], capture_output=True)
-            self._mounted = False
 
     def remove(self):
         self.stop()
@@ -161,7 +197,7 @@ class Container:
         environ = {"PATH": PATH, "LANG": "C.UTF-8", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
         environ.update(env or {})
         cmd = ["nsenter", f"--target={self.leader}", "--mount", "--uts", "--ipc", "--pid",
-               "--root", "--wd=/", "--", "env", "-i", *[f"{k}={v}" for k, v in environ.items()],
+               "--root", "--wd", "--", "env", "-i", *[f"{k}={v}" for k, v in environ.items()],
                *argv]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
         if check and r.returncode != 0:
