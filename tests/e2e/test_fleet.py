@@ -81,13 +81,16 @@ try:
         return st.returncode == 0 and st.stdout.count(" attached ") == 3 and st
     tap.ok(wait_for(attached, 180, 1.0), "run/fleet up 3: each host's vmced took its guest (vmcectl over ssh)",
            diag=fleet("vmcectl", "status").stdout)
-    # the package, not the tree: dpkg knows it, systemd runs it from /usr/sbin
-    probe = ('printf "%s %s %s" "$(dpkg-query -W -f=\'${Version}\' vmce)" '
-             '"$(readlink /proc/$(systemctl show -p MainPID --value vmced)/exe)" "$(systemctl is-active vmced)"')
+    # the packages, not the tree: dpkg knows them, systemd runs vmced from
+    # /usr/sbin, and the host has no checkout (the build directory only)
+    probe = ('printf "%s %s %s %s %s" "$(dpkg-query -W -f=\'${Version}\' vmce)" '
+             '"$(dpkg-query -W -f=\'${Version}\' vmce-lab)" '
+             '"$(readlink /proc/$(systemctl show -p MainPID --value vmced)/exe)" "$(systemctl is-active vmced)" '
+             f'"$(test -e {paths.ROOT}/meson.build && echo checkout || echo no-checkout)"')
     installed = {h["name"]: fleet("exec", h["name"], "sh", "-c", probe).stdout for h in hosts}
-    tap.ok(all(re.fullmatch(r"\S+ /usr/sbin/vmced active", v) for v in installed.values()),
-           f"each host runs the vmced of the package {desc.get('package')}, under its systemd",
-           diag=installed)
+    tap.ok(all(re.fullmatch(r"(\S+) \1 /usr/sbin/vmced active no-checkout", v) for v in installed.values()),
+           f"each host runs the vmced of the package {desc.get('package')} under its systemd, has vmce-lab "
+           "for its campaign worker, and no checkout", diag=installed)
 
     results = os.path.join(work, "results.jsonl")
     t0 = time.monotonic()

@@ -86,9 +86,9 @@ class Targets(unittest.TestCase):
         self.assertEqual(Host(None, "ssh://hv2").name, "hv2")
         self.assertEqual(Host("x", "ssh://hv2").tree, paths.ROOT)
         # a host with vmce's package: its worker runs the installed vmced
-        h = Host("h2", "ssh://hv2?tree=/opt/vmce&vmced=/usr/sbin/vmced")
-        self.assertEqual(h.worker_argv()[-1],
-                         "env VMCE_VMCED=/usr/sbin/vmced /opt/vmce/run/campaign --worker")
+        h = Host("h2", "ssh://hv2?tree=/usr/lib/vmce-lab&vmced=/usr/sbin/vmced&build=/srv/vmce")
+        self.assertEqual(h.worker_argv()[-1], "env VMCE_VMCED=/usr/sbin/vmced VMCE_BUILD_DIR=/srv/vmce "
+                                              "/usr/lib/vmce-lab/run/campaign --worker")
 
     def test_bad_targets(self):
         for target, said in (("http://hv1", "not an ssh target"), ("ssh://", "names no host"),

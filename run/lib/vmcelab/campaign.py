@@ -15,7 +15,7 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
                     forwarder (lists: every combination is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, forwarder,
                     expect
-  [hosts]           NAME = ssh://[user@]host[:port][?keyfile=&no_verify=1&tree=PATH&vmced=PATH]: run
+  [hosts]           NAME = ssh://[user@]host[:port][?keyfile=&no_verify=1&tree=PATH&vmced=PATH&build=PATH]: run
                     the cases on those hosts (NAME.libvirt and NAME.vmced: the same
                     host as run/virsh/campaign --hosts FILE reaches it)
 

@@ -32,7 +32,7 @@ from . import paths
 from .expect import expectation
 from .runner import ResultsFile, case_record, start_qemus
 
-PARAMS = ("keyfile", "no_verify", "tree", "vmced")
+PARAMS = ("keyfile", "no_verify", "tree", "vmced", "build")
 HELLO_TIMEOUT_S = 60
 LOST = "host lost: "
 
@@ -54,7 +54,7 @@ class Host:
             raise TargetError(f"{target}: {e}") from None
         if u.scheme != "ssh":
             raise TargetError(f"{target}: not an ssh target (ssh://[user@]host[:port][?keyfile=PATH"
-                              "&no_verify=1&tree=PATH&vmced=PATH])")
+                              "&no_verify=1&tree=PATH&vmced=PATH&build=PATH])")
         if not u.hostname:
             raise TargetError(f"{target}: names no host")
         if u.path not in ("", "/"):
@@ -72,6 +72,9 @@ class Host:
         # the vmced its worker runs: the tree's build unless told (a host
         # with vmce's package: /usr/sbin/vmced)
         self.vmced_path = params.get("vmced")
+        # its build directory (guest kernels and images, its results): the
+        # tree's unless told (tools installed by the vmce-lab package)
+        self.build = params.get("build")
         self.refused = None  # why it could not take cases
         self.lost = None  # why it went on the way
         self.info = {}  # its hello
@@ -100,10 +103,10 @@ class Host:
         return argv + ["--", self.address, shlex.join(remote)]
 
     def worker_argv(self, *args):
+        env = ([f"VMCE_VMCED={self.vmced_path}"] if self.vmced_path else []) + \
+              ([f"VMCE_BUILD_DIR={self.build}"] if self.build else [])
         worker = [os.path.join(self.tree, "run", "campaign"), "--worker", *args]
-        if self.vmced_path:
-            worker = ["env", f"VMCE_VMCED={self.vmced_path}", *worker]
-        return self.ssh_argv(*worker)
+        return self.ssh_argv(*(["env", *env] if env else []), *worker)
 
     def to_dict(self):
         return {"name": self.name, "target": self.target, "libvirt": self.libvirt, "vmced": self.vmced,

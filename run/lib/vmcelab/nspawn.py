@@ -66,13 +66,14 @@ def inner_pid(pid):
 
 
 class Container:
-    def __init__(self, name, root, work, binds=(), netns=None):
+    def __init__(self, name, root, work, binds=(), netns=None, hostname=None):
         """@root: the clean root (read only, the overlay's lower layer);
         @work: a directory of the test's own for the overlay and the log;
         @binds: (machine path, container path) pairs; @netns: a network
         namespace of `ip netns` to live in (default: the machine's network)"""
         self.name = name
         self.netns = netns
+        self.hostname = hostname
         self.root = root
         self.work = work
         self.binds = list(binds)
@@ -85,11 +86,13 @@ class Container:
     def to_dict(self):
         """What another process needs to drive or stop this container"""
         return {"name": self.name, "root": self.root, "work": self.work, "binds": self.binds,
-                "netns": self.netns, "leader": self.leader, "nspawn_pid": self.nspawn_pid}
+                "netns": self.netns, "hostname": self.hostname, "leader": self.leader,
+                "nspawn_pid": self.nspawn_pid}
 
     @classmethod
     def from_dict(cls, d):
-        c = cls(d["name"], d["root"], d["work"], [tuple(b) for b in d["binds"]], d.get("netns"))
+        c = cls(d["name"], d["root"], d["work"], [tuple(b) for b in d["binds"]], d.get("netns"),
+                d.get("hostname"))
         c.leader, c.nspawn_pid = d.get("leader"), d.get("nspawn_pid")
         return c
 
@@ -113,6 +116,8 @@ class Container:
         args += [f"--bind={a}:{b}" for a, b in self.binds]
         if self.netns:
             args.append(f"--network-namespace-path=/run/netns/{self.netns}")
+        if self.hostname:
+            args.append(f"--hostname={self.hostname}")
         with open(self.log_path, "w") as log:
             self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)

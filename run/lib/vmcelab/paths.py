@@ -83,10 +83,15 @@ def require(path, what, how):
 
 
 def version():
-    """vmce's version, as meson.build gives it to vmced and vmcectl"""
+    """vmce's version, as meson.build gives it to vmced and vmcectl (or, as
+    the vmce-lab package installs the tools, its VERSION file)"""
     try:
         with open(os.path.join(ROOT, "meson.build")) as f:
             m = re.search(r"version\s*:\s*'([^']+)'", f.read())
     except OSError:
-        return None
+        try:
+            with open(os.path.join(ROOT, "VERSION")) as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
     return m.group(1) if m else None
