@@ -174,7 +174,10 @@ class Container:
             # container (killing nspawn would leave them running)
             if self.leader is not None and _alive(self.leader):
                 os.kill(self.leader, signal.SIGKILL)
-            while _alive(self.nspawn_pid):
+            elif _alive(self.nspawn_pid):
+                os.kill(self.nspawn_pid, signal.SIGKILL)  # no container yet
+            deadline = time.monotonic() + 30
+            while _alive(self.nspawn_pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
         if self._proc is not None:
             self._proc.wait()
