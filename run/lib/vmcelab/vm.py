@@ -118,7 +118,13 @@ class Vm:
             return False
         try:
             with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(") ", 1)[1][0] != "Z"
+                if f.read().split(") ", 1)[1][0] == "Z":
+                    return False
+            # and it is this guest's QEMU: a qemu.pid left by a host that went
+            # away (a fleet host's container, a machine rebooted) may name a
+            # pid another process has now
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f"guest={self.name},".encode() in f.read()
         except OSError:
             return False
 
