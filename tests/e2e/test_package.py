@@ -15,7 +15,8 @@ nothing of vmce's. In order, in one container and one guest:
 - dpkg --purge with the VM attached: vmced detaches first (no QEMU thread
   left stopped or traced), nothing of the package is left, the journal
   stays when the operator asked (/var/lib/vmce/keep-journal) and goes when
-  not.
+  not;
+- and `make install`, the way without a package, installs the same files.
 """
 import glob
 import os
@@ -268,6 +269,21 @@ def case_purge(keep):
     tap.ok(vm.agent.call("ping") is not None, "the guest runs on")
 
 
+def case_make_install():
+    """`make install` (the operator's guide's way without a package) puts the
+    same files in place as the package: the same names, under its PREFIX"""
+    dest = os.path.join(work, "destdir")
+    r = subprocess.run(["make", "-C", paths.ROOT, "install", f"DESTDIR={dest}", f"BUILD={paths.build_dir()}"],
+                       capture_output=True, text=True, timeout=300)
+    installed = {os.path.basename(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs}
+    listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True).stdout
+    packaged = {os.path.basename(ln.split()[-1]).removesuffix(".gz") for ln in listing.splitlines()
+                if not ln.startswith("d") and "/usr/share/doc/" not in ln}
+    tap.ok(r.returncode == 0 and installed == packaged,
+           "make install DESTDIR=...: the package's files, no more, no fewer",
+           diag=f"{r.stderr[-500:]}\nmake install: {sorted(installed)}\npackage: {sorted(packaged)}")
+
+
 def case_reinstall():
     t0 = time.monotonic()
     r = sh("dpkg", "-i", f"/root/{os.path.basename(deb)}", env=NONINTERACTIVE, check=False, timeout=300)
@@ -293,6 +309,7 @@ try:
     tap.case("purge, journal kept", case_purge, True)
     tap.case("reinstall", case_reinstall)
     tap.case("purge", case_purge, False)
+    tap.case("make install", case_make_install)
 except Exception as e:
     tap.ok(False, "the package test ran to its end", diag=f"{e}\n{host.log_tail()}")
 finally:
