@@ -270,22 +270,54 @@ def makefile_targets():
     return targets
 
 
-def check_closure():
-    """`check` and every target it makes first, through the Makefile's
-    prerequisites: what .ci/run's `make check` runs"""
-    deps = {}
+def makefile_rules():
+    """target -> (its prerequisites, its recipe's text)"""
+    rules, target = {}, None
     with open(os.path.join(ROOT, "Makefile")) as f:
         for line in f:
             m = re.match(r"^([A-Za-z0-9_.-]+)\s*:(?![=:])(.*)$", line)
             if m and not line.startswith("\t"):
-                deps.setdefault(m.group(1), []).extend(w for w in m.group(2).split() if "$" not in w)
-    seen, todo = set(), ["check"]
+                target = m.group(1)
+                deps, recipe = rules.setdefault(target, ([], []))
+                deps.extend(w for w in m.group(2).split() if "$" not in w)
+            elif line.startswith("\t") and target:
+                rules[target][1].append(line.strip())
+            elif not line.strip().startswith("#") and line.strip():
+                target = None
+    return rules
+
+
+def closure(goal):
+    """@goal and every target it makes first, through the prerequisites"""
+    rules = makefile_rules()
+    seen, todo = set(), [goal]
     while todo:
         t = todo.pop()
         if t not in seen:
             seen.add(t)
-            todo += deps.get(t, [])
+            todo += rules.get(t, ([], []))[0]
     return seen
+
+
+def check_closure():
+    """what .ci/run's `make check` makes"""
+    return closure("check")
+
+
+def lab_problems(cmds, goal):
+    """For a block naming `bench` or `hostlab`: `make GOAL` runs each of
+    its commands (a make goal it makes, a program its recipes run)"""
+    made = closure(goal)
+    rules = makefile_rules()
+    recipes = "\n".join(line for t in made for line in rules.get(t, ([], []))[1])
+    problems = []
+    for words in cmds:
+        if words[0] == "make":
+            goals = [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
+            problems += [f"make {g}: not something make {goal} makes" for g in goals if g not in made]
+        elif not re.search(r"(^|[\s@;&|-])" + re.escape(words[0]) + r"(\s|$)", recipes, re.M):
+            problems.append(f"{words[0]}: make {goal} does not run it")
+    return problems
 
 
 def ci_problems(cmds):
@@ -303,6 +335,38 @@ def ci_problems(cmds):
             goals = [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
             problems += [f"make {g}: not something make check makes (ci)" for g in goals
                          if g not in closure]
+    return problems
+
+
+def test_source(name):
+    """the text of meson test @name's script, where its name says which
+    (e2e-demo: tests/e2e/test_demo.py), or ''"""
+    if not name.startswith("e2e-"):
+        return ""
+    path = os.path.join(ROOT, "tests", "e2e", "test_" + name[4:].replace("-", "_") + ".py")
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def make_goal_problems(cmds, names):
+    """Each `make GOAL` of a `by` block is made by what it names: make check
+    (ci), make bench, make hostlab, or a test whose script runs make GOAL"""
+    made = set()
+    for pseudo, goal in (("ci", "check"), ("bench", "bench"), ("hostlab", "hostlab")):
+        if pseudo in names:
+            made |= closure(goal)
+    scripts = "\n".join(test_source(n) for n in names)
+    problems = []
+    for words in cmds:
+        if words[0] != "make":
+            continue
+        for g in (w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)):
+            if g not in made and not ('"make"' in scripts and f'"{g}"' in scripts):
+                problems.append(f"make {g}: nothing the block names makes it (ci, bench, hostlab, "
+                                "or a test that runs make)")
     return problems
 
 
@@ -496,13 +560,29 @@ def main():
                 problems = []
                 if "ci" in names:
                     problems += ci_problems(cmds)
+                # the matrices (make bench, make hostlab): a make goal of the
+                # block is one of theirs or check's; where the block names no
+                # test of meson's, they run each of its programs too
+                labs = [n for n in names if n in ("bench", "hostlab")]
+                if labs:
+                    made = set().union(*(closure(lab) for lab in labs))
+                    made |= check_closure() if "ci" in names else set()
+                    only_labs = not [n for n in names if n not in ("ci", "bench", "hostlab")]
+                    for words in cmds:
+                        if words[0] == "make":
+                            problems += [f"make {g}: not something make {' or '.join(labs)} makes"
+                                         for g in words[1:] if not g.startswith("-")
+                                         and not ASSIGNMENT.match(g) and g not in made]
+                        elif only_labs and all(lab_problems([words], lab) for lab in labs):
+                            problems.append(f"{words[0]}: make {' or '.join(labs)} does not run it")
                 if tests is None:
                     problems.append(f"meson test --list failed: {tests_why}")
                 else:
                     problems += [f"no meson test named {n}" for n in names
-                                 if n != "ci" and n not in tests]
+                                 if n not in ("ci", "bench", "hostlab") and n not in tests]
                 for words in cmds:
                     problems += check_command(words, targets)
+                problems += make_goal_problems(cmds, names)
                 tap.ok(not problems, f"{b.where()}: by {', '.join(names)}: the tests exist, and "
                        f"{len(cmds)} commands' programs and options", diag="\n".join(problems))
             else:
