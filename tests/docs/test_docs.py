@@ -18,6 +18,7 @@ command is run and no program asked for its --help. TAP on stdout; the last
 lines say what the docs hold (README.md's length, blocks and commands, how
 many run for real, how many are checked against a named test).
 """
+import functools
 import os
 import re
 import shutil
@@ -258,33 +259,32 @@ def commands_of(body):
 
 # ------------------------------------------------------------------ programs
 
-def makefile_targets():
-    targets = set()
-    with open(os.path.join(ROOT, "Makefile")) as f:
-        for line in f:
-            m = re.match(r"^([A-Za-z0-9_.%/$() -]+?)\s*:(?![=:])", line)
-            if m and not line.startswith("\t"):
-                targets.update(m.group(1).split())
-            if line.startswith(".PHONY:"):
-                targets.update(line.split(":", 1)[1].split())
-    return targets
+# what a `by` block may name besides meson's tests: the make goal that runs
+# its commands (ci: .ci/run's make check; the matrices, outside it)
+PSEUDO = {"ci": "check", "bench": "bench", "hostlab": "hostlab"}
 
 
+@functools.lru_cache(maxsize=None)
 def makefile_rules():
-    """target -> (its prerequisites, its recipe's text)"""
+    """target -> (its prerequisites, its recipe's lines); .PHONY's
+    prerequisites are the phony targets"""
     rules, target = {}, None
     with open(os.path.join(ROOT, "Makefile")) as f:
         for line in f:
             m = re.match(r"^([A-Za-z0-9_.-]+)\s*:(?![=:])(.*)$", line)
             if m and not line.startswith("\t"):
                 target = m.group(1)
-                deps, recipe = rules.setdefault(target, ([], []))
-                deps.extend(w for w in m.group(2).split() if "$" not in w)
+                rules.setdefault(target, ([], []))[0].extend(w for w in m.group(2).split() if "$" not in w)
             elif line.startswith("\t") and target:
                 rules[target][1].append(line.strip())
             elif not line.strip().startswith("#") and line.strip():
                 target = None
     return rules
+
+
+def makefile_targets():
+    rules = makefile_rules()
+    return (set(rules) | set(rules.get(".PHONY", ([], []))[0])) - {".PHONY"}
 
 
 def closure(goal):
@@ -299,43 +299,9 @@ def closure(goal):
     return seen
 
 
-def check_closure():
-    """what .ci/run's `make check` makes"""
-    return closure("check")
-
-
-def lab_problems(cmds, goal):
-    """For a block naming `bench` or `hostlab`: `make GOAL` runs each of
-    its commands (a make goal it makes, a program its recipes run)"""
-    made = closure(goal)
-    rules = makefile_rules()
-    recipes = "\n".join(line for t in made for line in rules.get(t, ([], []))[1])
-    problems = []
-    for words in cmds:
-        if words[0] == "make":
-            goals = [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
-            problems += [f"make {g}: not something make {goal} makes" for g in goals if g not in made]
-        elif not re.search(r"(^|[\s@;&|-])" + re.escape(words[0]) + r"(\s|$)", recipes, re.M):
-            problems.append(f"{words[0]}: make {goal} does not run it")
-    return problems
-
-
-def ci_problems(cmds):
-    """For a block naming `ci`: .ci/run runs make check, and each make goal
-    of the block is check or something check makes first"""
-    try:
-        with open(os.path.join(ROOT, ".ci", "run")) as f:
-            runs_check = re.search(r"\bmake\b[^\n]*\bcheck\b", f.read()) is not None
-    except OSError:
-        runs_check = False
-    problems = [] if runs_check else [".ci/run does not run make check"]
-    closure = check_closure()
-    for words in cmds:
-        if words[0] == "make":
-            goals = [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
-            problems += [f"make {g}: not something make check makes (ci)" for g in goals
-                         if g not in closure]
-    return problems
+def make_goals(words):
+    """the goals of a `make ...` command"""
+    return [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
 
 
 def test_source(name):
@@ -351,22 +317,35 @@ def test_source(name):
         return ""
 
 
-def make_goal_problems(cmds, names):
-    """Each `make GOAL` of a `by` block is made by what it names: make check
-    (ci), make bench, make hostlab, or a test whose script runs make GOAL"""
-    made = set()
-    for pseudo, goal in (("ci", "check"), ("bench", "bench"), ("hostlab", "hostlab")):
-        if pseudo in names:
-            made |= closure(goal)
+def runs_make_check():
+    try:
+        with open(os.path.join(ROOT, ".ci", "run")) as f:
+            return re.search(r"\bmake\b[^\n]*\bcheck\b", f.read()) is not None
+    except OSError:
+        return False
+
+
+def by_problems(cmds, names, tests):
+    """What the names of a `by` block do not cover: each is a meson test or
+    a PSEUDO goal; each `make GOAL` of the block is made by a named goal or
+    by a named test whose script runs make with it; a block that names only
+    goals has each of its programs run by their recipes"""
+    problems = [f"no meson test named {n}" for n in names if n not in PSEUDO and n not in tests]
+    if "ci" in names and not runs_make_check():
+        problems.append(".ci/run does not run make check")
+    goals = [PSEUDO[n] for n in names if n in PSEUDO]
+    made = set().union(*(closure(g) for g in goals))
+    rules = makefile_rules()
+    recipes = "\n".join(line for t in made for line in rules.get(t, ([], []))[1])
     scripts = "\n".join(test_source(n) for n in names)
-    problems = []
+    only_goals = all(n in PSEUDO for n in names)
     for words in cmds:
-        if words[0] != "make":
-            continue
-        for g in (w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)):
-            if g not in made and not ('"make"' in scripts and f'"{g}"' in scripts):
-                problems.append(f"make {g}: nothing the block names makes it (ci, bench, hostlab, "
-                                "or a test that runs make)")
+        if words[0] == "make":
+            problems += [f"make {g}: nothing the block names makes it ({', '.join(PSEUDO)}, or a test "
+                         "that runs make)" for g in make_goals(words)
+                         if g not in made and not ('"make"' in scripts and f'"{g}"' in scripts)]
+        elif only_goals and not re.search(r"(^|[\s@;&|-])" + re.escape(words[0]) + r"(\s|$)", recipes, re.M):
+            problems.append(f"{words[0]}: make {' or '.join(goals)} does not run it")
     return problems
 
 
@@ -434,8 +413,7 @@ def help_text(argv):
 def check_command(words, targets):
     """What is wrong with one command of a `by` block: [] when nothing"""
     if words[0] == "make":
-        goals = [w for w in words[1:] if not w.startswith("-") and not ASSIGNMENT.match(w)]
-        return [f"make {g}: no such target in the Makefile" for g in goals if g not in targets]
+        return [f"make {g}: no such target in the Makefile" for g in make_goals(words) if g not in targets]
     argv, why = resolve(words)
     if argv is None:
         return [why]
@@ -557,32 +535,12 @@ def main():
                 figures["by_commands"] += len(cmds)
                 if links_only:
                     continue
-                problems = []
-                if "ci" in names:
-                    problems += ci_problems(cmds)
-                # the matrices (make bench, make hostlab): a make goal of the
-                # block is one of theirs or check's; where the block names no
-                # test of meson's, they run each of its programs too
-                labs = [n for n in names if n in ("bench", "hostlab")]
-                if labs:
-                    made = set().union(*(closure(lab) for lab in labs))
-                    made |= check_closure() if "ci" in names else set()
-                    only_labs = not [n for n in names if n not in ("ci", "bench", "hostlab")]
-                    for words in cmds:
-                        if words[0] == "make":
-                            problems += [f"make {g}: not something make {' or '.join(labs)} makes"
-                                         for g in words[1:] if not g.startswith("-")
-                                         and not ASSIGNMENT.match(g) and g not in made]
-                        elif only_labs and all(lab_problems([words], lab) for lab in labs):
-                            problems.append(f"{words[0]}: make {' or '.join(labs)} does not run it")
                 if tests is None:
-                    problems.append(f"meson test --list failed: {tests_why}")
+                    problems = [f"meson test --list failed: {tests_why}"]
                 else:
-                    problems += [f"no meson test named {n}" for n in names
-                                 if n not in ("ci", "bench", "hostlab") and n not in tests]
+                    problems = by_problems(cmds, names, tests)
                 for words in cmds:
                     problems += check_command(words, targets)
-                problems += make_goal_problems(cmds, names)
                 tap.ok(not problems, f"{b.where()}: by {', '.join(names)}: the tests exist, and "
                        f"{len(cmds)} commands' programs and options", diag="\n".join(problems))
             else:

@@ -28,6 +28,7 @@ import time
 from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, thread_states, victim_status,
                     wait_for, wait_kmsg, wait_sigbus, workdir)
 from vmcelab.nspawn import Container, ContainerError, inner_pid
+from vmcelab.procfs import traced_threads
 
 BUS_MCEERR_AO = 5
 # systemd-analyze security vmced, measured when the unit was written
@@ -86,14 +87,7 @@ def package_files():
 def qemu_untouched(what, attached=False):
     """No QEMU thread stopped; none traced unless vmced is @attached"""
     states = thread_states(vm.pid)
-    traced = []
-    for tid in states:
-        try:
-            with open(f"/proc/{vm.pid}/task/{tid}/status") as f:
-                if re.search(r"^TracerPid:\s+[1-9]", f.read(), re.M):
-                    traced.append(tid)
-        except OSError:
-            pass
+    traced = traced_threads(vm.pid)
     if attached:
         tap.ok(vm.alive() and "t" not in states.values() and len(traced) == len(states),
                f"{what}: QEMU runs on, every thread traced, none left stopped",

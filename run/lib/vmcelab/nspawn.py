@@ -14,10 +14,11 @@ container can then see and ptrace as one of its host's processes.
 import contextlib
 import ctypes
 import os
-import shutil
 import signal
 import subprocess
 import time
+
+from . import procfs
 
 CLONE_NEWPID = 0x20000000
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -27,41 +28,9 @@ class ContainerError(RuntimeError):
     pass
 
 
-def _nspid(pid):
-    """The pids of @pid in each PID namespace it is in, outermost first"""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return [int(x) for x in line.split()[1:]]
-    except OSError:
-        pass
-    return []
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("PPid:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _alive(pid):
-    """@pid runs (a zombie nobody reaps is gone)"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
-
-
 def inner_pid(pid):
     """@pid (a machine pid) as the container it runs in numbers it"""
-    ids = _nspid(pid)
+    ids = procfs.status_numbers(pid, "NSpid")
     return ids[-1] if ids else None
 
 
@@ -97,7 +66,7 @@ class Container:
         return c
 
     def running(self):
-        return self.leader is not None and _alive(self.leader)
+        return self.leader is not None and procfs.alive(self.leader)
 
     # -- life
     def start(self, timeout=90.0):
@@ -150,12 +119,12 @@ class Container:
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            ids = _nspid(entry)
+            ids = procfs.status_numbers(entry, "NSpid")
             if len(ids) < 2 or ids[-1] != 1:
                 continue
             pid = int(entry)
             for _ in range(3):
-                pid = _ppid(pid)
+                pid = procfs.status(pid, "PPid")
                 if pid == self.nspawn_pid:
                     return int(entry)
         return None
@@ -164,30 +133,26 @@ class Container:
         """Halts the container (SIGTERM to nspawn: a clean shutdown; timeout
         0: at once, as a host that loses its power), then takes the overlay
         away; the work directory is left for a post-mortem"""
-        if self.nspawn_pid is not None and _alive(self.nspawn_pid):
+        if self.nspawn_pid is not None and procfs.alive(self.nspawn_pid):
             if timeout > 0:
                 os.kill(self.nspawn_pid, signal.SIGTERM)
                 deadline = time.monotonic() + timeout
-                while _alive(self.nspawn_pid) and time.monotonic() < deadline:
+                while procfs.alive(self.nspawn_pid) and time.monotonic() < deadline:
                     time.sleep(0.1)
             # the namespace's init: with it goes every process of the
             # container (killing nspawn would leave them running)
-            if self.leader is not None and _alive(self.leader):
+            if self.leader is not None and procfs.alive(self.leader):
                 os.kill(self.leader, signal.SIGKILL)
-            elif _alive(self.nspawn_pid):
+            elif procfs.alive(self.nspawn_pid):
                 os.kill(self.nspawn_pid, signal.SIGKILL)  # no container yet
             deadline = time.monotonic() + 30
-            while _alive(self.nspawn_pid) and time.monotonic() < deadline:
+            while procfs.alive(self.nspawn_pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
         if self._proc is not None:
             self._proc.wait()
         self.leader = None
         if os.path.ismount(self.merged):
             subprocess.run(["umount", "-l", self.merged], capture_output=True)
-
-    def remove(self):
-        self.stop()
-        shutil.rmtree(self.work, ignore_errors=True)
 
     def log_tail(self, n=15):
         try:

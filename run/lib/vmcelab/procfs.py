@@ -14,13 +14,39 @@ def thread_states(pid):
     return states
 
 
-def status(pid, field):
-    """One number of /proc/@pid/status (VmRSS, RssAnon in kB, ...), or None"""
+def status_numbers(pid, field):
+    """The numbers of a line of /proc/@pid/status (NSpid: the pid in each
+    PID namespace, outermost first), or []; @pid may be PID/task/TID"""
     try:
         with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), None)
+            return next(([int(x) for x in line.split()[1:] if x.isdigit()] for line in f
+                         if line.startswith(field + ":")), [])
     except OSError:
-        return None
+        return []
+
+
+def status(pid, field):
+    """One number of /proc/@pid/status (VmRSS, RssAnon in kB, PPid, ...), or None"""
+    numbers = status_numbers(pid, field)
+    return numbers[0] if numbers else None
+
+
+def alive(pid):
+    """@pid runs (a zombie nobody reaps is gone)"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def traced_threads(pid):
+    """The threads of @pid that a tracer holds (TracerPid not 0)"""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return [int(t) for t in tids if status(f"{pid}/task/{t}", "TracerPid")]
 
 
 def cpu_ticks(pid):

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from . import agent as agentmod
-from . import paths
+from . import paths, procfs
 from . import qga
 from .outcome import GuestLog
 from .qmp import Qmp
@@ -116,10 +116,9 @@ class Vm:
         pid = self.pid
         if pid is None:
             return False
+        if not procfs.alive(pid):
+            return False
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(") ", 1)[1][0] == "Z":
-                    return False
             # and it is this guest's QEMU: a qemu.pid left by a host that went
             # away (a fleet host's container, a machine rebooted) may name a
             # pid another process has now
