@@ -436,6 +436,7 @@ vmce_daemon_vm_to_json (VmceVm *vm, JsonBuilder *b, gpointer user_data)
   vmce_json_builder_add_int (b, "simulated_poisoned_host_pages", vmce_sim_count_protected (vm));
   vmce_migration_guard_to_json (vm, b);
   vmce_hugepage_loss_to_json (vm, b);
+  vmce_forward_to_json (vm, b);
 }
 
 static GPtrArray *

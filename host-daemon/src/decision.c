@@ -28,6 +28,10 @@ vmce_decision_action_to_string (VmceDecisionAction action)
     return "refuse";
   case VMCE_DECISION_INJECT:
     return "inject";
+  case VMCE_DECISION_RETRY:
+    return "retry";
+  case VMCE_DECISION_PARK:
+    return "park";
   }
   return "unknown";
 }
@@ -241,6 +245,43 @@ vmce_decide_style (const VmceFacts *f, VmceDecision *d)
   return FALSE;
 }
 
+/* A TCG vCPU stopped inside a load whose page vmced could not make
+ * readable again (a lost huge page of a hugetlbfs mapping, which splits
+ * only at its own size; anything else that fails) can leave that load no
+ * way but by completing it. Nothing reaches it there: a machine check is
+ * taken as it leaves its translation block, and QEMU's pause
+ * (pause_all_vcpus()) waits for it to leave. Both would also freeze QEMU's
+ * main loop and monitor with it: HMP mce's run_on_cpu() and QMP stop wait
+ * for the vCPU, for ever. Resumed, it faults again at once (in the host
+ * lab, 68 690 times in 100 s). So: nothing is sent to QEMU for it; it
+ * tries again a bounded number of times (a give-back that failed once may
+ * work), and then vmced keeps its thread stopped and holds the VM's other
+ * vCPUs too, which is the pause QEMU cannot give. Returns FALSE when that
+ * decides it. */
+static gboolean
+vmce_decide_stuck (const VmceFacts *f, VmceDecision *d)
+{
+  if (!d->free_tcg_vcpu || !f->stuck)
+    return TRUE;
+  g_clear_pointer (&d->detail, g_free);
+  if (f->parked || f->stuck_faults + 1 >= VMCE_REFAULT_LIMIT) {
+    vmce_decision_take (d, VMCE_DECISION_PARK,
+                        g_strdup_printf ("paused by vmced: the vCPU read this page %u time(s) and "
+                                         "cannot leave its load, as vmced cannot give the page back "
+                                         "(%s); its thread and the VM's other vCPUs are held (QEMU's "
+                                         "own pause would wait for the vCPU for ever); destroy the "
+                                         "VM, or detach vmced and QEMU takes the error as without it",
+                                         f->stuck_faults + 1, f->stuck_why));
+    return FALSE;
+  }
+  vmce_decision_take (d, VMCE_DECISION_RETRY,
+                      g_strdup_printf ("not injected: the vCPU cannot leave its load, as vmced cannot "
+                                       "give the page back (%s); it reads it again (%u of %u before "
+                                       "the VM is paused)",
+                                       f->stuck_why, f->stuck_faults + 1, VMCE_REFAULT_LIMIT));
+  return FALSE;
+}
+
 void
 vmce_decide (const VmceFacts *f, VmceDecision *d)
 {
@@ -263,6 +304,8 @@ vmce_decide (const VmceFacts *f, VmceDecision *d)
         : "TCG: the poisoned host page is replaced by a zeroed one so the vCPU's load "
           "completes; the vCPU takes the machine check as it leaves its translation block"));
   }
+  if (!vmce_decide_stuck (f, d))
+    return;
 
   /* KVM re-enters the guest and faults on the page again until the
    * machine check is in: one error, counted, not a second injection */

@@ -23,6 +23,8 @@ typedef enum {
   VMCE_DECISION_STOP,     /* suppressed, the VM paused */
   VMCE_DECISION_REFUSE,   /* suppressed: the guest cannot recover from it */
   VMCE_DECISION_INJECT,   /* a machine check into the guest */
+  VMCE_DECISION_RETRY,    /* suppressed, not injected: the vCPU tries its load again */
+  VMCE_DECISION_PARK,     /* the vCPU's thread kept stopped by vmced, and the VM's other vCPUs */
 } VmceDecisionAction;
 
 /* Where the faulting HVA is, as the RAM layout says */
@@ -49,6 +51,13 @@ typedef struct {
   gboolean same_page_on_its_way; /* an injection for this guest page is queued or in flight */
   gboolean known_poisoned; /* vmced knows the guest page as poisoned (told, or found at attach) */
   guint refaults;        /* ARs on it since, before this one */
+  /* TCG: vmced tried to make the page readable again for the vCPU's load
+   * and could not (@stuck_why says why), @stuck_faults times before this
+   * one; @parked: vmced holds this VM's vCPUs for such a page already */
+  gboolean stuck;
+  const gchar *stuck_why;
+  guint stuck_faults;
+  gboolean parked;
 } VmceFacts;
 
 typedef struct {
@@ -65,7 +74,9 @@ typedef struct {
   gchar *detail;            /* why, for the journal; NULL when nothing needs saying */
 } VmceDecision;
 
-/* Three ARs on a page after its machine check: the guest is not handling it */
+/* Three ARs on a page after its machine check: the guest is not handling
+ * it. And three loads of a page vmced cannot give back: the vCPU will
+ * never leave that load. */
 #define VMCE_REFAULT_LIMIT 3
 
 void vmce_decide (const VmceFacts *facts, VmceDecision *decision);

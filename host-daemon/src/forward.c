@@ -66,6 +66,23 @@ struct _VmceInjection {
   gint64 reply_us;       /* inject-mce's answer, while the event is awaited */
 };
 
+/* The VM paused by vmced itself: TCG vCPUs inside a load of a page vmced
+ * cannot give back (decision.c, vmce_decide_stuck()), kept stopped at
+ * their signal, and the other vCPUs held with them */
+typedef struct {
+  GArray *stuck;      /* of VmceStuckVcpu */
+  GArray *held;       /* of pid_t: the other vCPUs, once they stopped */
+  gint64 since_us;    /* real time */
+  gchar *why;
+} VmcePark;
+
+typedef struct {
+  pid_t tid;
+  guint64 host_page;
+  guint64 gpa;
+  gboolean simulated;
+} VmceStuckVcpu;
+
 /* The forwarder's own, per VM (layer data of the session) */
 typedef struct {
   GQueue injections; /* waiting to be sent, of VmceInjection */
@@ -74,6 +91,8 @@ typedef struct {
   guint gap_source;
   guint gap_ms;         /* between two injections into this VM through HMP */
   guint retry_bound_ms; /* how long one injection may be refused or dropped */
+  GHashTable *stuck;    /* host page -> loads of it vmced could not complete (guint) */
+  VmcePark *park;       /* NULL: not paused by vmced */
 } VmceForwarder;
 
 GQuark vmce_forwarder_quark (void);
@@ -82,10 +101,22 @@ G_DEFINE_QUARK (vmce-forwarder, vmce_forwarder)
 static void vmce_forward_send_next (VmceVm *vm);
 
 static void
+vmce_park_free (VmcePark *park)
+{
+  g_array_unref (park->stuck);
+  g_array_unref (park->held);
+  g_free (park->why);
+  g_free (park);
+}
+
+static void
 vmce_forwarder_free (VmceForwarder *f)
 {
-  /* each injection holds the VM: none is left when it goes */
+  /* each injection holds the VM: none is left when it goes; the park is
+   * let go at detach or exit (vmce_forward_cancel_all()) */
   g_clear_handle_id (&f->gap_source, g_source_remove);
+  g_hash_table_unref (f->stuck);
+  g_clear_pointer (&f->park, vmce_park_free);
   g_free (f);
 }
 
@@ -96,6 +127,7 @@ vmce_forwarder_new (void)
 
   g_queue_init (&f->injections);
   f->retry_bound_ms = VMCE_RETRY_BOUND_MS;
+  f->stuck = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   return f;
 }
 
@@ -636,11 +668,90 @@ vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, gboolean pau
   vmce_mce_event_free (ev);
 }
 
-/* Makes a TCG vCPU's load complete (decision.c says why); on failure the
- * error replaces what the decision said would happen */
 static void
-vmce_forward_free_tcg_vcpu (VmceVm *vm, VmceMceEvent *ev, pid_t tid)
+vmce_forward_park_hold_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
+  VmceVm *vm = user_data;
+  VmcePark *park = vmce_forwarder (vm)->park;
+
+  /* let go already, or held by another layer (a vCPU waiting for its
+   * machine check stays its holder's) */
+  if (park == NULL || vmce_ptrace_watch_is_held (watch, tid))
+    return;
+  vmce_ptrace_watch_hold (watch, tid);
+  g_array_append_val (park->held, tid);
+}
+
+/* A TCG vCPU that cannot leave its load (decision.c, vmce_decide_stuck()):
+ * its thread stays stopped at its signal, and the first one holds the
+ * VM's other vCPUs too; journaled as stopped, with why */
+static void
+vmce_forward_park (VmceVm *vm, VmceMceEvent *ev)
+{
+  VmceForwarder *f = vmce_forwarder (vm);
+  VmceStuckVcpu stuck = {
+    .tid = ev->tid,
+    .host_page = ev->hva & VMCE_PAGE_MASK,
+    .gpa = ev->gpa,
+    .simulated = vmce_sim_is_protected (vm, ev->hva & VMCE_PAGE_MASK),
+  };
+  GArray *vcpus = vmce_vm_get_vcpus (vm);
+
+  ev->result = VMCE_RESULT_STOPPED;
+  ev->handled_by = g_strdup ("vmced");
+  ev->held_us = g_get_monotonic_time () - ev->stop_us;
+  if (f->park == NULL) {
+    f->park = g_new0 (VmcePark, 1);
+    f->park->stuck = g_array_new (FALSE, FALSE, sizeof (VmceStuckVcpu));
+    f->park->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
+    f->park->since_us = g_get_real_time ();
+    f->park->why = g_strdup (ev->detail);
+    g_warning ("vm %s: GPA 0x%" G_GINT64_MODIFIER "x: %s", vmce_vm_get_name (vm), ev->gpa, ev->detail);
+    for (guint i = 0; i < vcpus->len; i++) {
+      pid_t tid = g_array_index (vcpus, VmceVcpu, i).tid;
+      if (tid != ev->tid)
+        vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (vm), tid, vmce_forward_park_hold_cb, vmce_vm_ref (vm),
+                                        (GDestroyNotify) vmce_vm_unref);
+    }
+  }
+  g_array_append_val (f->park->stuck, stuck);
+  vmce_forward_finish (vm, ev, NULL);
+  vmce_mce_event_free (ev);
+}
+
+/* Lets the park go (detach, exit): the other vCPUs run on; a stuck one
+ * first gets its page back if vmced took it away itself (the whole huge
+ * page, as a hugetlbfs mapping takes it), so that QEMU goes on as it
+ * would have without vmced; a really lost page is read again, and QEMU
+ * takes that error as it would have without vmced */
+static void
+vmce_forward_unpark (VmceVm *vm, VmceForwarder *f)
+{
+  VmcePtraceWatch *watch = vmce_vm_get_watch (vm);
+  VmcePark *park = g_steal_pointer (&f->park);
+
+  if (park == NULL)
+    return;
+  for (guint i = 0; watch != NULL && i < park->stuck->len; i++) {
+    const VmceStuckVcpu *s = &g_array_index (park->stuck, VmceStuckVcpu, i);
+    g_autoptr(GError) error = NULL;
+
+    if (s->simulated && !vmce_sim_unprotect_huge (vm, s->tid, s->host_page, &error))
+      g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
+    vmce_ptrace_watch_resume (watch, s->tid, 0);
+  }
+  for (guint i = 0; watch != NULL && i < park->held->len; i++)
+    vmce_ptrace_watch_release (watch, g_array_index (park->held, pid_t, i));
+  g_message ("vm %s: the vCPUs vmced held since the VM was paused are let go", vmce_vm_get_name (vm));
+  vmce_park_free (park);
+}
+
+/* Makes a TCG vCPU's load complete (decision.c says why): TRUE, or FALSE
+ * and @why (the vCPU is stuck in its load) */
+static gboolean
+vmce_forward_free_tcg_vcpu (VmceVm *vm, VmceMceEvent *ev, pid_t tid, gchar **why)
+{
+  VmceForwarder *f = vmce_forwarder (vm);
   guint64 page = ev->hva & VMCE_PAGE_MASK;
   g_autoptr(GError) error = NULL;
   gboolean ok;
@@ -649,10 +760,22 @@ vmce_forward_free_tcg_vcpu (VmceVm *vm, VmceMceEvent *ev, pid_t tid)
     ok = vmce_sim_unprotect (vm, tid, page, &error);
   else
     ok = vmce_remote_map_anon_fixed (vmce_vm_get_pid (vm), tid, page, VMCE_PAGE_SIZE, &error);
-  if (ok)
-    return;
-  g_free (ev->detail);
-  ev->detail = g_strdup_printf ("TCG: %s", error->message);
+  if (ok) {
+    g_hash_table_remove (f->stuck, &page);
+    return TRUE;
+  }
+  *why = g_strdup (error->message);
+  return FALSE;
+}
+
+/* The loads of @page vmced could not complete so far, and one more */
+static guint
+vmce_forward_count_stuck (VmceForwarder *f, guint64 page)
+{
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (f->stuck, &page));
+
+  g_hash_table_insert (f->stuck, g_memdup2 (&page, sizeof page), GUINT_TO_POINTER (n + 1));
+  return n;
 }
 
 static void
@@ -755,12 +878,64 @@ vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *
   vmce_forward_enqueue (vm, inj);
 }
 
+/* The give-back the decision asked for failed: decided again, knowing */
+static void
+vmce_forward_decide_stuck (VmceVm *vm, VmceMceEvent *ev, VmceFacts *facts, const gchar *why, VmceDecision *d)
+{
+  VmceForwarder *f = vmce_forwarder (vm);
+
+  facts->stuck = TRUE;
+  facts->stuck_why = why;
+  facts->stuck_faults = vmce_forward_count_stuck (f, ev->hva & VMCE_PAGE_MASK);
+  facts->parked = f->park != NULL;
+  vmce_decision_clear (d);
+  vmce_decide (facts, d);
+}
+
+/* Hands the event to what the decision says */
+static void
+vmce_forward_act (VmceVm *vm, VmceMceEvent *ev, const VmceStop *stop, VmceDecision *d)
+{
+  switch (d->action) {
+  case VMCE_DECISION_COALESCE:
+    vmce_forward_find_same_page (vm, ev->gpa)->ev->repeats++;
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), stop->tid, 0);
+    vmce_mce_event_free (ev);
+    return;
+  case VMCE_DECISION_IGNORE:
+    vmce_forward_drop (vm, ev, VMCE_RESULT_IGNORED, d->pause);
+    return;
+  case VMCE_DECISION_STOP:
+    vmce_forward_drop (vm, ev, VMCE_RESULT_STOPPED, d->pause);
+    return;
+  case VMCE_DECISION_REFUSE:
+    vmce_forward_drop (vm, ev, VMCE_RESULT_REFUSED, d->pause);
+    return;
+  case VMCE_DECISION_RETRY:
+    vmce_forward_drop (vm, ev, VMCE_RESULT_FAILED, FALSE);
+    return;
+  case VMCE_DECISION_PARK:
+    vmce_forward_park (vm, ev);
+    return;
+  case VMCE_DECISION_INJECT:
+    vmce_forward_queue_injection (vm, ev, d);
+    return;
+  case VMCE_DECISION_PASS:
+  case VMCE_DECISION_RELOOK:
+    break;
+  }
+  g_warn_if_reached ();
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), stop->tid, 0);
+  vmce_mce_event_free (ev);
+}
+
 void
 vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
 {
   pid_t tid = stop->tid;
   g_autoptr(VmceMceEvent) ev = vmce_forward_event_new (vm, stop);
   g_auto(VmceDecision) d = { 0 };
+  g_autofree gchar *stuck_why = NULL;
   VmceFacts facts;
 
   vmce_forward_facts (vm, stop, ev, &facts);
@@ -775,6 +950,8 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
     vmce_vm_when_layout_fresh (vm, vmce_forward_layout_fresh_cb, again);
     return;
   }
+  if (d.free_tcg_vcpu && !vmce_forward_free_tcg_vcpu (vm, ev, tid, &stuck_why))
+    vmce_forward_decide_stuck (vm, ev, &facts, stuck_why, &d);
   ev->kind = d.kind;
   ev->detail = g_steal_pointer (&d.detail);
   if (d.give_back_page) {
@@ -792,33 +969,9 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
       vmce_vm_refresh_layout (vm);
     return;
   }
-  if (d.free_tcg_vcpu)
-    vmce_forward_free_tcg_vcpu (vm, ev, tid);
   if (d.count_refault)
     vmce_vm_find_poisoned (vm, ev->gpa)->refaults++;
-
-  switch (d.action) {
-  case VMCE_DECISION_COALESCE:
-    vmce_forward_find_same_page (vm, ev->gpa)->ev->repeats++;
-    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, 0);
-    return;
-  case VMCE_DECISION_IGNORE:
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_IGNORED, d.pause);
-    return;
-  case VMCE_DECISION_STOP:
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_STOPPED, d.pause);
-    return;
-  case VMCE_DECISION_REFUSE:
-    vmce_forward_drop (vm, g_steal_pointer (&ev), VMCE_RESULT_REFUSED, d.pause);
-    return;
-  case VMCE_DECISION_INJECT:
-    vmce_forward_queue_injection (vm, g_steal_pointer (&ev), &d);
-    return;
-  case VMCE_DECISION_PASS:
-  case VMCE_DECISION_RELOOK:
-    break;
-  }
-  g_warn_if_reached ();
+  vmce_forward_act (vm, g_steal_pointer (&ev), stop, &d);
 }
 
 /* A machine check at @gpa that no signal brought (vmcectl inject, a page
@@ -1028,6 +1181,8 @@ vmce_forward_cancel_all (VmceVm *vm, const gchar *why)
   VmceInjection *inj;
 
   g_clear_handle_id (&f->gap_source, g_source_remove);
+  vmce_forward_unpark (vm, f);
+  g_hash_table_remove_all (f->stuck);
   vmce_forward_cancel_paused (vm, f, why);
   if (f->inflight != NULL)
     vmce_injection_release_hold (f->inflight);
@@ -1040,4 +1195,36 @@ vmce_forward_cancel_all (VmceVm *vm, const gchar *why)
     vmce_forward_finish (vm, inj->ev, inj->task);
     vmce_injection_free (inj);
   }
+}
+
+void
+vmce_forward_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  VmceForwarder *f = vmce_vm_get_layer_data (vm, vmce_forwarder_quark ());
+  VmcePark *park = f != NULL ? f->park : NULL;
+  g_autofree gchar *since = NULL;
+
+  json_builder_set_member_name (b, "paused_by_vmced");
+  if (park == NULL) {
+    json_builder_add_null_value (b);
+    return;
+  }
+  since = vmce_format_time (park->since_us);
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "since", since);
+  vmce_json_builder_add_string (b, "why", park->why);
+  json_builder_set_member_name (b, "stuck");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < park->stuck->len; i++) {
+    const VmceStuckVcpu *s = &g_array_index (park->stuck, VmceStuckVcpu, i);
+
+    json_builder_begin_object (b);
+    vmce_json_builder_add_int (b, "thread_id", s->tid);
+    vmce_json_builder_add_hex (b, "gpa", s->gpa);
+    vmce_json_builder_add_hex (b, "hva", s->host_page);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+  vmce_json_builder_add_int (b, "other_vcpus_held", park->held->len);
+  json_builder_end_object (b);
 }

@@ -32,6 +32,10 @@ void vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq);
 /* QEMU's MEMORY_FAILURE event, to be kept with the injection it belongs to */
 void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
 
+/* Whether vmced holds @vm's vCPUs itself, and why, for vmcectl vm
+ * ("paused_by_vmced": null, or since, why, the stuck vCPUs) */
+void vmce_forward_to_json (VmceVm *vm, JsonBuilder *b);
+
 /* At detach: lets held threads go and fails what was not sent */
 void vmce_forward_cancel_all (VmceVm *vm, const gchar *why);
 /* The gap between two injections into @vm through HMP (vmced --inject-gap-ms) */

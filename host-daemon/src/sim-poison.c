@@ -587,23 +587,81 @@ vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json)
   vmce_sim_waiter_free (w);
 }
 
+static gint
+vmce_sim_u64_cmp (gconstpointer a, gconstpointer b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Every page taken away in [@start, @end), back to QEMU, one mprotect()
+ * per run of consecutive pages: a hugetlbfs mapping takes back a lost huge
+ * page whole, never a 4 KiB piece of it (mprotect() splits its VMA only at
+ * the huge page size, and says EINVAL) */
+static gboolean
+vmce_sim_give_back_runs (VmceVm *vm, pid_t tid, guint64 start, guint64 end, GError **error)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+  g_autoptr(GArray) pages = g_array_new (FALSE, FALSE, sizeof (guint64));
+  GHashTableIter iter;
+  gpointer key;
+  gboolean ok = TRUE;
+
+  g_hash_table_iter_init (&iter, sim->protected);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    if (*(guint64 *) key >= start && *(guint64 *) key < end)
+      g_array_append_val (pages, *(guint64 *) key);
+  g_array_sort (pages, vmce_sim_u64_cmp);
+  for (guint i = 0; i < pages->len;) {
+    guint64 first = g_array_index (pages, guint64, i);
+    g_autoptr(GError) local = NULL;
+    guint j = i + 1;
+
+    while (j < pages->len && g_array_index (pages, guint64, j) == first + (guint64) (j - i) * VMCE_PAGE_SIZE)
+      j++;
+    if (vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, first, (guint64) (j - i) * VMCE_PAGE_SIZE,
+                              PROT_READ | PROT_WRITE, &local)) {
+      for (guint k = i; k < j; k++) {
+        g_hash_table_remove (sim->protected, &g_array_index (pages, guint64, k));
+        g_hash_table_remove (sim->huge, &g_array_index (pages, guint64, k));
+      }
+    } else if (ok) {
+      ok = FALSE;
+      g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                  "cannot give pages 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER
+                                  "x back to QEMU: ", first, first + (guint64) (j - i) * VMCE_PAGE_SIZE - 1);
+    }
+    i = j;
+  }
+  return ok;
+}
+
+gboolean
+vmce_sim_unprotect_huge (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+  guint lsb = sim != NULL ? GPOINTER_TO_UINT (g_hash_table_lookup (sim->huge, &host_page)) : 0;
+  guint64 size = lsb > VMCE_PAGE_SHIFT ? G_GUINT64_CONSTANT (1) << lsb : VMCE_PAGE_SIZE;
+  guint64 start = host_page & ~(size - 1);
+
+  if (sim == NULL)
+    return TRUE;
+  return vmce_sim_give_back_runs (vm, tid, start, start + size, error);
+}
+
 static void
 vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
   VmceVm *vm = user_data;
-  GHashTableIter iter;
-  gpointer key;
+  VmceSimulator *sim = vmce_simulator (vm);
+  g_autoptr(GError) error = NULL;
 
-  g_hash_table_iter_init (&iter, vmce_simulator (vm)->protected);
-  while (g_hash_table_iter_next (&iter, &key, NULL)) {
-    g_autoptr(GError) error = NULL;
-    guint64 page = *(guint64 *) key;
-    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
-                               &error))
-      g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
-    g_hash_table_iter_remove (&iter);
-  }
-  g_hash_table_remove_all (vmce_simulator (vm)->huge);
+  if (!vmce_sim_give_back_runs (vm, tid, 0, G_MAXUINT64, &error))
+    g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
+  /* what could not be given back is not vmced's any more */
+  g_hash_table_remove_all (sim->protected);
+  g_hash_table_remove_all (sim->huge);
   vmce_vm_unref (vm);
 }
 

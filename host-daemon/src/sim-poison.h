@@ -43,6 +43,10 @@ gboolean vmce_sim_is_protected (VmceVm *vm, guint64 host_page);
 guint vmce_sim_count_protected (VmceVm *vm);
 /* Gives access to a simulated-poisoned page back; @tid must be stopped */
 gboolean vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error);
+/* Gives back, through @tid, every page taken away of the huge page that
+ * holds @host_page (of @host_page alone if it is none): the way a
+ * hugetlbfs mapping takes them, whole */
+gboolean vmce_sim_unprotect_huge (VmceVm *vm, pid_t tid, guint64 host_page, GError **error);
 
 /* The host pages vmced has taken away (of guint64), or NULL */
 GArray *vmce_sim_get_protected (VmceVm *vm);

@@ -23,6 +23,9 @@ typedef enum { T_ANY, T_VCPU, T_OTHER, T_MAIN, T_QEMU, T_NOT_MAIN } ThreadM;
 typedef enum { B_ANY, B_YES, B_NO } BoolM;
 typedef enum { R_ANY, R_NONE, R_ON_ITS_WAY, R_KNOWN, R_KNOWN_AT_LIMIT } RepeatM;
 typedef enum { C_ANY, C_INTEL_SER_P, C_INTEL, C_AMD_SUCCOR, C_AMD, C_CANNOT_RECOVER } CpuM;
+/* the page of a TCG vCPU's load: given back (or never tried), or not, and
+ * how often before; S_STUCK_ANY matches every stuck one */
+typedef enum { S_ANY, S_NO, S_STUCK, S_STUCK_AT_LIMIT, S_PARKED, S_STUCK_ANY } StuckM;
 typedef enum { P_ANY = -1 } PolicyAny;
 
 typedef struct {
@@ -35,6 +38,8 @@ typedef struct {
   BoolM simulated;
   RepeatM repeat;
   CpuM cpu;
+  BoolM tcg;
+  StuckM stuck;
   /* expect */
   VmceDecisionAction action;
   KindM told;          /* kind the guest is told, K_ANY: not checked */
@@ -55,6 +60,11 @@ static const Row rules[] = {
     .detail = "RAM block pc.ram-spare at offset 0x3000, which no guest physical address maps" },
   { ANYP, K_AR, .thread = T_QEMU, .simulated = B_NO, .action = VMCE_DECISION_PASS, .pause = B_NO,
     .detail = "QEMU itself consumed the poison" },
+  /* a TCG vCPU in a load vmced cannot complete: nothing can reach it */
+  { ANYP, K_AR, .thread = T_VCPU, .tcg = B_YES, .stuck = S_STUCK, .action = VMCE_DECISION_RETRY,
+    .told = K_AR, .pause = B_NO, .detail = "it reads it again (1 of 3 before the VM is paused)" },
+  { ANYP, K_AR, .thread = T_VCPU, .tcg = B_YES, .stuck = S_STUCK_ANY, .action = VMCE_DECISION_PARK,
+    .told = K_AR, .pause = B_NO, .detail = "paused by vmced" },
   /* repeats of a consumed page */
   { ANYP, K_AR, .thread = T_VCPU, .repeat = R_ON_ITS_WAY, .action = VMCE_DECISION_COALESCE,
     .told = K_AR, .pause = B_NO },
@@ -99,6 +109,7 @@ typedef struct {
   ThreadM thread;
   gboolean simulated;
   RepeatM repeat;
+  StuckM stuck;
 } Combo;
 
 #define VCPU_INDEX 3
@@ -124,6 +135,10 @@ combo_facts (const Combo *c, VmceFacts *f)
     .same_page_on_its_way = c->repeat == R_ON_ITS_WAY,
     .known_poisoned = c->repeat == R_KNOWN || c->repeat == R_KNOWN_AT_LIMIT,
     .refaults = c->repeat == R_KNOWN_AT_LIMIT ? VMCE_REFAULT_LIMIT - 1 : 0,
+    .stuck = c->stuck != S_NO,
+    .stuck_why = c->stuck != S_NO ? "mprotect: Invalid argument" : NULL,
+    .stuck_faults = c->stuck == S_STUCK_AT_LIMIT ? VMCE_REFAULT_LIMIT - 1 : 0,
+    .parked = c->stuck == S_PARKED,
   };
 }
 
@@ -150,6 +165,10 @@ row_matches (const Row *r, const Combo *c)
     return FALSE;
   if (r->repeat != R_ANY && r->repeat != c->repeat)
     return FALSE;
+  if (!bool_matches (r->tcg, !c->kvm))
+    return FALSE;
+  if (r->stuck == S_STUCK_ANY ? c->stuck == S_NO : r->stuck != S_ANY && r->stuck != c->stuck)
+    return FALSE;
   if (r->cpu == C_CANNOT_RECOVER)
     return c->cpu == C_INTEL || c->cpu == C_AMD;
   return r->cpu == C_ANY || r->cpu == c->cpu;
@@ -162,12 +181,13 @@ combo_describe (const Combo *c)
   static const gchar *wheres[] = { "?", "ram", "block", "elsewhere" };
   static const gchar *cpus[] = { "?", "intel+ser_p", "intel", "amd+succor", "amd" };
   static const gchar *repeats[] = { "?", "first", "on-its-way", "known", "known-at-limit" };
+  static const gchar *stucks[] = { "?", "", " stuck", " stuck-at-limit", " parked" };
 
-  return g_strdup_printf ("policy=%s %s %s cpu=%s %s%s %s%s %s",
+  return g_strdup_printf ("policy=%s %s %s cpu=%s %s%s %s%s %s%s",
                           vmce_policy_to_string (c->policy), kinds[c->kind],
                           c->kvm ? "kvm" : "tcg", cpus[c->cpu], wheres[c->where],
                           c->fresh ? "(fresh)" : "", c->thread == T_VCPU ? "vcpu" : c->thread == T_MAIN ? "main" : "qemu",
-                          c->simulated ? " simulated" : "", repeats[c->repeat]);
+                          c->simulated ? " simulated" : "", repeats[c->repeat], stucks[c->stuck]);
 }
 
 static void
@@ -179,6 +199,7 @@ check_combo (const Combo *c, guint *row_hits)
   const Row *r = NULL;
   gboolean consumed_by_qemu;
   gboolean decided;
+  gboolean stuck;
 
   combo_facts (c, &f);
   vmce_decide (&f, &d);
@@ -212,9 +233,14 @@ check_combo (const Combo *c, guint *row_hits)
   /* a TCG vCPU that consumed it must finish its load, or nothing reaches it */
   if (d.free_tcg_vcpu != (decided && !c->kvm && c->kind == K_AR && c->thread == T_VCPU))
     g_error ("%s: free_tcg_vcpu %d", what, d.free_tcg_vcpu);
-  if (d.free_tcg_vcpu && strstr (d.detail, c->simulated ? "simulated page is given back"
-                                                        : "replaced by a zeroed one") == NULL)
+  stuck = d.free_tcg_vcpu && c->stuck != S_NO;
+  if (d.free_tcg_vcpu && !stuck && strstr (d.detail, c->simulated ? "simulated page is given back"
+                                                                  : "replaced by a zeroed one") == NULL)
     g_error ("%s: the detail does not say what happens to the page: %s", what, d.detail);
+  /* and where it could not be, says why, and that nothing went to QEMU */
+  if (stuck && (strstr (d.detail, "cannot give the page back (mprotect: Invalid argument)") == NULL
+                || (d.action != VMCE_DECISION_RETRY && d.action != VMCE_DECISION_PARK)))
+    g_error ("%s: stuck, but %s: %s", what, vmce_decision_action_to_string (d.action), d.detail);
   /* a simulated page QEMU itself read comes back, so QEMU can go on */
   if (d.give_back_page != (decided && consumed_by_qemu && c->simulated))
     g_error ("%s: give_back_page %d", what, d.give_back_page);
@@ -230,7 +256,7 @@ check_combo (const Combo *c, guint *row_hits)
                            && c->policy != VMCE_POLICY_PASS))
     g_error ("%s: refresh_layout %d", what, d.refresh_layout);
   /* a consumed page the guest was told about counts, however it ends */
-  if (d.count_refault != (decided && d.action != VMCE_DECISION_COALESCE && c->kind == K_AR
+  if (d.count_refault != (decided && d.action != VMCE_DECISION_COALESCE && !stuck && c->kind == K_AR
                           && c->thread == T_VCPU
                           && (c->repeat == R_KNOWN || c->repeat == R_KNOWN_AT_LIMIT)))
     g_error ("%s: count_refault %d", what, d.count_refault);
@@ -250,12 +276,13 @@ test_decision_table (void)
             for (gint fresh = 0; fresh <= 1; fresh++)
               for (ThreadM thread = T_VCPU; thread <= T_MAIN; thread++)
                 for (gint simulated = 0; simulated <= 1; simulated++)
-                  for (RepeatM repeat = R_NONE; repeat <= R_KNOWN_AT_LIMIT; repeat++) {
-                    Combo c = { policy, kind, kvm, cpu, where, fresh, thread, simulated, repeat };
+                  for (RepeatM repeat = R_NONE; repeat <= R_KNOWN_AT_LIMIT; repeat++)
+                    for (StuckM stuck = S_NO; stuck <= S_PARKED; stuck++) {
+                      Combo c = { policy, kind, kvm, cpu, where, fresh, thread, simulated, repeat, stuck };
 
-                    check_combo (&c, row_hits);
-                    combos++;
-                  }
+                      check_combo (&c, row_hits);
+                      combos++;
+                    }
   g_test_message ("%u combinations", combos);
   /* a row that matches nothing is a rule nobody tests */
   for (guint i = 0; i < G_N_ELEMENTS (rules); i++)
