@@ -17,6 +17,7 @@
 #include "journal.h"
 #include "json-util.h"
 #include "hugepage-loss.h"
+#include "log-writer.h"
 #include "migration-guard.h"
 #include "poison-index.h"
 #include "proc-info.h"
@@ -201,6 +202,47 @@ vmce_daemon_keep_recent (VmceDaemon *self, JsonNode *record)
     vmce_recent_record_free (g_queue_pop_head (&self->recent));
 }
 
+/* The journald line of a memory error, its kind (MESSAGE_ID) by what
+ * became of it: what an operator's alert matches */
+static VmceLogKind
+vmce_daemon_log_kind (VmceResult result)
+{
+  switch (result) {
+  case VMCE_RESULT_INJECTED:
+  case VMCE_RESULT_COALESCED:
+    return VMCE_LOG_FORWARDED;
+  case VMCE_RESULT_PASSED:
+    return VMCE_LOG_PASSED;
+  case VMCE_RESULT_IGNORED:
+    return VMCE_LOG_IGNORED;
+  case VMCE_RESULT_REFUSED:
+    return VMCE_LOG_REFUSED;
+  case VMCE_RESULT_STOPPED:
+    return VMCE_LOG_PAUSED;
+  case VMCE_RESULT_PENDING:
+  case VMCE_RESULT_FAILED:
+    break;
+  }
+  return VMCE_LOG_NOT_INJECTED;
+}
+
+static void
+vmce_daemon_log_memory_error (const VmceMceEvent *ev)
+{
+  const gchar *what = ev->si_code != 0 ? vmce_si_code_to_string (ev->si_code) : "injection";
+  const gchar *sep = ev->detail != NULL ? " - " : "";
+  const gchar *detail = ev->detail != NULL ? ev->detail : "";
+  VmceLogKind kind = vmce_daemon_log_kind (ev->result);
+
+  if (ev->have_gpa)
+    vmce_log_record (kind, ev->vm, &ev->gpa, ev->seq,
+                     "vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x, GPA 0x%" G_GINT64_MODIFIER "x: %s%s%s", ev->vm,
+                     what, ev->hva, ev->gpa, vmce_result_to_string (ev->result), sep, detail);
+  else
+    vmce_log_record (kind, ev->vm, NULL, ev->seq, "vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x: %s to QEMU%s%s",
+                     ev->vm, what, ev->hva, vmce_result_to_string (ev->result), sep, detail);
+}
+
 JsonNode *
 vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
 {
@@ -211,15 +253,7 @@ vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
   vmce_journal_append (self->journal, json);
   vmce_daemon_keep_recent (self, json);
   vmce_control_broadcast (self->control, "MEMORY_ERROR", json);
-  if (ev->have_gpa)
-    g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x, GPA 0x%" G_GINT64_MODIFIER "x: %s%s%s",
-               ev->vm, ev->si_code != 0 ? vmce_si_code_to_string (ev->si_code) : "injection",
-               ev->hva, ev->gpa, vmce_result_to_string (ev->result),
-               ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
-  else
-    g_message ("vm %s: %s at HVA 0x%" G_GINT64_MODIFIER "x: %s to QEMU%s%s", ev->vm,
-               vmce_si_code_to_string (ev->si_code), ev->hva, vmce_result_to_string (ev->result),
-               ev->detail != NULL ? " - " : "", ev->detail != NULL ? ev->detail : "");
+  vmce_daemon_log_memory_error (ev);
   return json;
 }
 
@@ -288,6 +322,8 @@ vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *e
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
   g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+  g_autofree gchar *who = vmce_vm_get_name (vm) != NULL ? g_strdup_printf ("vm %s", vmce_vm_get_name (vm))
+                                                         : g_strdup_printf ("pid %d", vmce_vm_get_pid (vm));
 
   json_builder_begin_object (b);
   vmce_json_builder_add_string (b, "type", "attach-failed");
@@ -298,6 +334,8 @@ vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *e
   json_builder_end_object (b);
   record = json_builder_get_root (b);
   vmce_daemon_emit_record (self, "ATTACH_FAILED", record);
+  vmce_log_record (VMCE_LOG_ATTACH_FAILED, vmce_vm_get_name (vm), NULL, 0, "%s: cannot attach: %s", who,
+                   error->message);
 }
 
 static void

@@ -706,7 +706,6 @@ vmce_forward_park (VmceVm *vm, VmceMceEvent *ev)
     f->park->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
     f->park->since_us = g_get_real_time ();
     f->park->why = g_strdup (ev->detail);
-    g_warning ("vm %s: GPA 0x%" G_GINT64_MODIFIER "x: %s", vmce_vm_get_name (vm), ev->gpa, ev->detail);
     for (guint i = 0; i < vcpus->len; i++) {
       pid_t tid = g_array_index (vcpus, VmceVcpu, i).tid;
       if (tid != ev->tid)

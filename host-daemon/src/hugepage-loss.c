@@ -20,6 +20,7 @@
 #include "forward.h"
 #include "hugepage-loss.h"
 #include "json-util.h"
+#include "log-writer.h"
 #include "page.h"
 #include "poison-set.h"
 
@@ -230,11 +231,12 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
   }
   if (tell->len > 0 && h->tell_source == 0)
     h->tell_source = g_idle_add (vmce_hugepage_loss_tell_cb, h);
-  g_message ("vm %s: a %" G_GUINT64_FORMAT " KiB host page lost at HVA 0x%" G_GINT64_MODIFIER
-             "x: %u guest page(s); policy %s: %u more to tell%s%s",
-             vmce_vm_get_name (vm), size / 1024, base, pages->len,
-             vmce_hugepage_policy_to_string (h->policy), tell->len, why_not != NULL ? " - " : "",
-             why_not != NULL ? why_not : "");
+  vmce_log_record (VMCE_LOG_HUGE_PAGE_LOSS, vmce_vm_get_name (vm), &ev->gpa, ev->seq,
+                   "vm %s: a %" G_GUINT64_FORMAT " KiB host page lost at HVA 0x%" G_GINT64_MODIFIER
+                   "x: %u guest page(s); policy %s: %u more to tell%s%s",
+                   vmce_vm_get_name (vm), size / 1024, base, pages->len,
+                   vmce_hugepage_policy_to_string (h->policy), tell->len, why_not != NULL ? " - " : "",
+                   why_not != NULL ? why_not : "");
   record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, tell->len, why_not);
   vmce_vm_emit_record (vm, "HUGE_PAGE_LOSS", record);
 }

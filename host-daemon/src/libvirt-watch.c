@@ -14,8 +14,10 @@
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 
+#include "error.h"
 #include "libvirt-monitor.h"
 #include "libvirt-watch.h"
+#include "log-writer.h"
 #include "proc-info.h"
 
 #define VMCE_AGENT_PORT "org.vmce.agent.1"
@@ -192,9 +194,11 @@ vmce_domain_attached_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (att->daemon, res, &error);
 
-  if (vm == NULL)
+  /* a failed attach is the daemon's to log (attach-failed); only a domain
+   * watched already is not one */
+  if (vm == NULL && g_error_matches (error, VMCE_ERROR, VMCE_ERROR_BUSY))
     g_warning ("domain %s: %s", att->name, error->message);
-  else
+  else if (vm != NULL)
     g_message ("domain %s (%s): attached through libvirt", att->name,
                vmce_vm_get_uuid (vm) != NULL ? vmce_vm_get_uuid (vm) : "?");
   vmce_domain_attach_free (att);
@@ -263,13 +267,15 @@ vmce_domain_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   if (info == NULL || self->conn == NULL) {
     if (info == NULL)
-      g_warning ("domain %s: cannot attach: %s", att->name, error->message);
+      vmce_log_record (VMCE_LOG_ATTACH_FAILED, att->name, NULL, 0, "domain %s: cannot attach: %s", att->name,
+                       error->message);
     vmce_domain_attach_free (att);
     return;
   }
   monitor = vmce_libvirt_monitor_new (self->conn, att->dom, &sock, &error);
   if (monitor == NULL) {
-    g_warning ("domain %s: cannot attach: %s", att->name, error->message);
+    vmce_log_record (VMCE_LOG_ATTACH_FAILED, att->name, NULL, 0, "domain %s: cannot attach: %s", att->name,
+                     error->message);
     vmce_domain_attach_free (att);
     return;
   }

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 
 #include "json-util.h"
+#include "log-writer.h"
 #include "migration-guard.h"
 #include "page-replace.h"
 #include "page.h"
@@ -177,7 +178,9 @@ vmce_migration_start (VmceVm *vm, const gchar *status)
                          "destination as data; reset the guest first (the pages are replaced), "
                          "or set migration = allow-zero",
                          pages->len, first, pages->len > 1 ? ", ..." : "");
-  g_warning ("vm %s: %s", vmce_vm_get_name (vm), why);
+  vmce_log_record (VMCE_LOG_MIGRATION_REFUSED, vmce_vm_get_name (vm),
+                   &((VmcePoisonedPage *) g_ptr_array_index (pages, 0))->gpa, 0, "vm %s: %s",
+                   vmce_vm_get_name (vm), why);
   vmce_migration_journal (vm, "refused", status, why, NULL, FALSE);
   vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
                                  vmce_vm_ref (vm));

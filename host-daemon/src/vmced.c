@@ -26,6 +26,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "libvirt-watch.h"
+#include "log-writer.h"
 #include "hugepage-loss.h"
 #include "migration-guard.h"
 #include "ptrace-watch.h"
@@ -83,36 +84,6 @@ vmced_reload (VmcedContext *ctx)
 
 static gboolean vmced_verbose = FALSE;
 
-/* One line per message on stderr, "vmced: warning: ...", no GLib banner:
- * this is what an operator reads in the journal of the service. */
-static GLogWriterOutput
-vmced_log_writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
-{
-  const gchar *message = NULL;
-  const gchar *domain = NULL;
-  const gchar *prefix = "";
-
-  for (gsize i = 0; i < n_fields; i++) {
-    if (g_strcmp0 (fields[i].key, "MESSAGE") == 0)
-      message = fields[i].value;
-    else if (g_strcmp0 (fields[i].key, "GLIB_DOMAIN") == 0)
-      domain = fields[i].value;
-  }
-  if (level & G_LOG_LEVEL_DEBUG && !vmced_verbose)
-    return G_LOG_WRITER_HANDLED;
-  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
-    prefix = "error: ";
-  else if (level & G_LOG_LEVEL_WARNING)
-    prefix = "warning: ";
-  else if (level & G_LOG_LEVEL_DEBUG)
-    prefix = "debug: ";
-  if (level & G_LOG_LEVEL_DEBUG && domain != NULL)
-    fprintf (stderr, "vmced: %s[%s] %s\n", prefix, domain, message);
-  else
-    fprintf (stderr, "vmced: %s%s\n", prefix, message);
-  return G_LOG_WRITER_HANDLED;
-}
-
 static gboolean
 vmced_signal_cb (gint fd, GIOCondition condition, gpointer user_data)
 {
@@ -147,8 +118,8 @@ vmced_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (ctx->daemon, res, &error);
 
+  /* the daemon logged why (attach-failed) */
   if (vm == NULL) {
-    g_printerr ("vmced: error: %s\n", error->message);
     if (ctx->attach_required) {
       ctx->exit_status = EXIT_FAILURE;
       g_main_loop_quit (ctx->loop);
@@ -346,7 +317,7 @@ vmced_set_realtime (gint priority)
   if (priority == 0)
     return;
   if (sched_setscheduler (0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) < 0)
-    g_printerr ("vmced: warning: cannot run at SCHED_FIFO priority %d (%s): at normal priority\n",
+    g_warning ("cannot run at SCHED_FIFO priority %d (%s): at normal priority",
                 priority, g_strerror (errno));
 }
 
@@ -365,7 +336,7 @@ vmced_raise_nofile (void)
     return;
   rl.rlim_cur = rl.rlim_max;
   if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-    g_printerr ("vmced: warning: cannot raise the open files limit: %s\n", g_strerror (errno));
+    g_warning ("cannot raise the open files limit: %s", g_strerror (errno));
 }
 
 /* Tells systemd (Type=notify) how vmced is: READY=1 once its control socket
@@ -390,7 +361,7 @@ vmced_notify (const gchar *state)
   if (fd < 0)
     return;
   if (sendto (fd, state, strlen (state), MSG_NOSIGNAL, (struct sockaddr *) &sa, len) < 0)
-    g_printerr ("vmced: warning: cannot tell systemd %s: %s\n", state, g_strerror (errno));
+    g_warning ("cannot tell systemd %s: %s", state, g_strerror (errno));
   close (fd);
 }
 
@@ -416,14 +387,14 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   vmced_raise_nofile ();
   daemon = vmce_daemon_new (&options, &error);
   if (daemon == NULL) {
-    g_printerr ("vmced: error: %s\n", error->message);
+    vmce_log_error ("%s", error->message);
     return EXIT_FAILURE;
   }
   vmce_commands_register (vmce_daemon_get_control (daemon), daemon);
 
   sfd = signalfd (-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) {
-    g_printerr ("vmced: error: signalfd: %s\n", g_strerror (errno));
+    vmce_log_error ("signalfd: %s", g_strerror (errno));
     return EXIT_FAILURE;
   }
   loop = g_main_loop_new (NULL, FALSE);
@@ -452,7 +423,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
                                             (const gchar *const *) a->domains, a->policy,
                                             a->connect_from_config, &error);
     if (libvirt_watch == NULL) {
-      g_printerr ("vmced: error: %s\n", error->message);
+      vmce_log_error ("%s", error->message);
       vmce_daemon_shutdown (daemon);
       g_clear_pointer (&ctx.config, vmce_config_free);
       close (sfd);
@@ -492,18 +463,19 @@ main (int argc, char **argv)
   sigaddset (&mask, SIGHUP);
   sigprocmask (SIG_BLOCK, &mask, NULL);
   signal (SIGPIPE, SIG_IGN);
-  g_log_set_writer_func (vmced_log_writer, NULL, NULL);
+  vmce_log_writer_install ();
 
   if (!vmced_parse_command_line (&args, &argc, &argv, &error)) {
-    g_printerr ("vmced: error: %s (try --help)\n", error->message);
+    vmce_log_error ("%s (try --help)", error->message);
     return EXIT_FAILURE;
   }
+  vmce_log_set_verbose (vmced_verbose);
   if (args.version) {
     g_print ("vmced %s\n", PACKAGE_VERSION);
     return EXIT_SUCCESS;
   }
   if (!vmced_apply_config_file (&args, &error) || !vmced_check_args (&args, &error)) {
-    g_printerr ("vmced: error: %s\n", error->message);
+    vmce_log_error ("%s", error->message);
     return EXIT_FAILURE;
   }
   return vmced_run (&args, &mask);

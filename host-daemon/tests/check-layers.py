@@ -11,7 +11,7 @@ import sys
 # lowest first; a module is NAME.c with NAME.h
 LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
-             "proc-maps line-socket config"),
+             "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
                  "poison-scan poison-index page-replace rom-blobs control ctl-connect"),
     ("vm session", "vm vm-json"),

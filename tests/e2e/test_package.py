@@ -8,6 +8,9 @@ nothing of vmce's. In order, in one container and one guest:
 - apt installs build/deb's vmce_*.deb, fetching its Depends from the
   mirror; the unit is enabled and running; systemd-analyze's exposure;
 - no libvirt on the host: vmced says once that it runs in attach mode;
+- journald: `journalctl -u vmced -p warning` shows the memory error and
+  not vmced's notices; the error is found by its MESSAGE_ID and VMCE_VM,
+  with its VMCE_GPA; a failed attach is at priority err;
 - a forward through the installed vmced: a real TCG guest whose QEMU is
   born in the container's PID namespace (with this machine's QEMU binary),
   attached with the installed vmcectl; the guest process gets its SIGBUS;
@@ -19,6 +22,7 @@ nothing of vmce's. In order, in one container and one guest:
 - and `make install`, the way without a package, installs the same files.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -39,6 +43,9 @@ EXPOSURE_TARGET = 2.7
 SHARED = "/run/vmce-e2e-package"
 APT_CACHE = os.path.join(os.environ.get("VMCE_CACHE", "/var/cache/vmce"), "apt-host-root")
 NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive"}
+# vmced's MESSAGE_IDs (host-daemon/src/log-writer.c): shipped, never changed
+FORWARDED_ID = "392752ff4482457c816c965484d97868"
+ATTACH_FAILED_ID = "b93a46fcf4d34ca5a40da1efdbf767bc"
 
 tap = Tap()
 prerequisites(tap)
@@ -67,6 +74,7 @@ host = Container("vmce-e2e-package", root, os.path.join(work, "host"),
                         (os.path.join(APT_CACHE, "lists"), "/var/lib/apt/lists")])
 vm = None
 started = None
+forwarded_gpa = None
 
 
 def sh(*argv, **kw):
@@ -156,7 +164,7 @@ def case_hardening():
 
 
 def case_forward():
-    global vm
+    global vm, forwarded_gpa
     # born in the host's PID namespace, so that its vmced can see and
     # ptrace it; its files are this machine's (the QEMU under test)
     with host.pid_ns():
@@ -186,6 +194,34 @@ def case_forward():
                              and r["result"] == "injected"], 10),
            f"the installed vmced's journal (/var/lib/vmce) holds the error at GPA {victim['gpa']}")
     qemu_untouched("after the forward", attached=True)
+    forwarded_gpa = victim["gpa_int"]
+
+
+def journal_json(*matches):
+    """journalctl's entries for @matches (FIELD=VALUE), as dicts"""
+    r = sh("journalctl", "--no-pager", "-o", "json", *matches, check=False)
+    return [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+
+
+def case_journald():
+    """What an operator's journal shows: priorities and fields, from the unit"""
+    warn = sh("journalctl", "-u", "vmced", "-p", "warning", "--no-pager", "-o", "cat").stdout
+    tap.ok(any(f"GPA {forwarded_gpa:#x}: injected" in ln for ln in warn.splitlines())
+           and "attach mode" in warn and "listening on" not in warn,
+           "journalctl -u vmced -p warning: the memory error and the attach-mode warning, not the notices",
+           diag=warn[-2000:])
+    forwarded = journal_json("MESSAGE_ID=" + FORWARDED_ID, "VMCE_VM=e2e-package")
+    e = forwarded[-1] if forwarded else {}
+    tap.ok(len(forwarded) == 1 and int(e.get("VMCE_GPA", "0x1"), 16) == forwarded_gpa
+           and e.get("PRIORITY") == "4" and e.get("SYSLOG_IDENTIFIER") == "vmced"
+           and e.get("_SYSTEMD_UNIT") == "vmced.service" and e.get("VMCE_SEQ"),
+           f"journalctl MESSAGE_ID={FORWARDED_ID} VMCE_VM=e2e-package: the error, with its GPA, "
+           "at priority warning", diag=e or sh("journalctl", "-u", "vmced", "-o", "json", "--no-pager").stdout[-3000:])
+    r = sh("vmcectl", "attach", "--pid", "999999", "--qmp", "/nonexistent.qmp", "--name", "ghost", check=False)
+    failed = wait_for(lambda: journal_json("MESSAGE_ID=" + ATTACH_FAILED_ID, "VMCE_VM=ghost", "-p", "err"), 10)
+    tap.ok(r.returncode != 0 and failed and failed[-1].get("PRIORITY") == "3",
+           "a failed attach: at priority err, found by its MESSAGE_ID and VM",
+           diag=(r.stderr, failed))
 
 
 def case_no_libvirt():
@@ -298,6 +334,7 @@ try:
     tap.case("install", case_install)
     tap.case("hardening", case_hardening)
     tap.case("forward", case_forward)
+    tap.case("journald", case_journald)
     tap.case("no libvirt", case_no_libvirt)
     tap.case("upgrade", case_upgrade_keeps_conffile)
     tap.case("purge, journal kept", case_purge, True)
