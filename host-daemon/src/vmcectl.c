@@ -832,8 +832,8 @@ static const struct {
     "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
   { "policy", vmcectl_cmd_policy,
-    "VM [forward|ignore-ao|pass|stop|force] [--migration refuse|allow-zero]: what to do with its "
-    "errors, and with a migration while it has poisoned memory" },
+    "VM [forward|ignore-ao|pass|stop|force] [--migration refuse|allow-zero] [--hugepage one|all]: what to "
+    "do with its errors, with a migration while it has poisoned memory, and with a lost huge page" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "
     "simulate a host memory error" },
