@@ -57,6 +57,12 @@ vmce_log_kind_message_id (VmceLogKind kind)
   return kind < VMCE_LOG_KIND_COUNT ? vmce_log_kinds[kind].message_id : NULL;
 }
 
+gint
+vmce_log_kind_priority (VmceLogKind kind)
+{
+  return kind < VMCE_LOG_KIND_COUNT ? vmce_log_kinds[kind].priority : 7;
+}
+
 const gchar *
 vmce_log_kind_to_string (VmceLogKind kind)
 {

@@ -27,6 +27,8 @@ typedef enum {
 
 const gchar *vmce_log_kind_message_id (VmceLogKind kind);
 const gchar *vmce_log_kind_to_string (VmceLogKind kind);
+/* The syslog priority its lines take (3 err, 4 warning, 5 notice) */
+gint vmce_log_kind_priority (VmceLogKind kind);
 
 /* The writer vmced installs, once (g_log_set_writer_func() takes one) */
 void vmce_log_writer_install (void);

@@ -50,6 +50,32 @@ test_log_message_ids (void)
   g_assert_null (vmce_log_kind_message_id (VMCE_LOG_KIND_COUNT));
 }
 
+/* vmced(8) lists every kind with its priority and MESSAGE_ID, as the code
+ * has them: an alert rule is written from the man page */
+static void
+test_log_man_page (void)
+{
+  g_autofree gchar *path = g_test_build_filename (G_TEST_DIST, "..", "man", "vmced.8", NULL);
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (VmceLogKind k = 0; k < VMCE_LOG_KIND_COUNT; k++) {
+    /* nroff writes a hyphen in a name as \- */
+    g_auto(GStrv) parts = g_strsplit (vmce_log_kind_to_string (k), "-", -1);
+    g_autofree gchar *name = g_strjoinv ("\\-", parts);
+    g_autofree gchar *want = NULL;
+    gboolean found = FALSE;
+
+    want = g_strdup_printf ("%s\t%d\t%s", name, vmce_log_kind_priority (k), vmce_log_kind_message_id (k));
+    for (guint i = 0; lines[i] != NULL && !found; i++)
+      found = g_strcmp0 (lines[i], want) == 0;
+    if (!found)
+      g_error ("%s: no line \"%s\" in its LOGGING table", path, want);
+  }
+}
+
 /* A memory error's line: its kind, the VM, the GPA, the journal's seq, and
  * the priority journald files it under (a guest not told is an error) */
 static void
@@ -153,6 +179,7 @@ main (int argc, char **argv)
   g_log_set_writer_func (capture_writer, NULL, NULL);
   g_test_add_func ("/log/message-ids", test_log_message_ids);
   g_test_add_func ("/log/record-fields", test_log_record_fields);
+  g_test_add_func ("/log/man-page", test_log_man_page);
   g_test_add_func ("/log/format-line", test_log_format_line);
   g_test_add_func ("/log/writer-stderr", test_log_writer_stderr);
   return g_test_run ();
