@@ -31,6 +31,7 @@ import threading
 import time
 
 from . import labcampaign, overhead, paths
+from . import qemus as qemus_mod
 from .daemon import Vmced
 from .vm import Vm
 
@@ -1085,7 +1086,6 @@ def link_known(qemus_):
     """The QEMUs staged under /opt/qemus are also where qemus.py looks for
     them by name (a campaign in L1 may name one): /usr/bin for debian-7.2,
     $VMCE_BUILD_DIR/qemus/NAME/... for the others"""
-    from . import qemus as qemus_mod
     for q in qemus_:
         known = qemus_mod.KNOWN.get(q.get("name"))
         if known is None:
@@ -1119,12 +1119,12 @@ def main():
     if "VMCE_KERNEL" not in os.environ:
         os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz")
                                          if os.path.exists(p))
-    qemus_ = spec.get("qemus") or [{"slug": "default", "name": None, "binary": spec.get("qemu") or paths.qemu()}]
+    qemus_ = spec.get("qemus") or [{"slug": "default", "name": None, "binary": spec.get("qemu") or qemus_mod.binary()}]
     by_slug = {q["slug"]: q for q in qemus_}
     link_known(qemus_)
     for q in qemus_:
         # asked here: a QEMU that does not run in L1 (a library missing) says so
-        q["l1_version"] = paths.qemu_version(q["binary"])
+        q["l1_version"] = qemus_mod.version_line(q["binary"])
     qemu = qemus_[0]["binary"]
     with open("/proc/cpuinfo") as f:
         vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")

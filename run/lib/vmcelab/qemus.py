@@ -165,7 +165,8 @@ def resolve(value=None):
 
 
 def binary(value=None):
-    """Only the binary of @value, without running it (paths.qemu())"""
+    """Only the binary of @value (None: $VMCE_QEMU or Debian's), without
+    running it"""
     value = (value or spelling()).strip()
     if value in KNOWN:
         return KNOWN[value].locate()
@@ -173,6 +174,16 @@ def binary(value=None):
         raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
                         "qemu-system-x86_64)")
     return os.path.abspath(value)
+
+
+def version_line(path=None):
+    """The first line of `qemu-system-x86_64 --version` of the binary at
+    @path (None: binary()), or None"""
+    try:
+        r = subprocess.run([path or binary(), "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
 
 
 _probed = {}

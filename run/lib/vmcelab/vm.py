@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from . import agent as agentmod
-from . import paths, procfs
+from . import paths, procfs, qemus
 from . import qga
 from .outcome import GuestLog
 from .qmp import Qmp
@@ -233,7 +233,7 @@ class Vm:
         boot = ["-kernel", kernel] + (["-initrd", initrd] if initrd else []) + \
             (["-append", cmdline.strip()] if cmdline.strip() else []) if kernel else []
         args = [
-            qemu or paths.qemu(),
+            qemu or qemus.binary(),
             "-name", f"guest={name},debug-threads=on",
             "-machine", "pc", "-accel", accel,
             "-cpu", cpu_model,
