@@ -280,9 +280,9 @@ class Qemus(Files):
         self.assertEqual((c.guests["g"].cpu, c.cases[0].cpu), ("Skylake-Client", "Skylake-Client"))
         c = self.parse("[guest g]\ncpu = Skylake-Client,-hle\n[case c]\n")
         self.assertEqual(c.guest_for(c.cases[0]).cpu, "Skylake-Client,-hle")
-        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=on,overflow-recov=on"), {"succor"})
-        self.assertEqual(campaign_mod.cpu_features("EPYC,+succor"), {"succor"})
-        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=off"), set())
+        self.assertEqual(qemus.cpu_features("EPYC,succor=on,overflow-recov=on"), {"succor"})
+        self.assertEqual(qemus.cpu_features("EPYC,+succor"), {"succor"})
+        self.assertEqual(qemus.cpu_features("EPYC,succor=off"), set())
         # a QEMU too old for what the CPU asks: named, with the line
         msg = self.error("[guest amd]\naccel = tcg\ncpu = EPYC,succor=on\n[case c]\n")
         self.assertRegex(msg, r"^test\.ini:3: QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor "

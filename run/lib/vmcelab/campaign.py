@@ -60,8 +60,6 @@ ERRORS = ("simulated", "real")
 FORWARDERS = ("vmced", "qemu")
 # the guest CPU when a [guest] names none: what run/vm and Vm.start boot
 DEFAULT_CPU = "Skylake-Client"
-# -cpu flags that need a QEMU feature (qemus.FEATURES)
-CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
 # pages with no process mapping: nothing in the guest can consume them on purpose
 KERNEL_PAGES = ("free", "slab", "pagetable")
 # what a page type needs from its guest
@@ -210,17 +208,6 @@ def kernel_slug(spelling):
     if not kernels_mod.is_spelled_as_path(spelling):
         return spelling
     return "custom-" + re.sub(r"[^A-Za-z0-9.]+", "-", os.path.basename(spelling.rstrip("/")))[:24]
-
-
-def cpu_features(cpu):
-    """The QEMU features (qemus.FEATURES) a -cpu model with flags asks for:
-    'EPYC,succor=on,overflow-recov=on' -> {'succor'}"""
-    wanted = set()
-    for flag in cpu.split(",")[1:]:
-        name, _, value = flag.strip().lstrip("+").partition("=")
-        if name in CPU_FEATURES and value.lower() not in ("off", "false", "no"):
-            wanted.add(CPU_FEATURES[name])
-    return wanted
 
 
 class Case:
@@ -469,7 +456,7 @@ class Campaign:
             cpu = (value or DEFAULT_CPU).strip()
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+=,-]*", cpu):
                 fail(section, "cpu", f"'{cpu}' is not a -cpu model with flags (say EPYC,succor=on)")
-            for feature in sorted(cpu_features(cpu)):
+            for feature in sorted(qemus_mod.cpu_features(cpu)):
                 for q in spellings:
                     try:
                         self.qemus[q].require(feature, f"-cpu {cpu}")
@@ -479,7 +466,7 @@ class Campaign:
             # feature: CPUID.80000007H:EBX.succor"), 7.2's series and 10.0
             # alike: the AMD guest would have no SUCCOR, and vmced refuses
             # the errors of an AMD guest that cannot recover
-            if "succor" in cpu_features(cpu) and accel == "tcg":
+            if "succor" in qemus_mod.cpu_features(cpu) and accel == "tcg":
                 fail(section, "cpu", f"-cpu {cpu} under TCG: QEMU gives a guest SUCCOR under KVM only "
                                      "(TCG leaves the flag out, and an AMD guest without it cannot recover): "
                                      "use accel = kvm")

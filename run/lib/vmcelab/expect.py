@@ -244,7 +244,7 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
 def qemu_handles(forwarder, accel, cpu_flags, behaviour, host_vendor):
     """(what, why): what QEMU does with a host memory error vmced lets it
     handle, given the case's forwarder, its guest's accelerator and -cpu
-    flags (the features asked for, campaign.cpu_features()), the QEMU's
+    flags (the features asked for, qemus.cpu_features()), the QEMU's
     BEHAVIOUR entry and, for KVM, the host's CPU vendor. None when vmced
     forwards it (forwarder = vmced), or nothing is written down for it"""
     if forwarder != "qemu":
@@ -404,11 +404,10 @@ def expectation(case, vendor=None):
     forwarder = getattr(case, "forwarder", "vmced")
     if forwarder != "qemu" or exp is None:
         return exp
-    from .campaign import cpu_features  # (campaign -> hosts -> expect: not at the top)
     behaviour, qtable, qnearest = qemu_of(case)
     if case.accel == "kvm" and vendor is None:
         vendor = host_vendor()
-    handled = qemu_handles(forwarder, case.accel, cpu_features(case.cpu), behaviour, vendor)
+    handled = qemu_handles(forwarder, case.accel, qemus.cpu_features(case.cpu), behaviour, vendor)
     if handled is None:
         return None
     what, why = handled

@@ -69,6 +69,9 @@ FEATURES = {
     "migration-refuse": ("refusing to migrate a guest with poisoned memory", (9, 0), False),
 }
 
+# -cpu flags that need a QEMU feature (FEATURES)
+CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
+
 
 class QemuError(Exception):
     """One line: what is wrong with the QEMU asked for"""
@@ -140,6 +143,17 @@ class Qemu:
     def to_dict(self):
         return dict(name=self.name, release=self.release, version=".".join(map(str, self.version)),
                     series=self.series, table=self.table, nearest=self.nearest, binary=self.binary)
+
+
+def cpu_features(cpu):
+    """The QEMU features (FEATURES) a -cpu model with flags asks for:
+    'EPYC,succor=on,overflow-recov=on' -> {'succor'}"""
+    wanted = set()
+    for flag in cpu.split(",")[1:]:
+        name, _, value = flag.strip().lstrip("+").partition("=")
+        if name in CPU_FEATURES and value.lower() not in ("off", "false", "no"):
+            wanted.add(CPU_FEATURES[name])
+    return wanted
 
 
 def is_spelled_as_path(value):
