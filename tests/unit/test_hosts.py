@@ -21,7 +21,8 @@ sys.path.insert(0, LIB)
 
 from vmcelab import paths  # noqa: E402
 from vmcelab.campaign import Campaign, SpecError  # noqa: E402
-from vmcelab.hosts import Host, HostsRunner, TargetError, spread  # noqa: E402
+from vmcelab.hosts import HostsRunner, spread  # noqa: E402
+from vmcelab.sshtarget import Host, TargetError  # noqa: E402
 
 # the far side: argv is ssh's, the host is the word after "--"
 FAKE = r'''

@@ -38,7 +38,7 @@ from . import kernels as kernels_mod
 from . import paths
 from . import qemus as qemus_mod
 from .expect import SELFTEST_PROGRAMS
-from .hosts import Host, TargetError
+from .sshtarget import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
          "mlock-clean", "mlock-dirty", "thp", "hugetlb", "ksm", "swapcache", "shared", "free",
