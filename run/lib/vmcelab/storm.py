@@ -24,6 +24,7 @@ import time
 from . import qemus
 from .procfs import status, thread_states
 from .daemon import ControlConnection, Vmced
+from .stats import percentile
 from .vm import Vm
 
 DIMM = 512 << 20
@@ -222,8 +223,8 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
                           "dropped_retries": sum(r.get("dropped", 0) for r in recs),
                           "resets": sum(1 for r in daemon.journal_records() if r["type"] == "reset")}
         if latency:
-            out["latency_ms"] = {"p50": round(latency[len(latency) // 2] / 1000, 2),
-                                 "p99": round(latency[min(len(latency) - 1, int(len(latency) * 0.99))] / 1000, 2)}
+            out["latency_ms"] = {"p50": round(percentile(latency, 50) / 1000, 2),
+                                 "p99": round(percentile(latency, 99) / 1000, 2)}
         out["answers_wrong_page"] = wrong
         reasoned = all(r["result"] == "injected" or r.get("detail") for r in recs)
         out["nothing_lost"] = (sum(results.values()) == sent == n and len(recs) == n and not wrong
