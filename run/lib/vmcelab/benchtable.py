@@ -13,7 +13,7 @@ import os
 import platform
 import time
 
-from . import overhead, paths, qemus
+from . import overhead, qemus
 
 
 def _load(out_dir, name):

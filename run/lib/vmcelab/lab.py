@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from . import labcampaign, overhead, paths
+from . import labcampaign, overhead
 from . import qemus as qemus_mod
 from .daemon import Vmced
 from .vm import Vm
