@@ -15,8 +15,12 @@ import os
 import re
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from tap import Tap  # noqa: E402
+
 LIMIT = 80
-ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROOT = os.path.realpath(os.path.join(HERE, "..", ".."))
 C_FILES = ("host-daemon/src/*.c", "images/guest-tools/*.c")
 # directories whose Python is checked: .py files, and programs whose first
 # line runs python
@@ -179,23 +183,16 @@ def main():
             print(f"{lang}: {len(fns)} functions in {len({f[0] for f in fns})} files, {len(over)} over "
                   f"{LIMIT} lines; the longest {name} ({p}:{a}), {length} lines")
         return 0
-    checks = []
+    tap = Tap()
     for lang, fns in rel.items():
         # a scan that finds nothing is broken, not clean
-        checks.append((len(fns) > 0, f"{lang}: {len(fns)} functions found", "none found: the scan is broken"))
+        tap.ok(len(fns) > 0, f"{lang}: {len(fns)} functions found", diag="none found: the scan is broken")
         over = sorted((f for f in fns if f[3] > LIMIT), key=lambda f: (f[0], f[2]))
-        checks += [(False, f"{p}:{a}: {name} is {length} lines (limit {LIMIT})", "split it into named steps")
-                   for p, name, a, length in over]
+        for p, name, a, length in over:
+            tap.ok(False, f"{p}:{a}: {name} is {length} lines (limit {LIMIT})", diag="split it into named steps")
         if not over:
-            checks.append((True, f"{lang}: no function over {LIMIT} lines", ""))
-    print(f"1..{len(checks)}")
-    bad = 0
-    for i, (ok, what, why) in enumerate(checks, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {what}")
-        if not ok:
-            bad += 1
-            print(f"# {why}")
-    return 1 if bad else 0
+            tap.ok(True, f"{lang}: no function over {LIMIT} lines")
+    tap.done()
 
 
 if __name__ == "__main__":

@@ -80,31 +80,30 @@ kill = early, late
                       self.error("[campaign]\nseed = lots\n[case c]\n"))
         self.assertIn("no [guest big]", self.error("[case c]\nguest = big\n"))
 
-    def test_each_kind_of_bad_value(self):
-        """Every error campaign.SECTIONS' keys can give, with its line"""
-        self.assertEqual(self.error("[guest g]\nksm = sometimes\n[case c]\n"),
-                         "test.ini:2: 'ksm' must be true or false")
-        self.assertEqual(self.error("[guest g]\nhugepages = -1\n[case c]\n"),
-                         "test.ini:2: 'hugepages' must be at least 0")
-        self.assertEqual(self.error("[case c]\nburst = many\n"), "test.ini:2: 'burst' must be a number, not 'many'")
-        self.assertEqual(self.error("[case c]\nkill = never\n"),
-                         "test.ini:2: 'never' is not a kill (known: early, late, prctl-early, prctl-late)")
-        self.assertEqual(self.error("[guest g]\naccel = hvf\n[case c]\n"),
-                         "test.ini:2: 'hvf' is not a accel (known: tcg, kvm)")
-        self.assertEqual(self.error("[campaign]\norder = sorted\n[case c]\n"),
-                         "test.ini:2: 'sorted' is not a order (known: file, random)")
+    # every error campaign.SECTIONS' keys can give: (file, what it says)
+    BAD_VALUES = (
+        ("[guest g]\nksm = sometimes\n[case c]\n", "test.ini:2: 'ksm' must be true or false"),
+        ("[guest g]\nhugepages = -1\n[case c]\n", "test.ini:2: 'hugepages' must be at least 0"),
+        ("[case c]\nburst = many\n", "test.ini:2: 'burst' must be a number, not 'many'"),
+        ("[case c]\nkill = never\n",
+         "test.ini:2: 'never' is not a kill (known: early, late, prctl-early, prctl-late)"),
+        ("[guest g]\naccel = hvf\n[case c]\n", "test.ini:2: 'hvf' is not a accel (known: tcg, kvm)"),
+        ("[campaign]\norder = sorted\n[case c]\n", "test.ini:2: 'sorted' is not a order (known: file, random)"),
         # a number out of a set of numbers (this was a TypeError), alone and in a list
-        self.assertEqual(self.error("[case c]\nrecovery = 2\n"), "test.ini:2: '2' is not a recovery (known: 0, 1)")
-        self.assertEqual(self.error("[matrix m]\nrecovery = 1, 2\n"),
-                         "test.ini:2: '2' is not a recovery (known: 0, 1)")
+        ("[case c]\nrecovery = 2\n", "test.ini:2: '2' is not a recovery (known: 0, 1)"),
+        ("[matrix m]\nrecovery = 1, 2\n", "test.ini:2: '2' is not a recovery (known: 0, 1)"),
         # a list item that is not a number (this was a ValueError)
-        self.assertEqual(self.error("[matrix m]\nrecovery = 1, on\n"),
-                         "test.ini:2: 'recovery' must be a number, not 'on'")
-        self.assertEqual(self.error("[matrix m]\nkinds = ao,\n  ae\n"),
-                         "test.ini:2: 'ae' is not a kinds (known: ao, ar)")
-        self.assertEqual(self.error("[guest g]\n[case c]\nexpect = x\nmem = 1G\n"),
-                         "test.ini:4: unknown key 'mem' in [case c] (known: burst, expect, forwarder, guest, "
-                         "inject, kill, kind, page, recovery, repeat)")
+        ("[matrix m]\nrecovery = 1, on\n", "test.ini:2: 'recovery' must be a number, not 'on'"),
+        ("[matrix m]\nkinds = ao,\n  ae\n", "test.ini:2: 'ae' is not a kinds (known: ao, ar)"),
+        ("[guest g]\n[case c]\nexpect = x\nmem = 1G\n",
+         "test.ini:4: unknown key 'mem' in [case c] (known: burst, expect, forwarder, guest, inject, kill, "
+         "kind, page, recovery, repeat)"),
+    )
+
+    def test_each_kind_of_bad_value(self):
+        for text, said in self.BAD_VALUES:
+            with self.subTest(text=text):
+                self.assertEqual(self.error(text), said)
 
     def test_defaults(self):
         c = self.parse("[campaign]\n[guest g]\nmem =\ncpu =\n[matrix m]\n")
