@@ -203,26 +203,7 @@ def check_row(q, r):
             tap.ok(any("mutex->initialized" in ln for ln in r.get("qemu_log", [])),
                    f"{label}: QEMU's last words: the assertion in KVM's path", diag=r.get("qemu_log"))
     elif fwd == "vmced" or name.endswith("-again"):
-        cpu = r.get("guest_cpu", {})
-        tap.eq(r.get("cpu_help_succor"), q["succor"], f"{label}: QEMU's -cpu help "
-               f"{'has' if q['succor'] else 'has no'} succor, as qemus says")
-        if q["succor"]:
-            tap.ok(cpu.get("succor") is True, f"{label}: the AMD guest was given SUCCOR ({r['l2_cpu_model']})",
-                   diag=cpu)
-            tap.eq(r["outcome"], "recovered", f"{label}: vmced forwards AMD encodings to a guest with SUCCOR: "
-                   "the victim recovered")
-            tap.ok(got(r, "BUS_MCEERR_AO" if kind == "ao" else "BUS_MCEERR_AR"),
-                   f"{label}: at the victim's own VA", diag=r.get("signal"))
-        else:
-            refused = events(r, "refused")
-            tap.eq(r["outcome"], "refused",
-                   f"{label}: the guest cannot recover ({cpu.get('vendor')}, SER_P {cpu.get('ser_p')}, SUCCOR "
-                   f"{cpu.get('succor')} on {r.get('host_vendor')}): vmced refuses")
-            tap.ok(refused and ("SUCCOR" in refused[-1]["detail"] or "MCG_SER_P" in refused[-1]["detail"]),
-                   f"{label}: the journal says why", diag=refused)
-            tap.eq(r.get("vm_status"), "paused" if kind == "ar" else "running",
-                   f"{label}: " + ("the VM is paused rather than left to fault forever" if kind == "ar"
-                                   else "the guest runs on, not told"))
+        check_kvm_vmced(q, r, label, kind)
     elif b["amd_kvm"] == "recover":
         tap.ok("succor=on" in r.get("l2_cpu_model", ""), f"{label}: the guest CPU has succor=on",
                diag=r.get("l2_cpu_model"))
@@ -239,6 +220,31 @@ def check_row(q, r):
                diag=r["qemu_log"])
     if sc.get("then") == "reboot":
         check_reboot(q, r, label)
+
+
+def check_kvm_vmced(q, r, label, kind):
+    """KVM on L1's AMD CPU, vmced forwarding: the guest recovers where its
+    QEMU gives it SUCCOR, and vmced refuses (and says why) where not"""
+    cpu = r.get("guest_cpu", {})
+    tap.eq(r.get("cpu_help_succor"), q["succor"], f"{label}: QEMU's -cpu help "
+           f"{'has' if q['succor'] else 'has no'} succor, as qemus says")
+    if q["succor"]:
+        tap.ok(cpu.get("succor") is True, f"{label}: the AMD guest was given SUCCOR ({r['l2_cpu_model']})",
+               diag=cpu)
+        tap.eq(r["outcome"], "recovered", f"{label}: vmced forwards AMD encodings to a guest with SUCCOR: "
+               "the victim recovered")
+        tap.ok(got(r, "BUS_MCEERR_AO" if kind == "ao" else "BUS_MCEERR_AR"),
+               f"{label}: at the victim's own VA", diag=r.get("signal"))
+    else:
+        refused = events(r, "refused")
+        tap.eq(r["outcome"], "refused",
+               f"{label}: the guest cannot recover ({cpu.get('vendor')}, SER_P {cpu.get('ser_p')}, SUCCOR "
+               f"{cpu.get('succor')} on {r.get('host_vendor')}): vmced refuses")
+        tap.ok(refused and ("SUCCOR" in refused[-1]["detail"] or "MCG_SER_P" in refused[-1]["detail"]),
+               f"{label}: the journal says why", diag=refused)
+        tap.eq(r.get("vm_status"), "paused" if kind == "ar" else "running",
+               f"{label}: " + ("the VM is paused rather than left to fault forever" if kind == "ar"
+                               else "the guest runs on, not told"))
 
 
 def check_reboot(q, r, label):

@@ -80,6 +80,48 @@ kill = early, late
                       self.error("[campaign]\nseed = lots\n[case c]\n"))
         self.assertIn("no [guest big]", self.error("[case c]\nguest = big\n"))
 
+    # every error campaign.SECTIONS' keys can give: (file, what it says)
+    BAD_VALUES = (
+        ("[guest g]\nksm = sometimes\n[case c]\n", "test.ini:2: 'ksm' must be true or false"),
+        ("[guest g]\nhugepages = -1\n[case c]\n", "test.ini:2: 'hugepages' must be at least 0"),
+        ("[case c]\nburst = many\n", "test.ini:2: 'burst' must be a number, not 'many'"),
+        ("[case c]\nkill = never\n",
+         "test.ini:2: 'never' is not a kill (known: early, late, prctl-early, prctl-late)"),
+        ("[guest g]\naccel = hvf\n[case c]\n", "test.ini:2: 'hvf' is not a accel (known: tcg, kvm)"),
+        ("[campaign]\norder = sorted\n[case c]\n", "test.ini:2: 'sorted' is not a order (known: file, random)"),
+        # a number out of a set of numbers (this was a TypeError), alone and in a list
+        ("[case c]\nrecovery = 2\n", "test.ini:2: '2' is not a recovery (known: 0, 1)"),
+        ("[matrix m]\nrecovery = 1, 2\n", "test.ini:2: '2' is not a recovery (known: 0, 1)"),
+        # a list item that is not a number (this was a ValueError)
+        ("[matrix m]\nrecovery = 1, on\n", "test.ini:2: 'recovery' must be a number, not 'on'"),
+        ("[matrix m]\nkinds = ao,\n  ae\n", "test.ini:2: 'ae' is not a kinds (known: ao, ar)"),
+        ("[guest g]\n[case c]\nexpect = x\nmem = 1G\n",
+         "test.ini:4: unknown key 'mem' in [case c] (known: burst, expect, forwarder, guest, inject, kill, "
+         "kind, page, recovery, repeat)"),
+    )
+
+    def test_each_kind_of_bad_value(self):
+        for text, said in self.BAD_VALUES:
+            with self.subTest(text=text):
+                self.assertEqual(self.error(text), said)
+
+    def test_defaults(self):
+        c = self.parse("[campaign]\n[guest g]\nmem =\ncpu =\n[matrix m]\n")
+        self.assertEqual((c.name, c.seed, c.concurrency, c.repetitions, c.max_poisoned, c.reuse, c.restore,
+                          c.order), ("test", 1, 1, 1, 48, True, True, "file"))
+        g = c.guests["g"]
+        self.assertEqual((g.mem, g.cpus, g.accel, g.cpu, g.hugepages, g.ksm, g.disk),
+                         ("512M", 1, "tcg", campaign_mod.DEFAULT_CPU, 0, False, True))
+        self.assertEqual([case.id for case in c.cases], ["m/anon-dirty/ao/early/host/recovery1/0@debian-6.1"])
+        # no [campaign]: the name is "campaign", whatever the file's
+        self.assertEqual(self.parse("[case c]\n").name, "campaign")
+
+    def test_command_line_lists_are_named_as_such(self):
+        with self.assertRaises(SpecError) as cm:
+            self.parse("[guest g]\n[case c]\n", kernels=["debian-6.1", "debian-6.1"])
+        self.assertEqual(str(cm.exception), "test.ini: --kernels: a kernel is named twice in "
+                                            "'debian-6.1, debian-6.1'")
+
     def test_guest_cannot_set_it_up(self):
         msg = self.error("[guest g]\nhugepages = 0\n[case c]\npage = hugetlb\n")
         self.assertTrue(msg.startswith("test.ini:4: page hugetlb needs hugepages"), msg)
@@ -280,9 +322,9 @@ class Qemus(Files):
         self.assertEqual((c.guests["g"].cpu, c.cases[0].cpu), ("Skylake-Client", "Skylake-Client"))
         c = self.parse("[guest g]\ncpu = Skylake-Client,-hle\n[case c]\n")
         self.assertEqual(c.guest_for(c.cases[0]).cpu, "Skylake-Client,-hle")
-        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=on,overflow-recov=on"), {"succor"})
-        self.assertEqual(campaign_mod.cpu_features("EPYC,+succor"), {"succor"})
-        self.assertEqual(campaign_mod.cpu_features("EPYC,succor=off"), set())
+        self.assertEqual(qemus.cpu_features("EPYC,succor=on,overflow-recov=on"), {"succor"})
+        self.assertEqual(qemus.cpu_features("EPYC,+succor"), {"succor"})
+        self.assertEqual(qemus.cpu_features("EPYC,succor=off"), set())
         # a QEMU too old for what the CPU asks: named, with the line
         msg = self.error("[guest amd]\naccel = tcg\ncpu = EPYC,succor=on\n[case c]\n")
         self.assertRegex(msg, r"^test\.ini:3: QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor "

@@ -21,7 +21,8 @@ sys.path.insert(0, LIB)
 
 from vmcelab import paths  # noqa: E402
 from vmcelab.campaign import Campaign, SpecError  # noqa: E402
-from vmcelab.hosts import Host, HostsRunner, TargetError, spread  # noqa: E402
+from vmcelab.hosts import HostsRunner, spread  # noqa: E402
+from vmcelab.sshtarget import Host, TargetError  # noqa: E402
 
 # the far side: argv is ssh's, the host is the word after "--"
 FAKE = r'''
@@ -69,6 +70,16 @@ disk = false
 pages = anon-dirty, shmem, thp, mlock-dirty
 kinds = ao, ar
 """
+
+
+def setUpModule():
+    # the campaign files here name the default guest kernel and image,
+    # which need only exist (empty files), not be built (make image), for
+    # this test and for its scripted workers (they inherit the environment)
+    tmp = tempfile.mkdtemp()
+    for env, name in (("VMCE_KERNEL", "vmlinux"), ("VMCE_INITRD", "guest.cpio.gz")):
+        open(os.path.join(tmp, name), "w").close()
+        os.environ[env] = os.path.join(tmp, name)
 
 
 class Targets(unittest.TestCase):

@@ -13,7 +13,7 @@ import os
 import platform
 import time
 
-from . import overhead, paths, qemus
+from . import overhead, qemus
 
 
 def _load(out_dir, name):
@@ -34,9 +34,9 @@ def machine():
     versions = {}
     for name in qemus.NAMES:
         binary = qemus.binary(name)
-        versions[name] = paths.qemu_version(binary) if os.path.exists(binary) else None
+        versions[name] = qemus.version_line(binary) if os.path.exists(binary) else None
     return {"host": platform.node(), "cores": os.cpu_count(), "cpu_model": model,
-            "kernel": platform.release(), "qemu": paths.qemu_version(paths.qemu()),
+            "kernel": platform.release(), "qemu": qemus.version_line(qemus.binary()),
             "qemu_patched": versions["vmce-7.2"], "qemus": versions}
 
 

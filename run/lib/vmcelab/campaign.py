@@ -25,20 +25,23 @@ guest-corrupt-pfn, guest-mce-inject. forwarder: vmced (it forwards the host
 error), or qemu (vmced passes it on and QEMU handles it by itself).
 
 Errors name the file, the line and the problem, and come before anything
-runs.
+runs. SECTIONS is the table of the sections and their keys (each key's
+type, default and allowed values); _File reads a section's keys by it, and
+_Reader makes the sections into the campaign's guests and cases.
 """
 import configparser
 import itertools
 import os
 import random
 import re
+from collections import namedtuple
 
 from . import images as images_mod
 from . import kernels as kernels_mod
 from . import paths
 from . import qemus as qemus_mod
 from .expect import SELFTEST_PROGRAMS
-from .hosts import Host, TargetError
+from .sshtarget import Host, TargetError
 
 PAGES = ("anon-dirty", "anon-clean", "pagecache-clean", "pagecache-dirty", "file-hole", "shmem",
          "mlock-clean", "mlock-dirty", "thp", "hugetlb", "ksm", "swapcache", "shared", "free",
@@ -60,8 +63,6 @@ ERRORS = ("simulated", "real")
 FORWARDERS = ("vmced", "qemu")
 # the guest CPU when a [guest] names none: what run/vm and Vm.start boot
 DEFAULT_CPU = "Skylake-Client"
-# -cpu flags that need a QEMU feature (qemus.FEATURES)
-CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
 # pages with no process mapping: nothing in the guest can consume them on purpose
 KERNEL_PAGES = ("free", "slab", "pagetable")
 # what a page type needs from its guest
@@ -69,12 +70,96 @@ NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "ksm-scan": "ksm", "swapcache": "
          "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
          "mlock-clean": "disk"}
 
-CAMPAIGN_KEYS = {"name", "seed", "concurrency", "repetitions", "max-poisoned", "reuse", "restore",
-                 "order"}
-GUEST_KEYS = {"mem", "cpus", "accel", "cpu", "hugepages", "ksm", "disk", "kernel", "qemu", "image"}
-CASE_KEYS = {"guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
-             "expect"}
-MATRIX_KEYS = {"guest", "pages", "kinds", "kill", "inject", "recovery", "burst", "repeat", "forwarder"}
+# The campaign file's keys, section by section (SECTIONS): each key's type
+# (how its text is read, and the error when it cannot be), its default, and
+# the values it may take. A key with `each` is a comma-separated list, each
+# item read and checked alike.
+Type = namedtuple("Type", "parse error")
+Key = namedtuple("Key", "name type default allowed low each", defaults=(None, None, None, False))
+
+
+def _number(text):
+    return int(text, 0)
+
+
+def _boolean(text):
+    try:
+        return configparser.ConfigParser.BOOLEAN_STATES[text.lower()]
+    except KeyError:
+        raise ValueError(text) from None
+
+
+def _cpu(text):
+    """QEMU's -cpu: a model with its flags (their QEMU features are checked
+    against the guest's QEMUs, _Reader.cpu)"""
+    if not text:
+        return DEFAULT_CPU
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+=,-]*", text):
+        raise ValueError(text)
+    return text
+
+
+TEXT = Type(str, None)
+NUMBER = Type(_number, "'{key}' must be a number, not '{value}'")
+BOOLEAN = Type(_boolean, "'{key}' must be true or false")
+CPU = Type(_cpu, "'{value}' is not a -cpu model with flags (say EPYC,succor=on)")
+# the errors of a value of the right type that is not one the key takes
+TOO_LOW = "'{key}' must be at least {low}"
+NOT_ALLOWED = "'{value}' is not a {key} (known: {allowed})"
+
+SECTIONS = {
+    "campaign": (
+        Key("name", TEXT),  # default: the file's name
+        Key("seed", NUMBER, 1, low=0),
+        Key("concurrency", NUMBER, 1, low=1),
+        Key("repetitions", NUMBER, 1, low=1),
+        Key("max-poisoned", NUMBER, 48, low=1),
+        Key("reuse", BOOLEAN, True),
+        Key("restore", BOOLEAN, True),
+        Key("order", TEXT, "file", allowed=("file", "random")),
+    ),
+    # kernel, image and qemu: names or PATHs, each resolved once (_Reader.names)
+    "guest": (
+        Key("accel", TEXT, "tcg", allowed=("tcg", "kvm")),
+        Key("qemu", TEXT, [], each=True),
+        Key("image", TEXT, [], each=True),
+        Key("kernel", TEXT, [], each=True),
+        Key("mem", TEXT),  # default: 1G for an image's guest (systemd and its services), else 512M
+        Key("cpus", NUMBER, 1, low=1),
+        Key("hugepages", NUMBER, 0, low=0),
+        Key("ksm", BOOLEAN, False),
+        Key("disk", BOOLEAN, True),
+        Key("cpu", CPU, DEFAULT_CPU),
+    ),
+    # every combination of the lists is a case
+    "matrix": (
+        Key("guest", TEXT),  # default: the file's first guest
+        Key("pages", TEXT, ["anon-dirty"], PAGES, each=True),
+        Key("kinds", TEXT, ["ao"], KINDS, each=True),
+        Key("kill", TEXT, ["early"], KILLS, each=True),
+        Key("inject", TEXT, ["host"], INJECTS, each=True),
+        Key("recovery", NUMBER, [1], (0, 1), each=True),
+        Key("burst", NUMBER, 1, low=1),
+        Key("repeat", BOOLEAN, False),
+        Key("forwarder", TEXT, ["vmced"], FORWARDERS, each=True),
+    ),
+    "case": (
+        Key("guest", TEXT),  # default: the file's first guest
+        Key("page", TEXT, "anon-dirty", PAGES),
+        Key("kind", TEXT, "ao", KINDS),
+        Key("kill", TEXT, "early", KILLS),
+        Key("inject", TEXT, "host", INJECTS),
+        Key("recovery", NUMBER, 1, (0, 1)),
+        Key("burst", NUMBER, 1, low=1),
+        Key("repeat", BOOLEAN, False),
+        Key("forwarder", TEXT, "vmced", FORWARDERS),
+        Key("expect", TEXT),
+    ),
+    # NAME = ssh://..., NAME.libvirt, NAME.vmced: read by hosts_of()
+    "hosts": None,
+}
+# sections that take a name: [guest NAME]
+NAMED = ("guest", "matrix", "case")
 
 
 def error_key(key):
@@ -212,17 +297,6 @@ def kernel_slug(spelling):
     return "custom-" + re.sub(r"[^A-Za-z0-9.]+", "-", os.path.basename(spelling.rstrip("/")))[:24]
 
 
-def cpu_features(cpu):
-    """The QEMU features (qemus.FEATURES) a -cpu model with flags asks for:
-    'EPYC,succor=on,overflow-recov=on' -> {'succor'}"""
-    wanted = set()
-    for flag in cpu.split(",")[1:]:
-        name, _, value = flag.strip().lstrip("+").partition("=")
-        if name in CPU_FEATURES and value.lower() not in ("off", "false", "no"):
-            wanted.add(CPU_FEATURES[name])
-    return wanted
-
-
 class Case:
     FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
               "kernel", "qemu", "accel", "cpu")
@@ -303,6 +377,8 @@ class Campaign:
         self.cases = []
         self.hosts = []  # [Host]: none, the cases run here
         self.path = None
+        self.kernels = {}  # spelling -> Kernel, or images.Image
+        self.qemus = {}  # spelling -> Qemu
 
     @classmethod
     def load(cls, path, kernels=None, qemus=None, images=None, resolve_image=None, errors=None,
@@ -317,23 +393,15 @@ class Campaign:
     @staticmethod
     def hosts_file(path):
         """the [hosts] of another key file (run/fleet up writes one)"""
-        parser = configparser.ConfigParser(interpolation=None, strict=True,
-                                           inline_comment_prefixes=("#", ";"))
         try:
             with open(path) as f:
                 text = f.read()
-            parser.read_string(text, source=path)
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        except configparser.Error as e:
-            raise SpecError(f"{path}: {str(e).splitlines()[0]}") from None
-        if "hosts" not in parser:
+        file = _File(text, path)
+        if "hosts" not in file.parser:
             raise SpecError(f"{path}: has no [hosts] section")
-        where = _locate(text)
-
-        def fail(key, problem):
-            raise SpecError(f"{path}:{where.get(('hosts', key)) or where.get(('hosts', None))}: {problem}")
-        hosts = hosts_of(parser["hosts"], fail)
+        hosts = hosts_of(file.parser["hosts"], lambda key, problem: file.fail("hosts", key, problem))
         if not hosts:
             raise SpecError(f"{path}: its [hosts] section names no host")
         return hosts
@@ -355,278 +423,15 @@ class Campaign:
             raise SpecError(f"{path}: --errors {errors}: say {' or '.join(ERRORS)}")
         self = cls()
         self.path = path
-        where = _locate(text)
-        parser = configparser.ConfigParser(interpolation=None, strict=True,
-                                           inline_comment_prefixes=("#", ";"))
-        try:
-            parser.read_string(text, source=path)
-        except configparser.Error as e:
-            line = getattr(e, "lineno", None)
-            msg = str(e).splitlines()[0]
-            raise SpecError(f"{path}:{line}: {msg}" if line else f"{path}: {msg}") from None
+        _Reader(self, _File(text, path), dict(kernels=kernels, qemus=qemus, images=images,
+                                              resolve_image=resolve_image, errors=errors,
+                                              machine=machine)).read()
+        return self
 
-        def fail(section, key, problem):
-            line = where.get((section, key)) or where.get((section, None)) or "?"
-            raise SpecError(f"{path}:{line}: {problem}")
-
-        def check_keys(section, allowed):
-            for key in parser[section]:
-                if key not in allowed:
-                    fail(section, key, f"unknown key '{key}' in [{section}] "
-                                       f"(known: {', '.join(sorted(allowed))})")
-
-        def integer(section, key, default, low=0):
-            value = parser[section].get(key)
-            if value is None:
-                return default
-            try:
-                n = int(value, 0)
-            except ValueError:
-                fail(section, key, f"'{key}' must be a number, not '{value}'")
-            if n < low:
-                fail(section, key, f"'{key}' must be at least {low}")
-            return n
-
-        def boolean(section, key, default):
-            try:
-                return parser[section].getboolean(key, default)
-            except ValueError:
-                fail(section, key, f"'{key}' must be true or false")
-
-        def one_of(section, key, value, allowed):
-            if value not in allowed:
-                fail(section, key, f"'{value}' is not a {key} (known: {', '.join(allowed)})")
-            return value
-
-        self.kernels = {}  # spelling -> Kernel, or images.Image
-
-        def image_list(section, value):
-            """A guest's images, each checked once: an image stands where a
-            kernel stands (the cases on it are that image's)"""
-            spellings = images if images else _list(value)
-            key = "image" if section and value and not images else None
-            if len(set(spellings)) != len(spellings):
-                fail(section, key, f"an image is named twice in '{', '.join(spellings)}'")
-            for i in spellings:
-                if i in self.kernels:
-                    continue
-                if i in kernels_mod.NAMES and resolve_image is None:
-                    fail(section, key, f"'{i}' is a kernel, not an image: say kernel = {i}")
-                try:
-                    self.kernels[i] = (resolve_image or images_mod.resolve)(i)
-                except images_mod.ImageError as e:
-                    if key is None:
-                        raise SpecError(f"{path}: {'--images: ' if images else ''}{e}") from None
-                    fail(section, key, str(e))
-            return spellings
-
-        def kernel_list(section, value):
-            """A guest's kernels, each resolved once (a PATH gets its initramfs
-            here, before anything runs)"""
-            spellings = kernels if kernels else (_list(value) if value else [kernels_mod.DEFAULT])
-            key = "kernel" if section and value and not kernels else None
-            if len(set(spellings)) != len(spellings):
-                fail(section, key, f"a kernel is named twice in '{', '.join(spellings)}'")
-            for k in spellings:
-                if k in self.kernels:
-                    continue
-                try:
-                    self.kernels[k] = kernels_mod.resolve(k, prepare=True)
-                except kernels_mod.KernelError as e:
-                    if key is None:  # the default, or the command line's: no line to name
-                        raise SpecError(f"{path}: {'--kernels: ' if kernels else ''}{e}") from None
-                    fail(section, key, str(e))
-            return spellings
-
-        self.qemus = {}  # spelling -> Qemu
-
-        def qemu_list(section, value):
-            """A guest's QEMUs, each resolved (its binary asked its version
-            and target) once, before anything runs"""
-            env = os.environ.get("VMCE_QEMU")
-            spellings = qemus if qemus else (_list(value) if value else [qemus_mod.spelling()])
-            key = "qemu" if section and value and not qemus else None
-            # where a QEMU nobody wrote in the file comes from
-            origin = "--qemus: " if qemus else ("" if key else (f"VMCE_QEMU={env}: " if env else ""))
-            if len(set(spellings)) != len(spellings):
-                if key is None:
-                    raise SpecError(f"{path}: {origin}a QEMU is named twice in '{', '.join(spellings)}'")
-                fail(section, key, f"a QEMU is named twice in '{', '.join(spellings)}'")
-            for q in spellings:
-                if q in self.qemus:
-                    continue
-                try:
-                    self.qemus[q] = qemus_mod.resolve(q)
-                except qemus_mod.QemuError as e:
-                    if key is None:  # the default, or the command line's: no line to name
-                        raise SpecError(f"{path}: {origin}{e}") from None
-                    fail(section, key, str(e))
-            return spellings
-
-        def cpu_of(section, value, spellings, accel):
-            """The guest's -cpu (a model with flags); every QEMU of the guest
-            must have what its flags ask for"""
-            cpu = (value or DEFAULT_CPU).strip()
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+=,-]*", cpu):
-                fail(section, "cpu", f"'{cpu}' is not a -cpu model with flags (say EPYC,succor=on)")
-            for feature in sorted(cpu_features(cpu)):
-                for q in spellings:
-                    try:
-                        self.qemus[q].require(feature, f"-cpu {cpu}")
-                    except qemus_mod.QemuError as e:
-                        fail(section, "cpu", str(e))
-            # QEMU leaves it out under TCG ("TCG doesn't support requested
-            # feature: CPUID.80000007H:EBX.succor"), 7.2's series and 10.0
-            # alike: the AMD guest would have no SUCCOR, and vmced refuses
-            # the errors of an AMD guest that cannot recover
-            if "succor" in cpu_features(cpu) and accel == "tcg":
-                fail(section, "cpu", f"-cpu {cpu} under TCG: QEMU gives a guest SUCCOR under KVM only "
-                                     "(TCG leaves the flag out, and an AMD guest without it cannot recover): "
-                                     "use accel = kvm")
-            return cpu
-
-        sections = parser.sections()
-        for section in sections:
-            kind = section.split()[0]
-            if kind not in ("campaign", "guest", "matrix", "case", "hosts"):
-                fail(section, None, f"unknown section [{section}] (known: [campaign], [guest NAME], "
-                                    "[matrix NAME], [case NAME], [hosts])")
-        if "hosts" in sections:
-            self.hosts = hosts_of(parser["hosts"], lambda key, problem: fail("hosts", key, problem))
-        if "campaign" in sections:
-            check_keys("campaign", CAMPAIGN_KEYS)
-            c = parser["campaign"]
-            self.name = c.get("name", os.path.splitext(os.path.basename(path))[0])
-            self.seed = integer("campaign", "seed", 1)
-            self.concurrency = integer("campaign", "concurrency", 1, 1)
-            self.repetitions = integer("campaign", "repetitions", 1, 1)
-            self.max_poisoned = integer("campaign", "max-poisoned", 48, 1)
-            self.reuse = boolean("campaign", "reuse", True)
-            self.restore = boolean("campaign", "restore", True)
-            self.order = one_of("campaign", "order", c.get("order", "file"), ("file", "random"))
-        for section in sections:
-            kind, _, name = section.partition(" ")
-            if kind != "guest":
-                continue
-            check_keys(section, GUEST_KEYS)
-            g = parser[section]
-            accel = machine[0] if machine else one_of(section, "accel", g.get("accel", "tcg"), ("tcg", "kvm"))
-            guest_qemus = qemu_list(section, g.get("qemu"))
-            if g.get("image") and g.get("kernel"):
-                fail(section, "image", "a guest has a kernel or an image, not both: an image boots "
-                                       "its own kernel")
-            is_image = bool(images or g.get("image"))
-            # an image's guest has its own memory needs: systemd and its services
-            guest = Guest(name.strip() or "guest", mem=g.get("mem", "1G" if is_image else "512M"),
-                          cpus=integer(section, "cpus", 1, 1), accel=accel,
-                          hugepages=integer(section, "hugepages", 0),
-                          ksm=boolean(section, "ksm", False), disk=boolean(section, "disk", True),
-                          kernels=(image_list(section, g.get("image")) if is_image
-                                   else kernel_list(section, g.get("kernel"))), qemus=guest_qemus,
-                          cpu=cpu_of(section, machine[1] if machine else g.get("cpu"), guest_qemus, accel))
-            guest.image = is_image
-            self.guests[guest.name] = guest
-        if not self.guests:
-            self.guests["guest"] = Guest("guest", mem="1G" if images else "512M",
-                                         kernels=image_list(None, None) if images else kernel_list(None, None),
-                                         qemus=qemu_list(None, None))
-            self.guests["guest"].image = bool(images)
-            if machine:
-                self.guests["guest"].accel = machine[0]
-                self.guests["guest"].cpu = machine[1] or DEFAULT_CPU
-
-        def guest_of(section, value):
-            name = value or next(iter(self.guests))
-            if name not in self.guests:
-                fail(section, "guest", f"no [guest {name}] in this file")
-            return self.guests[name]
-
-        def needs(section, key, guest, page):
-            need = NEEDS.get(page)
-            if need == "hugepages" and guest.hugepages < 1:
-                fail(section, key, f"page {page} needs hugepages: set 'hugepages' in "
-                                   f"[guest {guest.name}]")
-            if need == "ksm" and not guest.ksm:
-                fail(section, key, f"page {page} needs KSM: set 'ksm = true' in [guest {guest.name}]")
-            if need == "disk" and not guest.disk:
-                fail(section, key, f"page {page} needs the data disk of [guest {guest.name}]")
-
-        def check_real(section, group):
-            for c in group:
-                if c["inject"] != "host-real":
-                    continue
-                why = None if c.get("not_real") else real_refusal(c)
-                if why:
-                    key = "repeat" if c["repeat"] else "kind" if "kind" in parser[section] else "kinds"
-                    fail(section, key, why)
-                line = where.get((section, "inject")) or where.get((section, None))
-                if self.host_real_line is None or line < self.host_real_line:
-                    self.host_real_line = line
-
-        def check_selftest(section, group):
-            """A selftest's page and its injection go together"""
-            for c in group:
-                if (c["page"] in SELFTEST_PROGRAMS) != (c["inject"] == "guest-selftest"):
-                    fail(section, "inject", f"page = {c['page']} and inject = {c['inject']} do not go "
-                                            "together: a selftest's page (" + ", ".join(SELFTEST_PROGRAMS)
-                                            + ") makes its own errors, inject = guest-selftest, and "
-                                            "only it")
-
-        def check_forwarder(section, group):
-            """QEMU can handle only what reaches it: a host error"""
-            for c in group:
-                if c["forwarder"] != "qemu":
-                    continue
-                if c["inject"] not in ("host", "host-real"):
-                    fail(section, "forwarder", f"forwarder = qemu needs a host error (inject = host or "
-                                               f"host-real): with inject = {c['inject']} the guest makes "
-                                               "the error itself and QEMU never hears of it")
-
-        scenarios = []
-        for section in sections:
-            kind, _, name = section.partition(" ")
-            name = name.strip() or kind
-            s = parser[section]
-            if kind == "case":
-                check_keys(section, CASE_KEYS)
-                guest = guest_of(section, s.get("guest"))
-                page = one_of(section, "page", s.get("page", "anon-dirty"), PAGES)
-                needs(section, "page", guest, page)
-                scenarios.append([dict(
-                    scenario=name, guest=guest.name, page=page,
-                    kind=one_of(section, "kind", s.get("kind", "ao"), KINDS),
-                    kill=one_of(section, "kill", s.get("kill", "early"), KILLS),
-                    inject=one_of(section, "inject", s.get("inject", "host"), INJECTS),
-                    recovery=one_of(section, "recovery", integer(section, "recovery", 1), (0, 1)),
-                    burst=integer(section, "burst", 1, 1), repeat=boolean(section, "repeat", False),
-                    forwarder=one_of(section, "forwarder", s.get("forwarder", "vmced"), FORWARDERS),
-                    expect=s.get("expect"))])
-                scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
-                check_real(section, scenarios[-1])
-                check_selftest(section, scenarios[-1])
-                check_forwarder(section, scenarios[-1])
-            elif kind == "matrix":
-                check_keys(section, MATRIX_KEYS)
-                guest = guest_of(section, s.get("guest"))
-                pages = [one_of(section, "pages", p, PAGES) for p in _list(s.get("pages", "anon-dirty"))]
-                for p in pages:
-                    needs(section, "pages", guest, p)
-                kinds = [one_of(section, "kinds", k, KINDS) for k in _list(s.get("kinds", "ao"))]
-                kills = [one_of(section, "kill", k, KILLS) for k in _list(s.get("kill", "early"))]
-                injects = [one_of(section, "inject", i, INJECTS) for i in _list(s.get("inject", "host"))]
-                recoveries = [one_of(section, "recovery", int(r), (0, 1))
-                              for r in _list(s.get("recovery", "1"))]
-                forwarders = [one_of(section, "forwarder", f, FORWARDERS)
-                              for f in _list(s.get("forwarder", "vmced"))]
-                scenarios.append([dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl,
-                                       inject=i, recovery=r, burst=integer(section, "burst", 1, 1),
-                                       repeat=boolean(section, "repeat", False), forwarder=f)
-                                  for p, k, kl, i, r, f in itertools.product(pages, kinds, kills, injects,
-                                                                             recoveries, forwarders)])
-                scenarios[-1] = [as_errors(c, errors) for c in scenarios[-1]]
-                check_real(section, scenarios[-1])
-                check_selftest(section, scenarios[-1])
-                check_forwarder(section, scenarios[-1])
+    def _expand(self, scenarios):
+        """The cases of @scenarios (lists of dicts of Case's arguments, a list
+        per [case] or [matrix]) on each of their guest's kernels and QEMUs,
+        repetitions times"""
         # kernel outermost, then QEMU: a worker is done with one (kernel,
         # QEMU)'s guests before it boots the next one's
         kernel_order = list(dict.fromkeys(k for g in self.guests.values() for k in g.kernels))
@@ -641,18 +446,17 @@ class Campaign:
                                                    qemu=self.qemus[qemu], accel=g.accel, cpu=g.cpu,
                                                    qemu_in_id=len(qemu_order) > 1, **c))
         if not self.cases:
-            raise SpecError(f"{path}: names no cases: add a [matrix NAME] or a [case NAME]")
+            raise SpecError(f"{self.path}: names no cases: add a [matrix NAME] or a [case NAME]")
         seen = {}
         for case in self.cases:
             if case.id in seen:
-                raise SpecError(f"{path}: two cases are the same ({case.id}): give them different "
+                raise SpecError(f"{self.path}: two cases are the same ({case.id}): give them different "
                                 "names or change them")
             seen[case.id] = case
         # an image's guest has no data disk of vmce's: its files go on its own disk (qga.DATA_DIR)
         if any(NEEDS.get(c.page) == "disk" and not self.guests[c.guest].image for c in self.cases) \
                 and not os.path.exists(paths.disk()):
-            raise SpecError(f"{path}: the guest data disk is missing at {paths.disk()}: run `make image`")
-        return self
+            raise SpecError(f"{self.path}: the guest data disk is missing at {paths.disk()}: run `make image`")
 
     def check_host(self):
         """inject = host-real needs a host kernel that can poison a page
@@ -697,3 +501,256 @@ class Campaign:
     @property
     def qemu_names(self):
         return list(dict.fromkeys(c.qemu for c in self.cases))
+
+
+class _File:
+    """A campaign file as read: its sections, each key's line, and errors as
+    FILE:LINE: problem"""
+
+    def __init__(self, text, path):
+        self.path, self.where = path, _locate(text)
+        self.parser = configparser.ConfigParser(interpolation=None, strict=True,
+                                                inline_comment_prefixes=("#", ";"))
+        try:
+            self.parser.read_string(text, source=path)
+        except configparser.Error as e:
+            line = getattr(e, "lineno", None)
+            msg = str(e).splitlines()[0]
+            raise SpecError(f"{path}:{line}: {msg}" if line else f"{path}: {msg}") from None
+
+    def fail(self, section, key, problem):
+        line = self.where.get((section, key)) or self.where.get((section, None)) or "?"
+        raise SpecError(f"{self.path}:{line}: {problem}")
+
+    def sections(self):
+        """[(section, kind, name)] in the file's order; an unknown kind fails"""
+        out = []
+        for section in self.parser.sections():
+            kind, _, name = section.partition(" ")
+            if kind not in SECTIONS:
+                known = ", ".join(f"[{k} NAME]" if k in NAMED else f"[{k}]" for k in SECTIONS)
+                self.fail(section, None, f"unknown section [{section}] (known: {known})")
+            out.append((section, kind, name.strip()))
+        return out
+
+    def values(self, section, kind):
+        """{key: value} of every key SECTIONS has for @kind: the file's, read
+        and checked, or the default"""
+        keys = SECTIONS[kind]
+        known = sorted(k.name for k in keys)
+        for key in self.parser[section]:
+            if key not in known:
+                self.fail(section, key, f"unknown key '{key}' in [{section}] (known: {', '.join(known)})")
+        return {k.name: self.value(section, k) for k in keys}
+
+    def value(self, section, key):
+        text = self.parser[section].get(key.name)
+        if text is None:
+            return key.default
+        if key.each:
+            return [self.item(section, key, t) for t in _list(text)]
+        return self.item(section, key, text)
+
+    def item(self, section, key, text):
+        try:
+            value = key.type.parse(text)
+        except ValueError:
+            self.fail(section, key.name, key.type.error.format(key=key.name, value=text))
+        if key.low is not None and value < key.low:
+            self.fail(section, key.name, TOO_LOW.format(key=key.name, low=key.low))
+        if key.allowed is not None and value not in key.allowed:
+            self.fail(section, key.name, NOT_ALLOWED.format(key=key.name, value=value,
+                                                             allowed=", ".join(map(str, key.allowed))))
+        return value
+
+
+class _Reader:
+    """Campaign.parse's work: the sections of @file made into @campaign's
+    settings, guests and cases, with what the command line (@opts: parse's
+    arguments) puts in place of the file's"""
+
+    def __init__(self, campaign, file, opts):
+        self.c, self.file, self.opts = campaign, file, opts
+        self.fail = file.fail
+
+    def read(self):
+        sections = self.file.sections()
+        for section, kind, _ in sections:
+            if kind == "hosts":
+                self.c.hosts = hosts_of(self.file.parser[section],
+                                        lambda key, problem: self.fail("hosts", key, problem))
+            elif kind == "campaign":
+                self.settings(section)
+        for section, kind, name in sections:
+            if kind == "guest":
+                guest = self.guest(section, self.file.values(section, kind), name or "guest")
+                self.c.guests[guest.name] = guest
+        if not self.c.guests:
+            self.c.guests["guest"] = self.default_guest()
+        scenarios = [self.scenario(section, kind, name or kind) for section, kind, name in sections
+                     if kind in ("case", "matrix")]
+        self.c._expand(scenarios)
+
+    def settings(self, section):
+        for key, value in self.file.values(section, "campaign").items():
+            setattr(self.c, key.replace("-", "_"), value)
+        if self.c.name is None:
+            self.c.name = os.path.splitext(os.path.basename(self.file.path))[0]
+
+    def guest(self, section, v, name):
+        machine = self.opts["machine"]
+        accel = machine[0] if machine else v["accel"]
+        qemus = self.names(section, "qemu", v["qemu"])
+        if v["image"] and v["kernel"]:
+            self.fail(section, "image", "a guest has a kernel or an image, not both: an image boots "
+                                        "its own kernel")
+        is_image = bool(self.opts["images"] or v["image"])
+        guest = Guest(name, mem=v["mem"] or ("1G" if is_image else "512M"), cpus=v["cpus"], accel=accel,
+                      hugepages=v["hugepages"], ksm=v["ksm"], disk=v["disk"],
+                      kernels=self.names(section, "image" if is_image else "kernel",
+                                         v["image"] if is_image else v["kernel"]),
+                      qemus=qemus, cpu=self.cpu(section, (machine[1] or DEFAULT_CPU) if machine else v["cpu"],
+                                                qemus, accel))
+        guest.image = is_image
+        return guest
+
+    def default_guest(self):
+        """The guest of a file with no [guest]: the defaults, on the command
+        line's images, kernels and QEMUs"""
+        images, machine = self.opts["images"], self.opts["machine"]
+        guest = Guest("guest", mem="1G" if images else "512M",
+                      kernels=self.names(None, "image" if images else "kernel", []),
+                      qemus=self.names(None, "qemu", []))
+        guest.image = bool(images)
+        if machine:
+            guest.accel, guest.cpu = machine[0], machine[1] or DEFAULT_CPU
+        return guest
+
+    def names(self, section, key, value):
+        """A guest's kernels, images or QEMUs (@key): the command line's, or
+        the file's (@value), or the default; each name or PATH resolved once,
+        before anything runs (a kernel's PATH gets its initramfs here, a
+        QEMU is asked its version and target)"""
+        what, override, default, resolve, error, cache = self.name_kinds(key)
+        spellings = override or value or default
+        # the command line's or the default have no line to name: where they come from instead
+        at_line = key if section and value and not override else None
+        env = os.environ.get("VMCE_QEMU")
+        origin = f"--{key}s: " if override else (f"VMCE_QEMU={env}: " if key == "qemu" and env else "")
+
+        def wrong(problem):
+            if at_line is None:
+                raise SpecError(f"{self.file.path}: {origin}{problem}") from None
+            self.fail(section, at_line, problem)
+        if len(set(spellings)) != len(spellings):
+            wrong(f"{what} is named twice in '{', '.join(spellings)}'")
+        for s in spellings:
+            if s not in cache:
+                try:
+                    cache[s] = resolve(s)
+                except error as e:
+                    wrong(str(e))
+        return spellings
+
+    def name_kinds(self, key):
+        """(what one is called, the command line's list, the default list,
+        how one is resolved, its error, where resolved ones are kept)"""
+        if key == "qemu":
+            return ("a QEMU", self.opts["qemus"], [qemus_mod.spelling()], qemus_mod.resolve,
+                    qemus_mod.QemuError, self.c.qemus)
+        if key == "kernel":
+            return ("a kernel", self.opts["kernels"], [kernels_mod.DEFAULT],
+                    lambda k: kernels_mod.resolve(k, prepare=True), kernels_mod.KernelError, self.c.kernels)
+        resolve_image = self.opts["resolve_image"]
+
+        def image(name):
+            # an image stands where a kernel stands (the cases on it are that image's)
+            if name in kernels_mod.NAMES and resolve_image is None:
+                raise images_mod.ImageError(f"'{name}' is a kernel, not an image: say kernel = {name}")
+            return (resolve_image or images_mod.resolve)(name)
+        return ("an image", self.opts["images"], [], image, images_mod.ImageError, self.c.kernels)
+
+    def cpu(self, section, cpu, spellings, accel):
+        """The guest's -cpu; every QEMU of the guest must have what its
+        flags ask for"""
+        features = qemus_mod.cpu_features(cpu)
+        for feature in sorted(features):
+            for q in spellings:
+                try:
+                    self.c.qemus[q].require(feature, f"-cpu {cpu}")
+                except qemus_mod.QemuError as e:
+                    self.fail(section, "cpu", str(e))
+        # QEMU leaves it out under TCG ("TCG doesn't support requested
+        # feature: CPUID.80000007H:EBX.succor"), 7.2's series and 10.0
+        # alike: the AMD guest would have no SUCCOR, and vmced refuses
+        # the errors of an AMD guest that cannot recover
+        if "succor" in features and accel == "tcg":
+            self.fail(section, "cpu", f"-cpu {cpu} under TCG: QEMU gives a guest SUCCOR under KVM only "
+                                      "(TCG leaves the flag out, and an AMD guest without it cannot recover): "
+                                      "use accel = kvm")
+        return cpu
+
+    def scenario(self, section, kind, name):
+        """The cases of a [case NAME] (one) or a [matrix NAME] (every
+        combination of its lists), as dicts of Case's arguments"""
+        v = self.file.values(section, kind)
+        guest = self.guest_of(section, v["guest"])
+        if kind == "case":
+            self.needs(section, "page", guest, v["page"])
+            group = [dict(scenario=name, guest=guest.name, page=v["page"], kind=v["kind"], kill=v["kill"],
+                          inject=v["inject"], recovery=v["recovery"], burst=v["burst"], repeat=v["repeat"],
+                          forwarder=v["forwarder"], expect=v["expect"])]
+        else:
+            for p in v["pages"]:
+                self.needs(section, "pages", guest, p)
+            group = [dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl, inject=i, recovery=r,
+                          burst=v["burst"], repeat=v["repeat"], forwarder=f)
+                     for p, k, kl, i, r, f in itertools.product(v["pages"], v["kinds"], v["kill"], v["inject"],
+                                                                v["recovery"], v["forwarder"])]
+        group = [as_errors(c, self.opts["errors"]) for c in group]
+        for check in (self.check_real, self.check_selftest, self.check_forwarder):
+            for c in group:
+                check(section, kind, c)
+        return group
+
+    def guest_of(self, section, name):
+        name = name or next(iter(self.c.guests))
+        if name not in self.c.guests:
+            self.fail(section, "guest", f"no [guest {name}] in this file")
+        return self.c.guests[name]
+
+    def needs(self, section, key, guest, page):
+        """What @page needs of @guest, which must have it"""
+        need = NEEDS.get(page)
+        if need == "hugepages" and guest.hugepages < 1:
+            self.fail(section, key, f"page {page} needs hugepages: set 'hugepages' in [guest {guest.name}]")
+        if need == "ksm" and not guest.ksm:
+            self.fail(section, key, f"page {page} needs KSM: set 'ksm = true' in [guest {guest.name}]")
+        if need == "disk" and not guest.disk:
+            self.fail(section, key, f"page {page} needs the data disk of [guest {guest.name}]")
+
+    def check_real(self, section, kind, c):
+        """A real host error is one the host kernel can be made to send"""
+        if c["inject"] != "host-real":
+            return
+        why = None if c.get("not_real") else real_refusal(c)
+        if why:
+            self.fail(section, "repeat" if c["repeat"] else "kind" if kind == "case" else "kinds", why)
+        where = self.file.where
+        line = where.get((section, "inject")) or where.get((section, None))
+        if self.c.host_real_line is None or line < self.c.host_real_line:
+            self.c.host_real_line = line
+
+    def check_selftest(self, section, kind, c):
+        """A selftest's page and its injection go together"""
+        if (c["page"] in SELFTEST_PROGRAMS) != (c["inject"] == "guest-selftest"):
+            self.fail(section, "inject", f"page = {c['page']} and inject = {c['inject']} do not go "
+                                         "together: a selftest's page (" + ", ".join(SELFTEST_PROGRAMS)
+                                         + ") makes its own errors, inject = guest-selftest, and only it")
+
+    def check_forwarder(self, section, kind, c):
+        """QEMU can handle only what reaches it: a host error"""
+        if c["forwarder"] == "qemu" and c["inject"] not in ("host", "host-real"):
+            self.fail(section, "forwarder", f"forwarder = qemu needs a host error (inject = host or "
+                                            f"host-real): with inject = {c['inject']} the guest makes "
+                                            "the error itself and QEMU never hears of it")

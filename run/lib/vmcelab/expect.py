@@ -244,7 +244,7 @@ INTEL, AMD = "GenuineIntel", "AuthenticAMD"
 def qemu_handles(forwarder, accel, cpu_flags, behaviour, host_vendor):
     """(what, why): what QEMU does with a host memory error vmced lets it
     handle, given the case's forwarder, its guest's accelerator and -cpu
-    flags (the features asked for, campaign.cpu_features()), the QEMU's
+    flags (the features asked for, qemus.cpu_features()), the QEMU's
     BEHAVIOUR entry and, for KVM, the host's CPU vendor. None when vmced
     forwards it (forwarder = vmced), or nothing is written down for it"""
     if forwarder != "qemu":
@@ -404,11 +404,10 @@ def expectation(case, vendor=None):
     forwarder = getattr(case, "forwarder", "vmced")
     if forwarder != "qemu" or exp is None:
         return exp
-    from .campaign import cpu_features  # (campaign -> hosts -> expect: not at the top)
     behaviour, qtable, qnearest = qemu_of(case)
     if case.accel == "kvm" and vendor is None:
         vendor = host_vendor()
-    handled = qemu_handles(forwarder, case.accel, cpu_features(case.cpu), behaviour, vendor)
+    handled = qemu_handles(forwarder, case.accel, qemus.cpu_features(case.cpu), behaviour, vendor)
     if handled is None:
         return None
     what, why = handled
@@ -583,42 +582,62 @@ def _judge(case, exp, obs, not_run):
         return _judge_override(case.expect_override, obs)
     if exp.selftest:
         return _judge_selftest(exp, obs)
-    fails, oddities = [], []
-    if exp.guest == "qemu-died":
-        if obs["qemu_alive"]:
-            return "fail", [f"QEMU lived on, though {exp.qemu_table} dies of it: {exp.note}"]
-        return "pass", [f"QEMU died ({qemu_exit_words(obs)}), as {exp.qemu_table} does: {exp.note}"]
-    if exp.guest == "dropped":
-        actions = [(i.get("qemu_event") or {}).get("action") for i in obs.get("injected") or []
-                   if isinstance(i, dict)]
-        if not obs["qemu_alive"]:
-            return "fail", [f"QEMU died ({qemu_exit_words(obs)})"]
-        if obs.get("reset"):
-            return "fail", [f"the guest reset ({obs['reset']}), though inject-mce drops what it cannot take"]
-        if not obs["guest_alive"]:
-            return "fail", ["the guest stopped answering"]
-        if not actions or any(a != "ignore" for a in actions):
-            return "fail", [f"QEMU's MEMORY_FAILURE said {actions or 'nothing'}, expected ignore"]
-        return "pass", [f"QEMU dropped it (MEMORY_FAILURE ignore) and the guest lives on: {exp.note}"]
-    if exp.guest == "reset":
-        if not obs["qemu_alive"]:
-            return "fail", [f"QEMU died ({qemu_exit_words(obs)}) instead of resetting the guest"]
-        if obs.get("reset"):
-            after = obs.get("after_reset") or {}
-            came = (f"; its next boot answered after {after['seconds']:.0f} s" if after.get("booted")
-                    else f"; its next boot did not come up ({after.get('why')})" if after else "")
-            return "pass", [f"the guest reset ({obs['reset']}){came}: {exp.note}"]
-        if obs["panic"]:
-            return "fail", [f"the guest panicked instead of resetting: {obs['panic']}"]
-        return "fail", ["the guest did not reset" + (" and lives on" if obs["guest_alive"] else "")]
+    if exp.guest in _JUDGE_FATE:
+        return _JUDGE_FATE[exp.guest](exp, obs)
     if exp.guest == "panic":
         if not obs["panic"]:
-            fails.append("the guest did not panic")
-        return ("fail", fails) if fails else ("pass", [f"the guest panicked: {obs['panic']}"])
+            return "fail", ["the guest did not panic"]
+        return "pass", [f"the guest panicked: {obs['panic']}"]
+    return _judge_handled(case, exp, obs)
+
+
+def _judge_qemu_died(exp, obs):
+    """QEMU is expected to die of the error (forwarder = qemu)"""
+    if obs["qemu_alive"]:
+        return "fail", [f"QEMU lived on, though {exp.qemu_table} dies of it: {exp.note}"]
+    return "pass", [f"QEMU died ({qemu_exit_words(obs)}), as {exp.qemu_table} does: {exp.note}"]
+
+
+def _judge_dropped(exp, obs):
+    """QEMU is expected to drop the error and the guest to live on"""
+    actions = [(i.get("qemu_event") or {}).get("action") for i in obs.get("injected") or []
+               if isinstance(i, dict)]
+    if not obs["qemu_alive"]:
+        return "fail", [f"QEMU died ({qemu_exit_words(obs)})"]
+    if obs.get("reset"):
+        return "fail", [f"the guest reset ({obs['reset']}), though inject-mce drops what it cannot take"]
+    if not obs["guest_alive"]:
+        return "fail", ["the guest stopped answering"]
+    if not actions or any(a != "ignore" for a in actions):
+        return "fail", [f"QEMU's MEMORY_FAILURE said {actions or 'nothing'}, expected ignore"]
+    return "pass", [f"QEMU dropped it (MEMORY_FAILURE ignore) and the guest lives on: {exp.note}"]
+
+
+def _judge_reset(exp, obs):
+    """The guest is expected to reset (a kernel without the handler)"""
+    if not obs["qemu_alive"]:
+        return "fail", [f"QEMU died ({qemu_exit_words(obs)}) instead of resetting the guest"]
+    if obs.get("reset"):
+        after = obs.get("after_reset") or {}
+        came = (f"; its next boot answered after {after['seconds']:.0f} s" if after.get("booted")
+                else f"; its next boot did not come up ({after.get('why')})" if after else "")
+        return "pass", [f"the guest reset ({obs['reset']}){came}: {exp.note}"]
+    if obs["panic"]:
+        return "fail", [f"the guest panicked instead of resetting: {obs['panic']}"]
+    return "fail", ["the guest did not reset" + (" and lives on" if obs["guest_alive"] else "")]
+
+
+# what the guest as a whole is expected to come to, where no handler's
+# word is judged
+_JUDGE_FATE = {"qemu-died": _judge_qemu_died, "dropped": _judge_dropped, "reset": _judge_reset}
+
+
+def _judge_handled(case, exp, obs):
+    """The guest kernel's handler took the error: its word on each page,
+    who got which signal, what the workloads saw, what came after"""
+    fails, oddities = [], []
     if not obs["qemu_alive"]:
         fails.append(f"QEMU died ({qemu_exit_words(obs)})")
-    # ksmd compares stable KSM pages all the time: it may read the poisoned
-    # page before the campaign provokes it
     after = obs.get("aftermath")
     trouble = list(obs.get("trouble") or [])
     # the kernel may read a page it still uses (ksmd's comparisons, the slab
@@ -631,54 +650,21 @@ def _judge(case, exp, obs, not_run):
         fails.append(f"the guest panicked: {obs['panic']}")
     elif not obs["guest_alive"]:
         fails.append("the guest stopped answering")
-    for w in obs["workloads"]:
-        got = obs["actions"].get(w["pfn"])
-        if case.repeat and got is None:
-            continue
-        if got is None:
-            fails.append(f"no \"recovery action\" line for pfn {w['pfn']}")
-        elif tuple(got) != tuple(exp.action):
-            fails.append(f"pfn {w['pfn']}: \"{got[0]}: {got[1]}\", expected "
-                         f"\"{exp.action[0]}: {exp.action[1]}\"")
-    if case.repeat and not obs["already"]:
-        fails.append("the second error was not reported as already poisoned")
+    fails += _action_problems(case, exp, obs)
     if exp.signals == "none":
         if obs["signals"]:
             oddities.append(f"signals nobody expected: {obs['signals']}")
     elif obs["guest_alive"]:
         fails += _signal_problems(exp, obs["workloads"], obs["signals"])
-    if exp.signals in ("none", "ao") and obs["guest_alive"]:
-        dead = sorted(int(p) for p, alive in (obs.get("victims_alive") or {}).items() if not alive)
-        if dead:
-            fails.append(f"process(es) {', '.join(map(str, dead))} died, though "
-                         + ("nobody was to be signalled" if exp.signals == "none"
-                            else "an AO is advice they survive"))
-    for check in obs.get("checks") or []:
-        if exp.fsync_eio and check.get("fsync_errno") != 5:
-            fails.append(f"fsync returned errno {check.get('fsync_errno')}, not EIO")
-        if exp.reread_ok and check.get("reread_ok") is not True:
-            fails.append("the data did not read back right")
-    if (exp.fsync_eio or exp.reread_ok) and not obs.get("checks") and obs["guest_alive"]:
-        fails.append("the workload did not report its check")
+    fails += _victim_problems(exp, obs)
+    fails += _check_problems(exp, obs)
     fails += _node_stats_problems(obs)
     hc = obs.get("hardware_corrupted_kb")
     if exp.hc_kb is not None and hc is not None and hc != exp.hc_kb:
         oddities.append(f"HardwareCorrupted grew by {hc} kB, expected {exp.hc_kb}")
     for t in trouble:
         oddities.append(f"guest log: {t}")
-    if exp.aftermath in ("ksm-merge", "exit"):
-        if after is None:
-            if obs["guest_alive"]:
-                fails.append(f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}")
-        elif not after.get("crash"):
-            fails.append(f"expected: {AFTERMATH[exp.aftermath]}; the guest lived on")
-    elif exp.aftermath == "ksm-merge-lives":
-        if after is None or not after.get("merged"):
-            if obs["guest_alive"]:
-                fails.append(f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"
-                             + (f" ({after.get('error')})" if after and after.get("error") else ""))
-        elif after.get("crash"):
-            fails.append(f"ksmd read the poisoned page: {after['crash']}")
+    fails += _aftermath_problems(exp, obs, after)
     if obs.get("overflows"):
         oddities.append(f"memory_failure() queue overflowed for {len(obs['overflows'])} page(s)")
     if fails:
@@ -689,6 +675,68 @@ def _judge(case, exp, obs, not_run):
     if after and after.get("crash"):
         reasons.append(f"aftermath ({after['how']}): {after['crash']}")
     return "pass", reasons
+
+
+def _action_problems(case, exp, obs):
+    """The handler's "recovery action" line for each page (and, for a
+    repeat, its "already poisoned")"""
+    problems = []
+    for w in obs["workloads"]:
+        got = obs["actions"].get(w["pfn"])
+        if case.repeat and got is None:
+            continue
+        if got is None:
+            problems.append(f"no \"recovery action\" line for pfn {w['pfn']}")
+        elif tuple(got) != tuple(exp.action):
+            problems.append(f"pfn {w['pfn']}: \"{got[0]}: {got[1]}\", expected "
+                            f"\"{exp.action[0]}: {exp.action[1]}\"")
+    if case.repeat and not obs["already"]:
+        problems.append("the second error was not reported as already poisoned")
+    return problems
+
+
+def _victim_problems(exp, obs):
+    """Processes that died though nothing was to kill them"""
+    if exp.signals not in ("none", "ao") or not obs["guest_alive"]:
+        return []
+    dead = sorted(int(p) for p, alive in (obs.get("victims_alive") or {}).items() if not alive)
+    if not dead:
+        return []
+    return [f"process(es) {', '.join(map(str, dead))} died, though "
+            + ("nobody was to be signalled" if exp.signals == "none" else "an AO is advice they survive")]
+
+
+def _check_problems(exp, obs):
+    """What the workload saw of its file afterwards: fsync's EIO, the data
+    read back"""
+    problems = []
+    for check in obs.get("checks") or []:
+        if exp.fsync_eio and check.get("fsync_errno") != 5:
+            problems.append(f"fsync returned errno {check.get('fsync_errno')}, not EIO")
+        if exp.reread_ok and check.get("reread_ok") is not True:
+            problems.append("the data did not read back right")
+    if (exp.fsync_eio or exp.reread_ok) and not obs.get("checks") and obs["guest_alive"]:
+        problems.append("the workload did not report its check")
+    return problems
+
+
+def _aftermath_problems(exp, obs, after):
+    """What happens when the kernel uses the page again (AFTERMATH), where
+    it was brought about"""
+    if exp.aftermath in ("ksm-merge", "exit"):
+        if after is None:
+            if obs["guest_alive"]:
+                return [f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"]
+        elif not after.get("crash"):
+            return [f"expected: {AFTERMATH[exp.aftermath]}; the guest lived on"]
+    elif exp.aftermath == "ksm-merge-lives":
+        if after is None or not after.get("merged"):
+            if obs["guest_alive"]:
+                return [f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"
+                        + (f" ({after.get('error')})" if after and after.get("error") else "")]
+        elif after.get("crash"):
+            return [f"ksmd read the poisoned page: {after['crash']}"]
+    return []
 
 
 def _judge_selftest(exp, obs):

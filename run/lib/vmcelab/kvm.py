@@ -5,7 +5,7 @@ import hashlib
 import json
 import os
 
-from . import paths
+from . import paths, qemus
 
 
 def _probe_key(qemu):
@@ -23,7 +23,7 @@ def kvm_usable(qemu=None, timeout=30.0):
     """(usable, reason); the answer is cached in the build directory."""
     if not os.path.exists("/dev/kvm"):
         return False, "no /dev/kvm"
-    qemu = qemu or paths.qemu()
+    qemu = qemu or qemus.binary()
     cache = os.path.join(paths.build_dir(), "kvm-probe.json")
     key = _probe_key(qemu)
     try:

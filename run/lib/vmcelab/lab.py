@@ -30,7 +30,8 @@ import sys
 import threading
 import time
 
-from . import labcampaign, overhead, paths
+from . import labcampaign, overhead
+from . import qemus as qemus_mod
 from .daemon import Vmced
 from .vm import Vm
 
@@ -751,85 +752,24 @@ def start_victim(l2, kind):
 
 
 def run_scenario(sc, l2, l1log):
-    name = sc["name"]
-    agent = l2.vm.agent
-    resync(agent)
-    kind = sc["kind"]
-    agent.call("sysctl", name="vm.memory_failure_early_kill",
-               value=0 if sc.get("kill") == "late" else 1)
-    victim, offset, hva, passed_over = start_victim(l2, kind)
-    gpa = int(victim["gpa"], 16)
-    if l2.daemon is not None:
-        # AR for real: the host's early AO must not reach the guest, so
-        # that the guest learns of the page only when it consumes it
-        policy = sc.get("policy") or ("ignore-ao" if kind == "ar" else "forward")
-        l2.daemon.ctl("policy", l2.name, policy, "--hugepage", sc.get("hugepage") or "one")
-    in_rom = rom_blob(l2.vm, gpa)
+    victim, offset, hva, passed_over = prepare_victim(sc, l2)
+    in_rom = rom_blob(l2.vm, int(victim["gpa"], 16))
     journal_len = len(l2.daemon.journal_records()) if l2.daemon else 0
     console_len = len(l2.vm.console())
     l1log.new_lines()
     host_before = None
     if l2.ram is None:
         host_before = dict(host_page(l2.vm.pid, hva), anon_huge_kb=anon_huge_kb(l2.vm.pid, hva))
-        progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
+        progress(f"{sc['name']}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
                  f"pfn {host_before['pfn']:#x} ({'in a THP' if host_before.get('thp') else '4 KiB'}); "
                  "poisoning it")
     else:
-        progress(f"{name}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
+        progress(f"{sc['name']}: victim {victim['pid']} page GPA {victim['gpa']} = QEMU HVA {hva:#x} = "
                  f"{l2.ram} offset {offset:#x}; poisoning it")
-    inject = sc.get("inject", "madvise")
-    if l2.ram is None:
-        # QEMU's anonymous RAM: its pfn from QEMU's page table, to debugfs
-        # hwpoison (memory_failure(pfn, 0): a found error, QEMU gets an AO)
-        argv = ["vmce-poison", "pid-addr", str(l2.vm.pid), hex(hva)]
-    elif inject == "corrupt-pfn" or sc.get("pfn") is not None:
-        # debugfs hwpoison: poisons a pfn, whoever owns it, so make sure it
-        # is the guest's: anything else could take L1 down with it
-        pfns = l2.ram_pfns()
-        target = sc.get("pfn")
-        if target is None:
-            target = next((p for p, off in pfns.items() if off == offset), None)
-        if target is None:
-            raise LabError(f"QEMU has no page at {l2.ram} offset {offset:#x}")
-        if target not in pfns:
-            raise LabInputError(f"pfn {target:#x} is not guest RAM of {l2.name} (no page of "
-                                f"{l2.ram} in QEMU has it): not poisoning it")
-        argv = ["vmce-poison", "corrupt-pfn", hex(target)]
-    else:
-        argv = ["vmce-poison", "file", l2.ram, hex(offset)]
-    # QEMU announces every injection with a timestamped MEMORY_FAILURE event
-    # on every monitor: the time from poison to injection, whoever injects
-    events = l2.vm.qmp()
-    t0 = time.monotonic()
-    res = subprocess.run(argv, capture_output=True, text=True)
-    if res.returncode != 0:
-        events.close()
-        raise LabError(res.stderr.strip())
-    poisoned = json.loads(res.stdout)
-    pfn = poisoned["pfn"]
-    outcome, sig, mce_ms = observe(l2, sc, victim, t0, console_len,
-                                   180 if sc["accel"] == "tcg" else 60)
-    elapsed_ms = (time.monotonic() - t0) * 1000
-    injected_ms = None
-    try:
-        for ev in events.poll_events(0.5):
-            data = ev.get("data", {})
-            if ev["event"] == "MEMORY_FAILURE" and data.get("action") == "inject":
-                ts = ev["timestamp"]
-                injected_ms = (ts["seconds"] * 1e9 + ts["microseconds"] * 1e3
-                               - poisoned["time_ns"]) / 1e6
-                break
-    finally:
-        events.close()
+    poisoned, (outcome, sig, mce_ms), elapsed_ms, injected_ms = poison(
+        l2, sc, victim, poison_argv(sc, l2, hva, offset), console_len)
     if l2.daemon and not l2.vm.alive():
-        # vmced journals what QEMU's death cut short (an injection QEMU never
-        # answered, a loss's pages) before the QEMU's vm-exit record: the
-        # journal is whole once that is in (seen: a 1 GiB loss's AO record
-        # came after the copy was taken)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not any(
-                r.get("type") == "vm-exit" for r in l2.daemon.journal_records()[journal_len:]):
-            time.sleep(0.1)
+        journal_whole(l2, journal_len)
     loss = huge_page_loss(l2, journal_len, sc) if l2.daemon else None
     guest_log = [ln for ln in console_lines(l2.vm, console_len) if GUEST_MCE.search(ln)]
     journal = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
@@ -843,7 +783,7 @@ def run_scenario(sc, l2, l1log):
         # GPAs of victims whose page was no longer the RAM file's (vmced
         # replaced it with anonymous memory, earlier in this guest's life)
         "victims_passed_over": passed_over,
-        "outcome": outcome, "host_pfn": pfn, "gpa": victim["gpa"],
+        "outcome": outcome, "host_pfn": poisoned["pfn"], "gpa": victim["gpa"],
         "ram_offset": hex(offset) if offset is not None else None,
         # anon/thp: the victim's host page before the error (pagemap,
         # kpageflags, AnonHugePages of its mapping), and what vmce-poison
@@ -864,6 +804,92 @@ def run_scenario(sc, l2, l1log):
         "huge_page_loss": loss,
         "blast_radius": blast,
     }
+    after_the_error(l2, sc, victim, sig, elapsed_ms, result)
+    return result
+
+
+def prepare_victim(sc, l2):
+    """The scenario's victim, with the guest's kill policy and vmced's
+    policy set for it: (victim, RAM file offset, HVA, GPAs passed over)"""
+    agent = l2.vm.agent
+    resync(agent)
+    agent.call("sysctl", name="vm.memory_failure_early_kill",
+               value=0 if sc.get("kill") == "late" else 1)
+    victim, offset, hva, passed_over = start_victim(l2, sc["kind"])
+    if l2.daemon is not None:
+        # AR for real: the host's early AO must not reach the guest, so
+        # that the guest learns of the page only when it consumes it
+        policy = sc.get("policy") or ("ignore-ao" if sc["kind"] == "ar" else "forward")
+        l2.daemon.ctl("policy", l2.name, policy, "--hugepage", sc.get("hugepage") or "one")
+    return victim, offset, hva, passed_over
+
+
+def poison_argv(sc, l2, hva, offset):
+    """How vmce-poison puts the real error in the victim's host page"""
+    if l2.ram is None:
+        # QEMU's anonymous RAM: its pfn from QEMU's page table, to debugfs
+        # hwpoison (memory_failure(pfn, 0): a found error, QEMU gets an AO)
+        return ["vmce-poison", "pid-addr", str(l2.vm.pid), hex(hva)]
+    if sc.get("inject", "madvise") == "corrupt-pfn" or sc.get("pfn") is not None:
+        # debugfs hwpoison: poisons a pfn, whoever owns it, so make sure it
+        # is the guest's: anything else could take L1 down with it
+        pfns = l2.ram_pfns()
+        target = sc.get("pfn")
+        if target is None:
+            target = next((p for p, off in pfns.items() if off == offset), None)
+        if target is None:
+            raise LabError(f"QEMU has no page at {l2.ram} offset {offset:#x}")
+        if target not in pfns:
+            raise LabInputError(f"pfn {target:#x} is not guest RAM of {l2.name} (no page of "
+                                f"{l2.ram} in QEMU has it): not poisoning it")
+        return ["vmce-poison", "corrupt-pfn", hex(target)]
+    return ["vmce-poison", "file", l2.ram, hex(offset)]
+
+
+def poison(l2, sc, victim, argv, console_len):
+    """Runs vmce-poison (@argv) and watches the guest: (what vmce-poison
+    says it poisoned, observe()'s (outcome, signal, ms to the first MCE
+    line), ms to the outcome, ms to QEMU's injection)"""
+    # QEMU announces every injection with a timestamped MEMORY_FAILURE event
+    # on every monitor: the time from poison to injection, whoever injects
+    events = l2.vm.qmp()
+    t0 = time.monotonic()
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode != 0:
+        events.close()
+        raise LabError(res.stderr.strip())
+    poisoned = json.loads(res.stdout)
+    observed = observe(l2, sc, victim, t0, console_len, 180 if sc["accel"] == "tcg" else 60)
+    elapsed_ms = (time.monotonic() - t0) * 1000
+    injected_ms = None
+    try:
+        for ev in events.poll_events(0.5):
+            data = ev.get("data", {})
+            if ev["event"] == "MEMORY_FAILURE" and data.get("action") == "inject":
+                ts = ev["timestamp"]
+                injected_ms = (ts["seconds"] * 1e9 + ts["microseconds"] * 1e3
+                               - poisoned["time_ns"]) / 1e6
+                break
+    finally:
+        events.close()
+    return poisoned, observed, elapsed_ms, injected_ms
+
+
+def journal_whole(l2, journal_len):
+    """vmced journals what QEMU's death cut short (an injection QEMU never
+    answered, a loss's pages) before the QEMU's vm-exit record: the
+    journal is whole once that is in (seen: a 1 GiB loss's AO record came
+    after the copy was taken)"""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            r.get("type") == "vm-exit" for r in l2.daemon.journal_records()[journal_len:]):
+        time.sleep(0.1)
+
+
+def after_the_error(l2, sc, victim, sig, elapsed_ms, result):
+    """@result completed: the victim's signal, what vmced and QEMU say of
+    the guest now; a guest that did not recover is not used again, and
+    the scenario's reboot comes last"""
     if sig is not None:
         result["signal"] = {"code": sig["code"], "code_name": BUS_CODES.get(sig["code"], "other"),
                             "addr": sig["addr"], "lsb": sig.get("lsb"),
@@ -887,7 +913,6 @@ def run_scenario(sc, l2, l1log):
         result["guest_console_tail"] = l2.vm.console().splitlines()[-15:]
     if sc.get("then") == "reboot" and l2.vm.alive():
         reboot_after(l2, sc, result)
-    return result
 
 
 def host_block(pid, hva, size=HUGE_2M):
@@ -1085,7 +1110,6 @@ def link_known(qemus_):
     """The QEMUs staged under /opt/qemus are also where qemus.py looks for
     them by name (a campaign in L1 may name one): /usr/bin for debian-7.2,
     $VMCE_BUILD_DIR/qemus/NAME/... for the others"""
-    from . import qemus as qemus_mod
     for q in qemus_:
         known = qemus_mod.KNOWN.get(q.get("name"))
         if known is None:
@@ -1110,6 +1134,26 @@ def scenario_name(sc):
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
+    l1_environment()
+    qemus_ = l1_qemus(spec)
+    qemu = qemus_[0]["binary"]
+    if spec.get("campaign"):
+        # by name when qemus.py knows it (link_known put it where the name
+        # says): the campaign's records and report name it so
+        first = qemus_[0]
+        labcampaign.run(spec["campaign"], first["name"] if first.get("name") and not first.get("nearest")
+                        else qemu)
+    elif spec.get("overhead"):
+        run_overhead(spec["overhead"], qemu)
+    else:
+        stop = threading.Event()
+        threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
+        run_scenarios(spec["scenarios"], qemus_, spec.get("kvm_boots"))
+    emit("done")
+
+
+def l1_environment():
+    """Where L1's image has vmce's build, tools and the L2 guest"""
     os.environ.setdefault("VMCE_BUILD_DIR", "/run/vmce/build")
     os.environ.setdefault("VMCE_STATE_DIR", "/run/vmce/vms")
     os.environ.setdefault("VMCE_VMCED", "/usr/sbin/vmced")
@@ -1119,55 +1163,49 @@ def main():
     if "VMCE_KERNEL" not in os.environ:
         os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz")
                                          if os.path.exists(p))
-    qemus_ = spec.get("qemus") or [{"slug": "default", "name": None, "binary": spec.get("qemu") or paths.qemu()}]
-    by_slug = {q["slug"]: q for q in qemus_}
+
+
+def l1_qemus(spec):
+    """The QEMUs staged in L1, each asked its version here (one that does
+    not run in L1, a library missing, says so), and the host record that
+    names them"""
+    qemus_ = spec.get("qemus") or [{"slug": "default", "name": None, "binary": spec.get("qemu") or qemus_mod.binary()}]
     link_known(qemus_)
     for q in qemus_:
-        # asked here: a QEMU that does not run in L1 (a library missing) says so
-        q["l1_version"] = paths.qemu_version(q["binary"])
-    qemu = qemus_[0]["binary"]
+        q["l1_version"] = qemus_mod.version_line(q["binary"])
     with open("/proc/cpuinfo") as f:
         vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")
     emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
          qemu=qemus_[0]["l1_version"] or "?",
          qemus=[{"slug": q["slug"], "name": q.get("name"), "binary": q["binary"], "version": q["l1_version"]}
                 for q in qemus_])
-    if spec.get("campaign"):
-        # by name when qemus.py knows it (link_known put it where the name
-        # says): the campaign's records and report name it so
-        first = qemus_[0]
-        labcampaign.run(spec["campaign"], first["name"] if first.get("name") and not first.get("nearest")
-                        else qemu)
-        emit("done")
-        return
-    if spec.get("overhead"):
-        run_overhead(spec["overhead"], qemu)
-        emit("done")
-        return
-    stop = threading.Event()
-    threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
+    return qemus_
+
+
+def run_scenarios(scenarios, qemus_, kvm_max):
+    """Each scenario on an L2 guest, booted anew where the one before
+    cannot serve; at @kvm_max KVM guests booted (a reboot counts) the rest
+    is left to a fresh L1"""
+    by_slug = {q["slug"]: q for q in qemus_}
     l1log = L1Log()
     l2 = None
-    # KVM guests this L1 has booted (a reboot counts): at kvm_boots, the
-    # rest goes to a fresh L1
-    kvm_max, kvm_boots = spec.get("kvm_boots"), 0
+    kvm_boots = [0]
 
     def count():
-        nonlocal kvm_boots
-        kvm_boots += 1
-    for i, sc in enumerate(spec["scenarios"]):
+        kvm_boots[0] += 1
+    for i, sc in enumerate(scenarios):
         sc.setdefault("name", scenario_name(sc))
         sc.setdefault("qemu", qemus_[0]["slug"])
         q = by_slug[sc["qemu"]]
         if l2 is not None and not l2.usable_for(sc):
             l2.stop()
             l2 = None
-        if sc["accel"] == "kvm" and kvm_max and kvm_boots:
+        if sc["accel"] == "kvm" and kvm_max and kvm_boots[0]:
             need = (l2 is None) + (sc.get("then") == "reboot")
-            if kvm_boots + need > kvm_max:
-                progress(f"this L1 has booted {kvm_boots} KVM guest(s): a fresh L1 for the "
-                         f"{len(spec['scenarios']) - i} scenario(s) left")
-                emit("retire", next=i, kvm_boots=kvm_boots)
+            if kvm_boots[0] + need > kvm_max:
+                progress(f"this L1 has booted {kvm_boots[0]} KVM guest(s): a fresh L1 for the "
+                         f"{len(scenarios) - i} scenario(s) left")
+                emit("retire", next=i, kvm_boots=kvm_boots[0])
                 break
         try:
             if q.get("l1_version") is None:
@@ -1194,7 +1232,6 @@ def main():
                 l2.healthy = False
     if l2 is not None:
         l2.stop()
-    emit("done")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 import os
 import re
 import shutil
-import subprocess
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -51,22 +50,6 @@ def poisoner():
         return os.environ["VMCE_POISON"]
     built = os.path.join(build_dir(), "meson", "images", "host", "vmce-poison")
     return built if os.path.exists(built) else (shutil.which("vmce-poison") or built)
-
-
-def qemu():
-    """The QEMU binary $VMCE_QEMU names (a name, qemus.py, or a path), or
-    Debian's"""
-    from . import qemus
-    return qemus.binary()
-
-
-def qemu_version(binary=None):
-    """The first line of `qemu-system-x86_64 --version`, or None"""
-    try:
-        r = subprocess.run([binary or qemu(), "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
 
 
 def state_root():

@@ -69,6 +69,9 @@ FEATURES = {
     "migration-refuse": ("refusing to migrate a guest with poisoned memory", (9, 0), False),
 }
 
+# -cpu flags that need a QEMU feature (FEATURES)
+CPU_FEATURES = {"succor": "succor", "overflow-recov": "succor"}
+
 
 class QemuError(Exception):
     """One line: what is wrong with the QEMU asked for"""
@@ -142,6 +145,17 @@ class Qemu:
                     series=self.series, table=self.table, nearest=self.nearest, binary=self.binary)
 
 
+def cpu_features(cpu):
+    """The QEMU features (FEATURES) a -cpu model with flags asks for:
+    'EPYC,succor=on,overflow-recov=on' -> {'succor'}"""
+    wanted = set()
+    for flag in cpu.split(",")[1:]:
+        name, _, value = flag.strip().lstrip("+").partition("=")
+        if name in CPU_FEATURES and value.lower() not in ("off", "false", "no"):
+            wanted.add(CPU_FEATURES[name])
+    return wanted
+
+
 def is_spelled_as_path(value):
     return "/" in value or value.startswith(".")
 
@@ -165,7 +179,8 @@ def resolve(value=None):
 
 
 def binary(value=None):
-    """Only the binary of @value, without running it (paths.qemu())"""
+    """Only the binary of @value (None: $VMCE_QEMU or Debian's), without
+    running it"""
     value = (value or spelling()).strip()
     if value in KNOWN:
         return KNOWN[value].locate()
@@ -173,6 +188,16 @@ def binary(value=None):
         raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
                         "qemu-system-x86_64)")
     return os.path.abspath(value)
+
+
+def version_line(path=None):
+    """The first line of `qemu-system-x86_64 --version` of the binary at
+    @path (None: binary()), or None"""
+    try:
+        r = subprocess.run([path or binary(), "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else None
 
 
 _probed = {}

@@ -496,20 +496,8 @@ class CaseRun:
         hc_before = None if self.no_handler else agent.call("counters")
         _, seq = agent.kmsg()
         t0 = time.monotonic()
-        injected = []
         self.t_consumed = None
-        # forwarder = qemu: vmced passes the host error on to QEMU, which
-        # does with it what it does without vmced (expect.qemu_handles())
-        if case.forwarder == "qemu":
-            self.daemon.ctl("policy", vm.name, "pass")
-        try:
-            for w in workloads:
-                injected.append(self.inject(w))
-                if case.repeat and vm.alive():
-                    injected.append(self.inject(w))
-        finally:
-            if case.forwarder == "qemu" and vm.alive():
-                self.daemon.ctl("policy", vm.name, "forward", check=False)
+        injected = self._inject_all(workloads)
         # a consumed error happens when the process touches the page
         t0 = self.t_consumed or t0
         # the handler's word on each page, or the guest gone
@@ -571,6 +559,25 @@ class CaseRun:
             obs["panic"] = log.panics[0] if log.panics else None
             obs["trouble"] = log.trouble[:10]
         return obs
+
+    def _inject_all(self, workloads):
+        """The case's error on every workload's page (twice with repeat):
+        what each injection answered"""
+        case, vm = self.case, self.vm
+        injected = []
+        # forwarder = qemu: vmced passes the host error on to QEMU, which
+        # does with it what it does without vmced (expect.qemu_handles())
+        if case.forwarder == "qemu":
+            self.daemon.ctl("policy", vm.name, "pass")
+        try:
+            for w in workloads:
+                injected.append(self.inject(w))
+                if case.repeat and vm.alive():
+                    injected.append(self.inject(w))
+        finally:
+            if case.forwarder == "qemu" and vm.alive():
+                self.daemon.ctl("policy", vm.name, "forward", check=False)
+        return injected
 
     def _watch(self, workloads):
         """Checks, touches and signals, as the case asks for them"""

@@ -17,14 +17,8 @@ import time
 from . import kernels, qemus
 from .procfs import cpu_ns, n_fds, status as proc_status, thread_states
 from .daemon import ControlConnection, Vmced
+from .stats import percentile
 from .vm import Vm
-
-
-def pct(values, p):
-    s = sorted(values)
-    if not s:
-        return None
-    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
 
 
 def start_all(work, qemu, kernel, n, running, mem_running):
@@ -119,8 +113,8 @@ def burst(daemon, vms):
                 break
             time.sleep(0.05)
     return {"errors": len(vms), "results": results, "via": via, "victims_sigbus": sigbus,
-            "latency_ms": {"p50": round(pct(lat, 50) / 1000, 2) if lat else None,
-                           "p99": round(pct(lat, 99) / 1000, 2) if lat else None,
+            "latency_ms": {"p50": round(percentile(lat, 50) / 1000, 2) if lat else None,
+                           "p99": round(percentile(lat, 99) / 1000, 2) if lat else None,
                            "max": round(max(lat) / 1000, 2) if lat else None}}
 
 

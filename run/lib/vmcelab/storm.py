@@ -24,6 +24,7 @@ import time
 from . import qemus
 from .procfs import status, thread_states
 from .daemon import ControlConnection, Vmced
+from .stats import percentile
 from .vm import Vm
 
 DIMM = 512 << 20
@@ -125,6 +126,67 @@ def journal_memory_errors(path):
     return out
 
 
+class _Storm:
+    """The errors of @order ([(guest, gpa)]) sent on one control connection,
+    WINDOW outstanding, and what came back"""
+
+    def __init__(self, daemon, order):
+        self.daemon, self.order, self.n = daemon, order, len(order)
+        self.ctl = None
+        self.results, self.wrong, self.reasons = {}, 0, {}
+        self.sent = self.done = 0
+        self.t0 = self.secs = None
+        self.rss = []
+
+    def run(self, rss0):
+        n, daemon = self.n, self.daemon
+        checkpoints = sorted({c for c in (1000, 10000, 100000) if c < n} | {n})
+        self.rss = [{"events": 0, "rss_kb": rss0, "anon_kb": status(daemon.proc.pid, "RssAnon"), "elapsed_s": 0}]
+        self.ctl = ControlConnection(daemon.socket)
+        self.t0 = time.monotonic()
+        self.send_upto(WINDOW)
+        try:
+            for cp in checkpoints:
+                while self.done < cp:
+                    got = self.ctl.replies(min(100, cp - self.done, self.sent - self.done), 120)
+                    if not got:
+                        raise RuntimeError(f"storm: no answer for 120 s after {self.done} of {n}")
+                    self.count(got)
+                    self.done += len(got)
+                    self.send_upto(self.done + WINDOW)
+                el = time.monotonic() - self.t0
+                self.rss.append({"events": self.done, "rss_kb": daemon.rss_kb(),
+                                 "anon_kb": status(daemon.proc.pid, "RssAnon"), "elapsed_s": round(el, 1)})
+                print(f"storm: {self.done:6} answered after {el:7.1f} s ({self.done / el:.1f}/s); vmced RSS "
+                      f"{self.rss[-1]['rss_kb']} kB ({self.rss[-1]['anon_kb']} kB anonymous)", flush=True)
+        finally:
+            self.secs = time.monotonic() - self.t0
+            self.ctl.close()
+
+    def send_upto(self, k):
+        while self.sent < min(k, self.n):
+            g, gpa = self.order[self.sent]
+            self.ctl.send("poison", self.sent + 1, vm=g.name, gpa=hex(gpa), kind="ao")
+            self.sent += 1
+        self.ctl.flush()
+
+    def count(self, got):
+        """Answers by result, those about another page, and why an error
+        was not injected"""
+        for rid, a in got.items():
+            _, gpa = self.order[rid - 1]
+            if "return" in a:
+                r = a["return"].get("result")
+                if int(a["return"]["gpa"], 16) != gpa:
+                    self.wrong += 1
+                if r != "injected":
+                    d = (a["return"].get("detail") or "")[:100]
+                    self.reasons[d] = self.reasons.get(d, 0) + 1
+            else:
+                r = "error: " + a["error"]["desc"][:100]
+            self.results[r] = self.results.get(r, 0) + 1
+
+
 def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
     q = qemus.resolve(qemu)
     per = [n // vms + (1 if i < n % vms else 0) for i in range(vms)]
@@ -137,10 +199,8 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
             guests.append(StormGuest(work, i, q.binary, per[i], per[i] // 2 if user else 0))
         for g in guests:
             g.prepare()
-        args = []
-        if gap_ms is not None:
-            args += ["--inject-gap-ms", str(gap_ms)]
-        daemon = Vmced(os.path.join(work, "storm-vmced"), args=args)
+        daemon = Vmced(os.path.join(work, "storm-vmced"),
+                       args=["--inject-gap-ms", str(gap_ms)] if gap_ms is not None else [])
         for g in guests:
             daemon.ctl("attach", "--pid", str(g.vm.pid), "--qmp", g.vm.vmced_qmp_path, "--name", g.name)
         via = {g.name: daemon.wait_attached(g.name)["inject"] for g in guests}
@@ -150,116 +210,76 @@ def figures(work, n=10000, vms=1, qemu="vmce-10.0", gap_ms=None, user=True):
               f"{', '.join(sorted(set(via.values())))}{', gap ' + str(gap_ms) + ' ms' if gap_ms is not None else ''}): "
               + ("per guest half on its offline DIMM, half on a victim's user pages" if user
                  else "all on the guests' offline DIMMs"), flush=True)
-
-        order = []  # (guest, gpa): round robin over the guests
-        for j in range(max(per)):
-            for g in guests:
-                if j < len(g.pages):
-                    order.append((g, g.pages[j]))
-        ctl = ControlConnection(daemon.socket)
-        results, wrong, reasons = {}, 0, {}
-        sent = done = 0
-        checkpoints = sorted({c for c in (1000, 10000, 100000) if c < n} | {n})
-        rss = [{"events": 0, "rss_kb": rss0, "anon_kb": status(daemon.proc.pid, "RssAnon"), "elapsed_s": 0}]
-
-        def send_upto(k):
-            nonlocal sent
-            while sent < min(k, n):
-                g, gpa = order[sent]
-                ctl.send("poison", sent + 1, vm=g.name, gpa=hex(gpa), kind="ao")
-                sent += 1
-            ctl.flush()
-
-        t0 = time.monotonic()
-        send_upto(WINDOW)
-        try:
-            for cp in checkpoints:
-                while done < cp:
-                    got = ctl.replies(min(100, cp - done, sent - done), 120)
-                    if not got:
-                        raise RuntimeError(f"storm: no answer for 120 s after {done} of {n}")
-                    for rid, a in got.items():
-                        g, gpa = order[rid - 1]
-                        if "return" in a:
-                            r = a["return"].get("result")
-                            if int(a["return"]["gpa"], 16) != gpa:
-                                wrong += 1
-                            if r != "injected":
-                                d = (a["return"].get("detail") or "")[:100]
-                                reasons[d] = reasons.get(d, 0) + 1
-                        else:
-                            r = "error: " + a["error"]["desc"][:100]
-                        results[r] = results.get(r, 0) + 1
-                    done += len(got)
-                    send_upto(done + WINDOW)
-                el = time.monotonic() - t0
-                rss.append({"events": done, "rss_kb": daemon.rss_kb(), "anon_kb": status(daemon.proc.pid, "RssAnon"),
-                            "elapsed_s": round(el, 1)})
-                print(f"storm: {done:6} answered after {el:7.1f} s ({done / el:.1f}/s); vmced RSS "
-                      f"{rss[-1]['rss_kb']} kB ({rss[-1]['anon_kb']} kB anonymous)", flush=True)
-        finally:
-            secs = time.monotonic() - t0
-            ctl.close()
-        out["seconds"] = round(secs, 2)
-        out["errors_per_s"] = round(done / secs, 1)
-        out["answers"] = results
-        out["not_injected_reasons"] = reasons
-        out["rss"] = rss
-
-        # the journal: written through io_uring after each answer
-        deadline = time.monotonic() + 30
-        while daemon.ctl_json("status").get("journal", {}).get("held") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        recs = journal_memory_errors(daemon.journal)
-        keys = [(r["vm"], int(r["gpa"], 16)) for r in recs]
-        want = sorted((g.name, gpa) for g, gpa in order[:sent])
-        seqs = [r["seq"] for r in recs]
-        latency = sorted(r["latency_us"] for r in recs if r.get("latency_us") is not None)
-        out["journal"] = {"memory_error_records": len(recs), "each_page_once": sorted(keys) == want,
-                          "seqs_distinct": len(set(seqs)) == len(seqs),
-                          "injected": sum(1 for r in recs if r["result"] == "injected"),
-                          "busy_retries": sum(r.get("busy", 0) for r in recs),
-                          "dropped_retries": sum(r.get("dropped", 0) for r in recs),
-                          "resets": sum(1 for r in daemon.journal_records() if r["type"] == "reset")}
-        if latency:
-            out["latency_ms"] = {"p50": round(latency[len(latency) // 2] / 1000, 2),
-                                 "p99": round(latency[min(len(latency) - 1, int(len(latency) * 0.99))] / 1000, 2)}
-        out["answers_wrong_page"] = wrong
-        reasoned = all(r["result"] == "injected" or r.get("detail") for r in recs)
-        out["nothing_lost"] = (sum(results.values()) == sent == n and len(recs) == n and not wrong
-                               and out["journal"]["each_page_once"] and out["journal"]["seqs_distinct"]
-                               and reasoned)
-        out["all_injected"] = results == {"injected": n}
+        # round robin over the guests
+        order = [(g, g.pages[j]) for j in range(max(per)) for g in guests if j < len(g.pages)]
+        storm = _Storm(daemon, order)
+        storm.run(rss0)
+        out.update(seconds=round(storm.secs, 2), errors_per_s=round(storm.done / storm.secs, 1),
+                   answers=storm.results, not_injected_reasons=storm.reasons, rss=storm.rss)
+        out.update(_journal_figures(daemon, storm))
         for g in guests:
-            g.storm_end = t0 + secs
+            g.storm_end = storm.t0 + storm.secs
         out["guests"] = {g.name: g.verdict() for g in guests}
         out["vmced_alive"] = daemon.alive()
         out["rss_after_kb"] = daemon.rss_kb()
-
-        j = out["journal"]
-        print(f"storm: {done} errors answered in {secs:.1f} s: {out['errors_per_s']} errors/s; answers {results}"
-              + (f"; not injected because: {reasons}" if reasons else ""))
-        print(f"storm: journal: {j['memory_error_records']} memory-error records, "
-              f"{'each page once' if j['each_page_once'] else 'NOT each page once'}, {j['injected']} injected, "
-              f"sent again {j['busy_retries']} time(s) on 'busy' and {j['dropped_retries']} on a drop, "
-              f"{j['resets']} resets; signal-stop to acknowledged p50 "
-              f"{out.get('latency_ms', {}).get('p50')} ms, p99 {out.get('latency_ms', {}).get('p99')} ms")
-        print(f"storm: nothing lost (every error answered and journaled once, each not-injected one with "
-              f"its reason): {'yes' if out['nothing_lost'] else 'NO'}; all injected: "
-              f"{'yes' if out['all_injected'] else 'no'}; vmced RSS {rss0} kB attached, "
-              f"{out['rss_after_kb']} kB after")
-        for name, v in out["guests"].items():
-            print(f"storm: {name}: QEMU alive {v['qemu_alive']}, agent {v.get('agent_answers')}, panic {v['panic']}, "
-                  f"HardwareCorrupted +{v.get('hardware_corrupted_kb_grew')} kB (user pages "
-                  f"{v.get('user_pages_kb')} kB, read {v.get('settled_s')} s after the storm), "
-                  f"victim alive {v.get('victim_alive')}, kernel log {v.get('kmsg')}, "
-                  f"{v['qemu_threads_stopped']} QEMU threads stopped")
+        _print_figures(out, storm, rss0)
     finally:
         if daemon is not None:
             daemon.stop()
         for g in guests:
             g.vm.stop()
     return out
+
+
+def _journal_figures(daemon, storm):
+    """What vmced's journal holds of the storm (written through io_uring
+    after each answer), and whether anything was lost"""
+    deadline = time.monotonic() + 30
+    while daemon.ctl_json("status").get("journal", {}).get("held") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    recs = journal_memory_errors(daemon.journal)
+    keys = [(r["vm"], int(r["gpa"], 16)) for r in recs]
+    want = sorted((g.name, gpa) for g, gpa in storm.order[:storm.sent])
+    seqs = [r["seq"] for r in recs]
+    latency = sorted(r["latency_us"] for r in recs if r.get("latency_us") is not None)
+    out = {"journal": {"memory_error_records": len(recs), "each_page_once": sorted(keys) == want,
+                       "seqs_distinct": len(set(seqs)) == len(seqs),
+                       "injected": sum(1 for r in recs if r["result"] == "injected"),
+                       "busy_retries": sum(r.get("busy", 0) for r in recs),
+                       "dropped_retries": sum(r.get("dropped", 0) for r in recs),
+                       "resets": sum(1 for r in daemon.journal_records() if r["type"] == "reset")}}
+    if latency:
+        out["latency_ms"] = {"p50": round(percentile(latency, 50) / 1000, 2),
+                             "p99": round(percentile(latency, 99) / 1000, 2)}
+    out["answers_wrong_page"] = storm.wrong
+    reasoned = all(r["result"] == "injected" or r.get("detail") for r in recs)
+    n = storm.n
+    out["nothing_lost"] = (sum(storm.results.values()) == storm.sent == n and len(recs) == n and not storm.wrong
+                           and out["journal"]["each_page_once"] and out["journal"]["seqs_distinct"]
+                           and reasoned)
+    out["all_injected"] = storm.results == {"injected": n}
+    return out
+
+
+def _print_figures(out, storm, rss0):
+    j, results, reasons = out["journal"], storm.results, storm.reasons
+    print(f"storm: {storm.done} errors answered in {storm.secs:.1f} s: {out['errors_per_s']} errors/s; "
+          f"answers {results}" + (f"; not injected because: {reasons}" if reasons else ""))
+    print(f"storm: journal: {j['memory_error_records']} memory-error records, "
+          f"{'each page once' if j['each_page_once'] else 'NOT each page once'}, {j['injected']} injected, "
+          f"sent again {j['busy_retries']} time(s) on 'busy' and {j['dropped_retries']} on a drop, "
+          f"{j['resets']} resets; signal-stop to acknowledged p50 "
+          f"{out.get('latency_ms', {}).get('p50')} ms, p99 {out.get('latency_ms', {}).get('p99')} ms")
+    print(f"storm: nothing lost (every error answered and journaled once, each not-injected one with "
+          f"its reason): {'yes' if out['nothing_lost'] else 'NO'}; all injected: "
+          f"{'yes' if out['all_injected'] else 'no'}; vmced RSS {rss0} kB attached, "
+          f"{out['rss_after_kb']} kB after")
+    for name, v in out["guests"].items():
+        print(f"storm: {name}: QEMU alive {v['qemu_alive']}, agent {v.get('agent_answers')}, panic {v['panic']}, "
+              f"HardwareCorrupted +{v.get('hardware_corrupted_kb_grew')} kB (user pages "
+              f"{v.get('user_pages_kb')} kB, read {v.get('settled_s')} s after the storm), "
+              f"victim alive {v.get('victim_alive')}, kernel log {v.get('kmsg')}, "
+              f"{v['qemu_threads_stopped']} QEMU threads stopped")
 
 
 def passed(out):

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from . import agent as agentmod
-from . import paths, procfs
+from . import paths, procfs, qemus
 from . import qga
 from .outcome import GuestLog
 from .qmp import Qmp
@@ -61,6 +61,55 @@ def parse_size(text):
     if text.endswith("M"):
         return int(float(text[:-1]))
     return int(text)
+
+
+def _boot_files(kernel, initrd, disk, image):
+    """(kernel, initrd, data disk) a guest boots with: an image's own, or
+    the ones given, or the build's (required to exist); disk None: the
+    build's data disk where there is one"""
+    if image is not None:
+        kernel, initrd, disk = image.image, image.initrd, False
+    else:
+        kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
+        initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
+    if disk is None:
+        disk = paths.disk() if os.path.exists(paths.disk()) else None
+    elif disk is True:
+        disk = paths.require(paths.disk(), "guest data disk", "run `make image`")
+    elif disk is not False:
+        disk = paths.require(disk, "guest data disk", "build it with images/mkdisk")
+    return kernel, initrd, disk
+
+
+def _boot_args(kernel, initrd, append, shell, image):
+    """-kernel, -initrd and -append, or nothing for an image that boots by
+    itself (its boot loader)"""
+    cmdline = "console=ttyS0 loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
+    if image is not None:
+        cmdline = image.cmdline or ""
+    if not kernel:
+        return []
+    return ["-kernel", kernel] + (["-initrd", initrd] if initrd else []) + \
+        (["-append", cmdline.strip()] if cmdline.strip() else [])
+
+
+def _memory_args(mem, mem_mib, cpus, numa, mem_file):
+    """Guest RAM: in one shared file (mem_file), in a RAM block per NUMA
+    node (numa, vCPUs on node 0), or QEMU's own"""
+    if mem_file:
+        return ["-m", f"{mem_mib}M",
+                "-object", f"memory-backend-file,id=ram0,size={mem_mib}M,mem-path={mem_file},share=on",
+                "-machine", "memory-backend=ram0"]
+    args = ["-m", f"{mem_mib}M"]
+    if numa:
+        sizes = [parse_size(s) for s in numa]
+        if sum(sizes) != mem_mib:
+            raise ValueError(f"NUMA node sizes {numa} do not add up to {mem}")
+        for i, size in enumerate(sizes):
+            args += ["-object", f"memory-backend-ram,id=ram-node{i},size={size}M"]
+            cpus_opt = f",cpus=0-{cpus - 1}" if i == 0 else ""
+            args += ["-numa", f"node,nodeid={i},memdev=ram-node{i}{cpus_opt}"]
+    return args
 
 
 class Vm:
@@ -198,18 +247,45 @@ class Vm:
         and qemu-guest-agent's port instead of vmce's agent's; kernel,
         initrd, disk and append are not used
         """
-        if image is not None:
-            kernel, initrd, disk = image.image, image.initrd, False
-        else:
-            kernel = paths.require(kernel or paths.kernel(), "guest kernel", "run `make kernel`")
-            initrd = paths.require(initrd or paths.initrd(), "guest image", "run `make image`")
-        if disk is None:
-            disk = paths.disk() if os.path.exists(paths.disk()) else None
-        elif disk is True:
-            disk = paths.require(paths.disk(), "guest data disk", "run `make image`")
-        elif disk is not False:
-            disk = paths.require(disk, "guest data disk", "build it with images/mkdisk")
-        state_dir = state_dir or os.path.join(paths.state_root(), name)
+        kernel, initrd, disk = _boot_files(kernel, initrd, disk, image)
+        vm = cls._fresh(name, state_dir or os.path.join(paths.state_root(), name))
+        mem_mib = parse_size(mem)
+        args = [
+            qemu or qemus.binary(),
+            "-name", f"guest={name},debug-threads=on",
+            "-machine", "pc", "-accel", accel,
+            "-cpu", cpu_model,
+            "-smp", str(cpus),
+            "-nodefaults", "-no-user-config", "-display", "none",
+            *_boot_args(kernel, initrd, append, shell, image),
+            "-serial", f"file:{vm.console_path}",
+            "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
+            "-mon", "chardev=qmp,mode=control",
+            "-chardev", f"socket,id=qmp-vmced,path={vm.vmced_qmp_path},server=on,wait=off",
+            "-mon", "chardev=qmp-vmced,mode=control",
+            "-device", "virtio-serial-pci,id=vser0",
+        ]
+        args += vm._agent_args(image)
+        args += _memory_args(mem, mem_mib, cpus, numa, mem_file)
+        for _, offset, size in DISK_LAYOUT if disk else ():
+            args += ["-drive", f"file={disk.replace(',', ',,')},if=virtio,format=raw,offset={offset << 20},"
+                               f"size={size << 20},snapshot=on"]
+        if incoming:
+            args += ["-incoming", f"exec:cat {shlex.quote(incoming)}"]
+        elif incoming_uri:
+            args += ["-incoming", incoming_uri]
+        args += list(extra)
+        vm._launch(args, {"accel": accel, "mem": mem, "cpus": cpus, "numa": numa,
+                          "disk": disk or None, "image": image.to_dict() if image is not None else None})
+        vm.mem_file = mem_file
+        vm.image = image
+        return vm
+
+    @classmethod
+    def _fresh(cls, name, state_dir):
+        """The Vm of @state_dir, made ready for a new QEMU: no QEMU of it
+        running, its socket directory linked, no socket, log or pid file
+        of the last one left"""
         os.makedirs(state_dir, exist_ok=True)
         vm = cls(name, state_dir)
         if vm.alive():
@@ -225,76 +301,34 @@ class Vm:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        return vm
 
-        mem_mib = parse_size(mem)
-        cmdline = "console=ttyS0 loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
+    def _agent_args(self, image):
+        """The guest's agent ports: qemu-guest-agent's, with the image's
+        disk, or vmce's agent's two (one for people and tests, one for
+        vmced)"""
         if image is not None:
-            cmdline = image.cmdline or ""
-        boot = ["-kernel", kernel] + (["-initrd", initrd] if initrd else []) + \
-            (["-append", cmdline.strip()] if cmdline.strip() else []) if kernel else []
-        args = [
-            qemu or paths.qemu(),
-            "-name", f"guest={name},debug-threads=on",
-            "-machine", "pc", "-accel", accel,
-            "-cpu", cpu_model,
-            "-smp", str(cpus),
-            "-nodefaults", "-no-user-config", "-display", "none",
-            *boot,
-            "-serial", f"file:{vm.console_path}",
-            "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
-            "-mon", "chardev=qmp,mode=control",
-            "-chardev", f"socket,id=qmp-vmced,path={vm.vmced_qmp_path},server=on,wait=off",
-            "-mon", "chardev=qmp-vmced,mode=control",
-            "-device", "virtio-serial-pci,id=vser0",
-        ]
-        if image is not None:
-            args += ["-chardev", f"socket,id=qga0,path={vm.qga_path},server=on,wait=off",
-                     "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
-                     "-drive", f"file={image.disk.replace(',', ',,')},if=virtio,format={image.format},"
-                               "snapshot=on"]
-        else:
-            for i, (port, sock) in enumerate(zip(AGENT_PORTS, (vm.agent_path, vm.vmced_agent_path))):
-                args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
-                         "-device", f"virtserialport,chardev=agent{i},name={port}"]
-        if mem_file:
-            args += ["-m", f"{mem_mib}M",
-                     "-object", f"memory-backend-file,id=ram0,size={mem_mib}M,"
-                                f"mem-path={mem_file},share=on",
-                     "-machine", "memory-backend=ram0"]
-        elif numa:
-            sizes = [parse_size(s) for s in numa]
-            if sum(sizes) != mem_mib:
-                raise ValueError(f"NUMA node sizes {numa} do not add up to {mem}")
-            args += ["-m", f"{mem_mib}M"]
-            for i, size in enumerate(sizes):
-                args += ["-object", f"memory-backend-ram,id=ram-node{i},size={size}M"]
-                cpus_opt = f",cpus=0-{cpus - 1}" if i == 0 else ""
-                args += ["-numa", f"node,nodeid={i},memdev=ram-node{i}{cpus_opt}"]
-        else:
-            args += ["-m", f"{mem_mib}M"]
-        for _, offset, size in DISK_LAYOUT if disk else ():
-            args += ["-drive", f"file={disk.replace(',', ',,')},if=virtio,format=raw,offset={offset << 20},"
-                               f"size={size << 20},snapshot=on"]
-        if incoming:
-            args += ["-incoming", f"exec:cat {shlex.quote(incoming)}"]
-        elif incoming_uri:
-            args += ["-incoming", incoming_uri]
-        args += list(extra)
+            return ["-chardev", f"socket,id=qga0,path={self.qga_path},server=on,wait=off",
+                    "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+                    "-drive", f"file={image.disk.replace(',', ',,')},if=virtio,format={image.format},"
+                              "snapshot=on"]
+        args = []
+        for i, (port, sock) in enumerate(zip(AGENT_PORTS, (self.agent_path, self.vmced_agent_path))):
+            args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
+                     "-device", f"virtserialport,chardev=agent{i},name={port}"]
+        return args
 
-        with open(vm.path("qemu.log"), "w") as log:
+    def _launch(self, args, record):
+        """QEMU started with @args, its log qemu.log, its pid in qemu.pid,
+        and its name, pid, @record and command line in vm.json"""
+        with open(self.path("qemu.log"), "w") as log:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True)
-        with open(vm.path("qemu.pid"), "w") as f:
+        with open(self.path("qemu.pid"), "w") as f:
             f.write(f"{proc.pid}\n")
-        with open(vm.path("vm.json"), "w") as f:
-            json.dump({"name": name, "pid": proc.pid, "accel": accel, "mem": mem, "cpus": cpus,
-                       "numa": numa, "disk": disk or None,
-                       "image": image.to_dict() if image is not None else None,
-                       "command": args}, f, indent=2)
-        vm._proc = proc
-        vm.mem_file = mem_file
-        vm.image = image
-        return vm
+        with open(self.path("vm.json"), "w") as f:
+            json.dump({"name": self.name, "pid": proc.pid, **record, "command": args}, f, indent=2)
+        self._proc = proc
 
     def ram_file_offset(self, gpa):
         """Where in its RAM file (start(mem_file=...)) QEMU keeps @gpa:

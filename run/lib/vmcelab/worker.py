@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from . import paths
+from . import paths, qemus
 from .campaign import Campaign, SpecError
 from .runner import Runner
 from .sshd import descendants
@@ -55,7 +55,7 @@ def serve(hello_only=False):
                 _abandon()
 
     missing = _missing()
-    send({"type": "hello", "version": paths.version(), "host": os.uname().nodename, "qemu": paths.qemu_version(),
+    send({"type": "hello", "version": paths.version(), "host": os.uname().nodename, "qemu": qemus.version_line(),
           "missing": missing})
     if hello_only or missing:
         return 0 if not missing else 1
