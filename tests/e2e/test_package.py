@@ -210,12 +210,12 @@ def case_journald():
            and "attach mode" in warn and "listening on" not in warn,
            "journalctl -u vmced -p warning: the memory error and the attach-mode warning, not the notices",
            diag=warn[-2000:])
-    forwarded = journal_json("MESSAGE_ID=" + FORWARDED_ID, "VMCE_VM=e2e-package")
+    forwarded = journal_json("MESSAGE_ID=" + FORWARDED_ID, "VMCE_VM=guest")
     e = forwarded[-1] if forwarded else {}
     tap.ok(len(forwarded) == 1 and int(e.get("VMCE_GPA", "0x1"), 16) == forwarded_gpa
            and e.get("PRIORITY") == "4" and e.get("SYSLOG_IDENTIFIER") == "vmced"
            and e.get("_SYSTEMD_UNIT") == "vmced.service" and e.get("VMCE_SEQ"),
-           f"journalctl MESSAGE_ID={FORWARDED_ID} VMCE_VM=e2e-package: the error, with its GPA, "
+           f"journalctl MESSAGE_ID={FORWARDED_ID} VMCE_VM=guest: the error, with its GPA, "
            "at priority warning", diag=e or sh("journalctl", "-u", "vmced", "-o", "json", "--no-pager").stdout[-3000:])
     r = sh("vmcectl", "attach", "--pid", "999999", "--qmp", "/nonexistent.qmp", "--name", "ghost", check=False)
     failed = wait_for(lambda: journal_json("MESSAGE_ID=" + ATTACH_FAILED_ID, "VMCE_VM=ghost", "-p", "err"), 10)
