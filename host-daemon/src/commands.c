@@ -26,6 +26,7 @@
 #include "migration-guard.h"
 #include "page.h"
 #include "sim-poison.h"
+#include "vm-json.h"
 
 #define VMCE_POISON_DEFAULT_TIMEOUT_MS 30000
 
