@@ -161,7 +161,7 @@ vmce_cmd_query_vm (VmceControlRequest *req, JsonObject *args, gpointer user_data
     vmce_control_request_error_literal (req, error);
     return;
   }
-  json = vmce_vm_to_json (vm, TRUE);
+  json = vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS | VMCE_VM_JSON_LAYOUT);
   vmce_control_request_return (req, json);
 }
 
@@ -200,7 +200,9 @@ vmce_cmd_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vmce_control_request_error_literal (req, error);
     return;
   }
-  json = vmce_vm_to_json (vm, FALSE);
+  /* as query-status lists it: a QEMU attached again may have thousands of
+   * poisoned pages from the journal (query-vm lists them) */
+  json = vmce_vm_to_json (vm, VMCE_VM_JSON_SUMMARY);
   vmce_control_request_return (req, json);
 }
 

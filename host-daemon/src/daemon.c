@@ -465,7 +465,7 @@ vmce_daemon_vm_attached (VmceVm *vm, gpointer user_data)
   vmce_json_builder_add_string (b, "type", "attach");
   vmce_json_builder_add_string (b, "time", time);
   json_builder_set_member_name (b, "vm");
-  json_builder_add_value (b, vmce_vm_to_json (vm, FALSE));
+  json_builder_add_value (b, vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS));
   json_builder_end_object (b);
   record = json_builder_get_root (b);
   vmce_daemon_emit_record (user_data, "VM_ATTACHED", record);
@@ -689,7 +689,7 @@ vmce_daemon_status_to_json (VmceDaemon *self)
   json_builder_set_member_name (b, "vms");
   json_builder_begin_array (b);
   for (guint i = 0; i < self->vms->len; i++)
-    json_builder_add_value (b, vmce_vm_to_json (g_ptr_array_index (self->vms, i), FALSE));
+    json_builder_add_value (b, vmce_vm_to_json (g_ptr_array_index (self->vms, i), VMCE_VM_JSON_SUMMARY));
   json_builder_end_array (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);

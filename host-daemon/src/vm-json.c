@@ -149,6 +149,24 @@ vmce_vm_poisoned_to_json (VmceVm *vm, JsonBuilder *b)
   json_builder_end_array (b);
 }
 
+/* The lists' lengths, for a status of every VM: what vmcectl vm would list */
+static void
+vmce_vm_counts_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  VmcePoisonCounts n;
+
+  vmce_poison_set_count (vmce_vm_get_poisoned (vm), &n);
+  json_builder_set_member_name (b, "counts");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_int (b, "vcpus", vmce_vm_get_vcpus (vm) != NULL ? vmce_vm_get_vcpus (vm)->len : 0);
+  vmce_json_builder_add_int (b, "poisoned", n.pages);
+  vmce_json_builder_add_int (b, "told", n.told);
+  vmce_json_builder_add_int (b, "untold", n.untold);
+  vmce_json_builder_add_int (b, "host_poisoned", n.host);
+  vmce_json_builder_add_int (b, "restored", n.restored);
+  json_builder_end_object (b);
+}
+
 static void
 vmce_vm_layout_skipped_to_json (VmceRamLayout *layout, JsonBuilder *b)
 {
@@ -208,9 +226,10 @@ vmce_vm_qemu_to_json (VmceVm *vm, JsonBuilder *b)
 }
 
 JsonNode *
-vmce_vm_to_json (VmceVm *vm, gboolean with_layout)
+vmce_vm_to_json (VmceVm *vm, VmceVmJsonFlags flags)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
+  gboolean lists = (flags & VMCE_VM_JSON_LISTS) != 0;
   gint64 attached = vmce_vm_get_attached_time (vm);
 
   json_builder_begin_object (b);
@@ -218,24 +237,29 @@ vmce_vm_to_json (VmceVm *vm, gboolean with_layout)
   vmce_json_builder_add_int (b, "pid", vmce_vm_get_pid (vm));
   vmce_json_builder_add_string (b, "qemu_id", vmce_vm_get_qemu_id (vm));
   vmce_vm_qemu_to_json (vm, b);
-  vmce_vm_layout_skipped_to_json (vmce_vm_get_layout (vm), b);
+  if (lists)
+    vmce_vm_layout_skipped_to_json (vmce_vm_get_layout (vm), b);
   vmce_vm_cpu_to_json (vmce_vm_get_cpu_model (vm), b);
   vmce_json_builder_add_string (b, "host_vendor", vmce_vm_get_host_vendor (vm));
   vmce_json_builder_add_string (b, "policy", vmce_policy_to_string (vmce_vm_get_policy (vm)));
-  vmce_vm_vcpus_to_json (vm, b);
+  if (lists)
+    vmce_vm_vcpus_to_json (vm, b);
   vmce_json_builder_add_int (b, "threads", vmce_vm_get_watch (vm) != NULL
                                                ? vmce_ptrace_watch_get_n_threads (vmce_vm_get_watch (vm))
                                                : 0);
   vmce_json_builder_add_int (b, "attached_ms", attached != 0 ? (g_get_real_time () - attached) / 1000 : 0);
-  vmce_vm_stops_to_json (vm, b);
+  if (lists)
+    vmce_vm_stops_to_json (vm, b);
   vmce_json_builder_add_int (b, "events", (gint64) vmce_vm_get_n_events (vm));
-  vmce_vm_poisoned_to_json (vm, b);
+  vmce_vm_counts_to_json (vm, b);
+  if (lists)
+    vmce_vm_poisoned_to_json (vm, b);
   vmce_json_builder_add_string (b, "poisoned_from", vmce_vm_get_poisoned_from (vm));
   vmce_json_builder_add_int (b, "rom_blobs",
                              vmce_vm_get_roms (vm) != NULL ? vmce_rom_blobs_get_n (vmce_vm_get_roms (vm)) : 0);
   /* the simulator's and the guards' own */
   vmce_vm_layers_to_json (vm, b);
-  if (with_layout && vmce_vm_get_layout (vm) != NULL)
+  if ((flags & VMCE_VM_JSON_LAYOUT) && vmce_vm_get_layout (vm) != NULL)
     vmce_vm_layout_to_json (vmce_vm_get_layout (vm), b);
   json_builder_end_object (b);
   return json_builder_get_root (b);

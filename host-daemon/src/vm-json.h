@@ -1,6 +1,7 @@
 /*
- * A vm session as JSON: vmcectl vm, vmcectl status and the journal's
- * attach record. Above the session: it reads vm.h's getters only.
+ * A vm session as JSON: vmcectl status (counts), vmcectl vm (the lists
+ * too) and the journal's attach record. Above the session: it reads
+ * vm.h's getters only.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -11,5 +12,15 @@
 
 #include "vm.h"
 
-/* @with_layout: and the RAM layout (vmcectl vm) */
-JsonNode *vmce_vm_to_json (VmceVm *vm, gboolean with_layout);
+typedef enum {
+  /* the session, its layers' members and "counts": what query-status
+   * gives for every VM, whatever it went through */
+  VMCE_VM_JSON_SUMMARY = 0,
+  /* and the lists: vCPUs, ptrace stops, poisoned pages (10^4 after a
+   * storm), what the layout skipped */
+  VMCE_VM_JSON_LISTS = 1 << 0,
+  /* and the RAM layout */
+  VMCE_VM_JSON_LAYOUT = 1 << 1,
+} VmceVmJsonFlags;
+
+JsonNode *vmce_vm_to_json (VmceVm *vm, VmceVmJsonFlags flags);

@@ -79,7 +79,8 @@ typedef struct _VmceVmHandler {
   /* A page of guest RAM found taken away from QEMU at attach; TRUE: it is
    * vmced's now (to give back when it lets go), FALSE: it was already */
   gboolean (*found_taken_away) (VmceVm *vm, guint64 hva, guint64 gpa, gpointer user_data);
-  /* What the layers above add to the vm's JSON */
+  /* What the layers above add to the vm's JSON (a few members, no
+   * lists: vmcectl status shows them for every VM) */
   void (*to_json) (VmceVm *vm, JsonBuilder *b, gpointer user_data);
   /* The other sessions of this vmced (a migration's other end) */
   GPtrArray *(*peers) (VmceVm *vm, gpointer user_data);

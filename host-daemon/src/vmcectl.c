@@ -181,20 +181,28 @@ vmcectl_print_event (JsonObject *ev)
     vmcectl_print_memory_error (ev);
 }
 
+/* One VM in one line, from its counts (query-status gives no lists) */
 static void
 vmcectl_print_vm_line (JsonObject *vm)
 {
-  JsonNode *poisoned = json_object_get_member (vm, "poisoned");
+  JsonObject *n = json_object_has_member (vm, "counts") ? json_object_get_object_member (vm, "counts") : NULL;
+  JsonObject *hp = json_object_has_member (vm, "hugepage") ? json_object_get_object_member (vm, "hugepage")
+                                                          : NULL;
+  gint64 untold = n != NULL ? json_object_get_int_member_with_default (n, "untold", 0) : 0;
+  gint64 losses = hp != NULL ? json_object_get_int_member_with_default (hp, "losses", 0) : 0;
 
   g_print ("%-16s pid %-8" G_GINT64_FORMAT " %-9s %s  policy %s  %" G_GINT64_FORMAT
-           " vCPU(s)  %" G_GINT64_FORMAT " events  %u poisoned page(s)\n",
+           " vCPU(s)  %" G_GINT64_FORMAT " events  %" G_GINT64_FORMAT " poisoned page(s)",
            vmcectl_str (vm, "name"), json_object_get_int_member_with_default (vm, "pid", 0),
            vmcectl_str (vm, "state"), vmcectl_str (vm, "accel"), vmcectl_str (vm, "policy"),
-           (gint64) json_array_get_length (json_object_get_array_member (vm, "vcpus")),
+           n != NULL ? json_object_get_int_member_with_default (n, "vcpus", 0) : 0,
            json_object_get_int_member_with_default (vm, "events", 0),
-           poisoned != NULL && JSON_NODE_HOLDS_ARRAY (poisoned)
-               ? json_array_get_length (json_node_get_array (poisoned))
-               : 0);
+           n != NULL ? json_object_get_int_member_with_default (n, "poisoned", 0) : 0);
+  if (untold > 0)
+    g_print (" (%" G_GINT64_FORMAT " not told yet)", untold);
+  if (losses > 0)
+    g_print (", %" G_GINT64_FORMAT " huge page(s) lost", losses);
+  g_print ("\n");
 }
 
 /* --- commands -------------------------------------------------------------- */
