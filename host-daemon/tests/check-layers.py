@@ -15,7 +15,7 @@ LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
              "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
-                 "poison-scan poison-index page-replace rom-blobs control ctl-connect"),
+                 "poison-scan poison-index page-replace rom-blobs control ctl-connect agent-client"),
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison"),
