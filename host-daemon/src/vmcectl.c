@@ -7,7 +7,6 @@
 #define G_LOG_DOMAIN "vmcectl"
 
 #include <gio/gio.h>
-#include <gio/gunixsocketaddress.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,68 +586,17 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
-/* One request to the VM's vmce guest agent (its socket from vmced); the
- * answer's "return" member */
+/* One request to the VM's vmce guest agent, the answer's "return" member.
+ * vmced asks it: the agent's socket is on the VM's host, which need not be
+ * this one (--connect) */
 static JsonNode *
 vmcectl_guest_call (VmceCtlConn *c, const gchar *vm, const gchar *request, GError **error)
 {
   g_autoptr(JsonObject) args = json_object_new ();
-  g_autoptr(JsonNode) info = NULL;
-  g_autoptr(GSocketClient) client = g_socket_client_new ();
-  g_autoptr(GSocketAddress) addr = NULL;
-  g_autoptr(GSocketConnection) conn = NULL;
-  g_autoptr(GDataInputStream) in = NULL;
-  g_autoptr(JsonNode) reply = NULL;
-  g_autofree gchar *line = NULL;
-  g_autofree gchar *request_line = g_strconcat (request, "\n", NULL);
-  const gchar *agent;
-  JsonNode *ret;
 
   json_object_set_string_member (args, "vm", vm);
-  info = vmcectl_call (c, "query-vm", args, error);
-  if (info == NULL)
-    return NULL;
-  agent = vmce_json_object_get_string_opt (json_node_get_object (info), "agent");
-  if (agent == NULL) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                 "vm %s has no guest agent socket (attach it with --agent, or give the domain "
-                 "the org.vmce.agent.1 channel)",
-                 vm);
-    return NULL;
-  }
-  addr = g_unix_socket_address_new (agent);
-  /* QEMU serves one client per socket: a busy one never answers */
-  g_socket_client_set_timeout (client, 30);
-  conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
-  if (conn == NULL) {
-    g_prefix_error (error, "cannot reach the guest agent at %s: ", agent);
-    return NULL;
-  }
-  if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), request_line,
-                                  strlen (request_line), NULL, NULL, error))
-    return NULL;
-  in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (conn)));
-  line = g_data_input_stream_read_line (in, NULL, NULL, error);
-  if (line == NULL) {
-    g_clear_error (error);
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                 "the guest agent at %s did not answer (is another client connected to it?)",
-                 agent);
-    return NULL;
-  }
-  reply = vmce_json_parse_object (line, -1, "the guest agent", error);
-  if (reply == NULL)
-    return NULL;
-  ret = json_object_get_member (json_node_get_object (reply), "return");
-  if (ret == NULL) {
-    JsonNode *err = json_object_get_member (json_node_get_object (reply), "error");
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "guest agent: %s",
-                 err != NULL && JSON_NODE_HOLDS_OBJECT (err)
-                     ? vmcectl_str (json_node_get_object (err), "desc")
-                     : "no answer");
-    return NULL;
-  }
-  return json_node_copy (ret);
+  json_object_set_string_member (args, "request", request);
+  return vmcectl_call (c, "guest", args, error);
 }
 
 /* The guest agent's answer to "translate": the guest process's page */
@@ -692,8 +640,9 @@ vmcectl_cmd_guest (VmceCtlConn *c, int argc, char **argv)
 
   if (argc < 3 || c == NULL) {
     g_print ("Usage: vmcectl guest VM COMMAND [KEY=VALUE...]\n"
-             "Sends one request to the VM's vmce guest agent (images/README.md lists them:\n"
-             "victim-start mode=idle, victim-status pid=P, sysctl name=N value=V, ...).\n");
+             "Sends one request to the VM's vmce guest agent, through vmced on the VM's host\n"
+             "(images/README.md lists them: victim-start mode=idle, victim-status pid=P,\n"
+             "sysctl name=N value=V, ...).\n");
     return c == NULL ? EXIT_SUCCESS : EXIT_FAILURE;
   }
   for (int i = 2; i < argc; i++) {
@@ -1070,8 +1019,11 @@ vmcectl_events_hosts (GPtrArray *targets, int argc, char **argv)
     if (c != NULL && (!follow || sub != NULL))
       ret = vmcectl_call (c, "query-events", args, &error);
     if (ret == NULL || !JSON_NODE_HOLDS_ARRAY (ret)) {
-      g_printerr ("vmcectl: error: %s%s%s\n", c != NULL ? vmce_ctl_conn_get_label (c) : "",
-                  c != NULL ? ": " : "", error != NULL ? error->message : "no records");
+      /* the connection's errors and a far vmced's answers name the host already */
+      if (error != NULL)
+        g_printerr ("vmcectl: error: %s\n", error->message);
+      else
+        g_printerr ("vmcectl: error: %s: no records\n", vmce_ctl_conn_get_label (c));
       rc = EXIT_FAILURE;
       continue;
     }

@@ -1,8 +1,9 @@
 /*
  * The control commands that need a vm attached, spoken over a socketpair
  * to a real daemon: a child process standing for QEMU (real ptrace, a
- * scripted monitor). query-status gives counts where query-vm gives the
- * lists.
+ * scripted monitor) and a scripted guest agent. `guest` relays one request
+ * to the VM's agent (answer, no socket, no answer in time, garbage);
+ * query-status gives counts where query-vm gives the lists.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -13,6 +14,7 @@
 
 #include "commands.h"
 #include "daemon.h"
+#include "fake-agent.h"
 #include "fake-qemu.h"
 #include "json-util.h"
 #include "line-socket.h"
@@ -28,6 +30,7 @@ typedef struct {
   VmceDaemon *daemon;
   TestChild *child;
   FakeQmp *fake;
+  FakeAgent *agent;
   VmceLineSocket *client;
   GQueue lines; /* of JsonNode: what vmced sent */
   VmceVm *vm;
@@ -135,6 +138,7 @@ fixture_teardown (Fixture *fx, gconstpointer data)
   g_clear_pointer (&fx->vm, vmce_vm_unref);
   vmce_line_socket_free (fx->client);
   vmce_daemon_free (fx->daemon);
+  g_clear_pointer (&fx->agent, fake_agent_free);
   fake_qmp_free (fx->fake);
   test_child_free (fx->child);
   g_queue_clear_full (&fx->lines, (GDestroyNotify) json_node_unref);
@@ -175,6 +179,67 @@ call (Fixture *fx, const gchar *command, const gchar *args)
   g_assert_not_reached ();
 }
 
+static const gchar *
+error_class (JsonObject *reply)
+{
+  g_assert_true (json_object_has_member (reply, "error"));
+  return vmce_json_object_get_string_opt (json_object_get_object_member (reply, "error"), "class");
+}
+
+static const gchar *
+error_desc (JsonObject *reply)
+{
+  g_assert_true (json_object_has_member (reply, "error"));
+  return vmce_json_object_get_string_opt (json_object_get_object_member (reply, "error"), "desc");
+}
+
+/* `guest`: vmced opens the agent's socket, on its own host; each way it
+ * can fail is one error naming the vm and the socket */
+static void
+test_commands_guest (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *missing = NULL, *asked = NULL;
+  JsonObject *r;
+
+  if (fx->dir == NULL)
+    return; /* skipped */
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"ping\"}");
+  missing = g_strdup_printf ("cannot reach the guest agent of vm fake-qemu at %s: No such file or directory",
+                             fx->agent_path);
+  g_assert_cmpstr (error_class (r), ==, "NotFound");
+  g_assert_cmpstr (error_desc (r), ==, missing);
+
+  fx->agent = fake_agent_new (fx->agent_path, FAKE_AGENT_ANSWER, 0);
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"victim-start mode=idle\"}");
+  g_assert_cmpstr (vmce_json_object_get_string_opt (json_object_get_object_member (r, "return"), "request"),
+                   ==, "victim-start mode=idle");
+
+  fake_agent_set_mode (fx->agent, FAKE_AGENT_SILENT);
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"ping\", \"timeout-ms\": 100}");
+  g_assert_cmpstr (error_class (r), ==, "Timeout");
+  g_assert_nonnull (strstr (error_desc (r), "did not answer within 100 ms"));
+
+  fake_agent_set_mode (fx->agent, FAKE_AGENT_GARBAGE);
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"ping\"}");
+  g_assert_cmpstr (error_class (r), ==, "GenericError");
+  g_assert_nonnull (strstr (error_desc (r), "answered garbage"));
+
+  fake_agent_set_mode (fx->agent, FAKE_AGENT_ERROR);
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"victim-status pid=9\"}");
+  g_assert_cmpstr (error_class (r), ==, "NotFound");
+  g_assert_cmpstr (error_desc (r), ==, "the guest agent of vm fake-qemu: no such victim");
+
+  /* bad input: vmced's own answers, the agent not asked */
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\", \"request\": \"ping\\nreboot\"}");
+  g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+  r = call (fx, "guest", "{\"vm\": \"fake-qemu\"}");
+  g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+  r = call (fx, "guest", "{\"vm\": \"nosuch\", \"request\": \"ping\"}");
+  g_assert_cmpstr (error_class (r), ==, "NotFound");
+  asked = g_strjoinv (",", (gchar **) fake_agent_get_requests (fx->agent));
+  g_assert_cmpstr (asked, ==, "victim-start mode=idle,ping,ping,victim-status pid=9");
+}
+
 /* query-status: every VM with counts, no list; query-vm has the lists */
 static void
 test_commands_status_counts (Fixture *fx, gconstpointer data)
@@ -212,6 +277,7 @@ main (int argc, char **argv)
 {
   test_block_sigchld ();
   g_test_init (&argc, &argv, NULL);
+  g_test_add ("/commands/guest", Fixture, NULL, fixture_setup, test_commands_guest, fixture_teardown);
   g_test_add ("/commands/status-counts", Fixture, NULL, fixture_setup, test_commands_status_counts,
               fixture_teardown);
   return g_test_run ();
