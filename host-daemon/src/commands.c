@@ -246,6 +246,14 @@ vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'qmp' (the monitor socket) is missing");
     return;
   }
+  /* vmced opens them, from its own working directory, not the client's */
+  if (!g_path_is_absolute (qmp) ||
+      (vmce_json_object_get_string_opt (args, "agent") != NULL &&
+       !g_path_is_absolute (vmce_json_object_get_string_opt (args, "agent")))) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'qmp' and 'agent' must be absolute paths (vmced opens them)");
+    return;
+  }
   if (!vmce_commands_get_policy (req, args, &policy))
     return;
   vmce_daemon_attach_async (user_data, (pid_t) pid, qmp,

@@ -320,6 +320,12 @@ vmce_ctl_conn_get_label (VmceCtlConn *self)
   return self->label;
 }
 
+gboolean
+vmce_ctl_conn_is_remote (VmceCtlConn *self)
+{
+  return self->ssh != NULL;
+}
+
 JsonObject *
 vmce_ctl_conn_get_vmced (VmceCtlConn *self)
 {

@@ -40,6 +40,8 @@ void vmce_ctl_conn_free (VmceCtlConn *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceCtlConn, vmce_ctl_conn_free)
 
 const gchar *vmce_ctl_conn_get_label (VmceCtlConn *self);
+/* vmced is on another host (ssh://): a path it opens is that host's */
+gboolean vmce_ctl_conn_is_remote (VmceCtlConn *self);
 /* vmced's greeting: {"version", "pid"} */
 JsonObject *vmce_ctl_conn_get_vmced (VmceCtlConn *self);
 

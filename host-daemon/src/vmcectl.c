@@ -484,21 +484,39 @@ vmcectl_cmd_events (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* A path for vmced to open (attach's --qmp and --agent): vmced opens it,
+ * from its own working directory, on its own host. A relative one is this
+ * shell's, made whole here; over ssh it would mean nothing there */
+static gchar *
+vmcectl_path_for_vmced (VmceCtlConn *c, const gchar *option, const gchar *path, GError **error)
+{
+  if (g_path_is_absolute (path))
+    return g_strdup (path);
+  if (vmce_ctl_conn_is_remote (c)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                 "%s %s: vmced on %s opens it: give the whole path there", option, path,
+                 vmce_ctl_conn_get_label (c));
+    return NULL;
+  }
+  return g_canonicalize_filename (path, NULL);
+}
+
 static int
 vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL;
+  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL, *path = NULL;
   gint pid = 0;
   GOptionEntry entries[] = {
     { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy,
       "forward (default), ignore-ao, pass, stop or force", "POLICY" },
-    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket", "PATH" },
+    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket (on vmced's host)", "PATH" },
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Name (default: QEMU's -name)", "NAME" },
-    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket", "PATH" },
+    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket (on vmced's host)",
+      "PATH" },
     { NULL },
   };
 
@@ -509,11 +527,19 @@ vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
     return EXIT_FAILURE;
   }
   json_object_set_int_member (args, "pid", pid);
-  json_object_set_string_member (args, "qmp", qmp);
+  path = vmcectl_path_for_vmced (c, "--qmp", qmp, &error);
+  if (path == NULL)
+    return vmcectl_fail (error);
+  json_object_set_string_member (args, "qmp", path);
   if (name != NULL)
     json_object_set_string_member (args, "name", name);
-  if (agent != NULL)
-    json_object_set_string_member (args, "agent", agent);
+  if (agent != NULL) {
+    g_free (path);
+    path = vmcectl_path_for_vmced (c, "--agent", agent, &error);
+    if (path == NULL)
+      return vmcectl_fail (error);
+    json_object_set_string_member (args, "agent", path);
+  }
   if (policy != NULL)
     json_object_set_string_member (args, "policy", policy);
   ret = vmcectl_call (c, "attach", args, &error);

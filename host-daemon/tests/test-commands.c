@@ -240,6 +240,22 @@ test_commands_guest (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (asked, ==, "victim-start mode=idle,ping,ping,victim-status pid=9");
 }
 
+/* attach's sockets are opened by vmced, whose working directory is not
+ * the client's: a relative path is refused, before anything is tried */
+static void
+test_commands_attach_relative (Fixture *fx, gconstpointer data)
+{
+  JsonObject *r;
+
+  if (fx->dir == NULL)
+    return; /* skipped */
+  r = call (fx, "attach", "{\"pid\": 1, \"qmp\": \"qmp.sock\"}");
+  g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+  g_assert_cmpstr (error_desc (r), ==, "'qmp' and 'agent' must be absolute paths (vmced opens them)");
+  r = call (fx, "attach", "{\"pid\": 1, \"qmp\": \"/run/qmp.sock\", \"agent\": \"./agent.sock\"}");
+  g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+}
+
 /* query-status: every VM with counts, no list; query-vm has the lists */
 static void
 test_commands_status_counts (Fixture *fx, gconstpointer data)
@@ -278,6 +294,8 @@ main (int argc, char **argv)
   test_block_sigchld ();
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/commands/guest", Fixture, NULL, fixture_setup, test_commands_guest, fixture_teardown);
+  g_test_add ("/commands/attach-relative", Fixture, NULL, fixture_setup, test_commands_attach_relative,
+              fixture_teardown);
   g_test_add ("/commands/status-counts", Fixture, NULL, fixture_setup, test_commands_status_counts,
               fixture_teardown);
   return g_test_run ();
