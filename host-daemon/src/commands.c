@@ -171,7 +171,7 @@ vmce_cmd_query_vm (VmceControlRequest *req, JsonObject *args, gpointer user_data
     vmce_control_request_error_literal (req, error);
     return;
   }
-  json = vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS | VMCE_VM_JSON_LAYOUT);
+  json = vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS | VMCE_VM_JSON_PAGES | VMCE_VM_JSON_LAYOUT);
   vmce_control_request_return (req, json);
 }
 

@@ -453,7 +453,10 @@ vmce_daemon_vm_letting_go (VmceVm *vm, const gchar *why, gboolean release_pages,
 }
 
 /* The attach record: the vm as vmcectl vm shows it but for the layout,
- * which the journal's readers do not need */
+ * which the journal's readers do not need, and the poisoned pages: counted,
+ * not listed, since the journal has a record of each already (a restarted
+ * vmced that attaches to a QEMU of 10^4 pages built them all into one
+ * record, and its heap stayed that size: 39 MB against 18 here) */
 static void
 vmce_daemon_vm_attached (VmceVm *vm, gpointer user_data)
 {

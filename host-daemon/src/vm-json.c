@@ -252,7 +252,7 @@ vmce_vm_to_json (VmceVm *vm, VmceVmJsonFlags flags)
     vmce_vm_stops_to_json (vm, b);
   vmce_json_builder_add_int (b, "events", (gint64) vmce_vm_get_n_events (vm));
   vmce_vm_counts_to_json (vm, b);
-  if (lists)
+  if (flags & VMCE_VM_JSON_PAGES)
     vmce_vm_poisoned_to_json (vm, b);
   vmce_json_builder_add_string (b, "poisoned_from", vmce_vm_get_poisoned_from (vm));
   vmce_json_builder_add_int (b, "rom_blobs",

@@ -3,7 +3,8 @@
  * to a real daemon: a child process standing for QEMU (real ptrace, a
  * scripted monitor) and a scripted guest agent. `guest` relays one request
  * to the VM's agent (answer, no socket, no answer in time, garbage);
- * query-status gives counts where query-vm gives the lists.
+ * query-status (and the attach record) gives counts where query-vm gives
+ * the lists.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -256,11 +257,39 @@ test_commands_attach_relative (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
 }
 
+/* The journal's attach record's "vm" (owned by @fx), once written */
+static JsonObject *
+attach_record (Fixture *fx)
+{
+  static JsonNode *last = NULL;
+  g_autofree gchar *path = g_build_filename (fx->dir, "journal.jsonl", NULL);
+
+  g_clear_pointer (&last, json_node_unref);
+  /* io_uring writes it from the main loop */
+  for (gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC; g_get_monotonic_time () < deadline;) {
+    g_autofree gchar *text = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    test_iterate ();
+    if (!g_file_get_contents (path, &text, NULL, NULL))
+      continue;
+    lines = g_strsplit (text, "\n", -1);
+    for (guint i = 0; lines[i] != NULL; i++) {
+      if (strstr (lines[i], "\"type\":\"attach\"") == NULL)
+        continue;
+      last = vmce_json_parse_object (lines[i], -1, "journal", NULL);
+      g_assert_nonnull (last);
+      return json_object_get_object_member (json_node_get_object (last), "vm");
+    }
+  }
+  return NULL;
+}
+
 /* query-status: every VM with counts, no list; query-vm has the lists */
 static void
 test_commands_status_counts (Fixture *fx, gconstpointer data)
 {
-  JsonObject *r, *vm, *counts;
+  JsonObject *r, *vm, *counts, *attach;
 
   if (fx->dir == NULL)
     return; /* skipped */
@@ -279,6 +308,14 @@ test_commands_status_counts (Fixture *fx, gconstpointer data)
   g_assert_cmpint (json_object_get_int_member (counts, "host_poisoned"), ==, N_JOURNALED);
   g_assert_cmpint (json_object_get_int_member (counts, "restored"), ==, N_JOURNALED + 1);
   g_assert_true (json_object_has_member (vm, "hugepage"));
+
+  /* the journal's attach record counts them too: each has its own record */
+  attach = attach_record (fx);
+  g_assert_nonnull (attach);
+  g_assert_false (json_object_has_member (attach, "poisoned"));
+  g_assert_true (json_object_has_member (attach, "vcpus"));
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (attach, "counts"), "poisoned"), ==,
+                   N_JOURNALED + 1);
 
   vm = json_object_get_object_member (call (fx, "query-vm", "{\"vm\": \"fake-qemu\"}"), "return");
   g_assert_cmpuint (json_array_get_length (json_object_get_array_member (vm, "poisoned")), ==, N_JOURNALED + 1);
