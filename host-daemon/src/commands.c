@@ -473,14 +473,12 @@ static void
 vmce_cmd_guest (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 {
   g_autoptr(GError) error = NULL;
-  VmceVm *vm = vmce_daemon_lookup_vm (user_data, vmce_json_object_get_string_opt (args, "vm"), &error);
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
   const gchar *request = vmce_json_object_get_string_opt (args, "request");
   guint64 timeout = VMCE_GUEST_DEFAULT_TIMEOUT_MS;
 
-  if (vm == NULL) {
-    vmce_control_request_error_literal (req, error);
+  if (vm == NULL)
     return;
-  }
   if (request == NULL || request[0] == '\0' || strpbrk (request, "\r\n") != NULL ||
       strlen (request) > VMCE_GUEST_MAX_REQUEST) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
