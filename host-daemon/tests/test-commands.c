@@ -11,9 +11,9 @@
  */
 #include <glib/gstdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "commands.h"
+#include "control-client.h"
 #include "daemon.h"
 #include "fake-agent.h"
 #include "fake-qemu.h"
@@ -38,17 +38,6 @@ typedef struct {
   gboolean attached;
   gint64 next_id;
 } Fixture;
-
-static void
-client_line_cb (VmceLineSocket *sock, const gchar *line, gsize len, gint64 t, gpointer data)
-{
-  Fixture *fx = data;
-  g_autoptr(GError) error = NULL;
-  JsonNode *node = vmce_json_parse_object (line, (gssize) len, "vmced", &error);
-
-  g_assert_no_error (error);
-  g_queue_push_tail (&fx->lines, node);
-}
 
 /* A journal of vmced's last run: the child's memory errors, one page each,
  * and one machine check `vmcectl inject` sent (the guest told, the host
@@ -88,9 +77,7 @@ fixture_setup (Fixture *fx, gconstpointer data)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *socket_path = NULL, *journal_path = NULL, *qmp_path = NULL;
-  g_autoptr(GSocket) a = NULL, b = NULL;
   VmceDaemonOptions options = { 0 };
-  int fds[2];
 
   if (!test_ptrace_allowed ()) {
     g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
@@ -109,13 +96,8 @@ fixture_setup (Fixture *fx, gconstpointer data)
   fx->daemon = vmce_daemon_new (&options, &error);
   g_assert_no_error (error);
   vmce_commands_register (vmce_daemon_get_control (fx->daemon), fx->daemon);
-  g_assert_no_errno (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds));
-  a = g_socket_new_from_fd (fds[0], &error);
-  b = g_socket_new_from_fd (fds[1], &error);
-  g_assert_no_error (error);
   g_queue_init (&fx->lines);
-  vmce_control_add_connection (vmce_daemon_get_control (fx->daemon), a);
-  fx->client = vmce_line_socket_new (b, 1 << 24, client_line_cb, NULL, fx);
+  fx->client = control_client_new (vmce_daemon_get_control (fx->daemon), &fx->lines, 1 << 24);
 
   fx->fake = fake_qmp_new_listening (qmp_path);
   fake_qmp_send_greeting (fx->fake);
