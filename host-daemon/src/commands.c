@@ -13,12 +13,18 @@
  *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, lsb?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
+ *   guest         {vm, request, timeout-ms?}
+ *                                     one request line to the VM's vmce
+ *                                     guest agent, relayed: its answer
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #define G_LOG_DOMAIN "vmce-control"
 
+#include <string.h>
+
+#include "agent-client.h"
 #include "commands.h"
 #include "forward.h"
 #include "hugepage-loss.h"
@@ -26,8 +32,13 @@
 #include "migration-guard.h"
 #include "page.h"
 #include "sim-poison.h"
+#include "vm-json.h"
 
 #define VMCE_POISON_DEFAULT_TIMEOUT_MS 30000
+/* what vmcectl waited for the agent when it asked it itself */
+#define VMCE_GUEST_DEFAULT_TIMEOUT_MS 30000
+/* the agent refuses longer request lines */
+#define VMCE_GUEST_MAX_REQUEST 4096
 
 static VmceVm *
 vmce_commands_get_vm (VmceDaemon *daemon, VmceControlRequest *req, JsonObject *args)
@@ -160,7 +171,7 @@ vmce_cmd_query_vm (VmceControlRequest *req, JsonObject *args, gpointer user_data
     vmce_control_request_error_literal (req, error);
     return;
   }
-  json = vmce_vm_to_json (vm, TRUE);
+  json = vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS | VMCE_VM_JSON_PAGES | VMCE_VM_JSON_LAYOUT);
   vmce_control_request_return (req, json);
 }
 
@@ -199,7 +210,9 @@ vmce_cmd_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vmce_control_request_error_literal (req, error);
     return;
   }
-  json = vmce_vm_to_json (vm, FALSE);
+  /* as query-status lists it: a QEMU attached again may have thousands of
+   * poisoned pages from the journal (query-vm lists them) */
+  json = vmce_vm_to_json (vm, VMCE_VM_JSON_SUMMARY);
   vmce_control_request_return (req, json);
 }
 
@@ -231,6 +244,14 @@ vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   }
   if (qmp == NULL) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'qmp' (the monitor socket) is missing");
+    return;
+  }
+  /* vmced opens them, from its own working directory, not the client's */
+  if (!g_path_is_absolute (qmp) ||
+      (vmce_json_object_get_string_opt (args, "agent") != NULL &&
+       !g_path_is_absolute (vmce_json_object_get_string_opt (args, "agent")))) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'qmp' and 'agent' must be absolute paths (vmced opens them)");
     return;
   }
   if (!vmce_commands_get_policy (req, args, &policy))
@@ -412,6 +433,76 @@ vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_dat
   vmce_control_request_return (req, ret);
 }
 
+GQuark vmce_commands_agent_quark (void);
+G_DEFINE_QUARK (vmce-agent-client, vmce_commands_agent)
+
+/* The VM's guest agent client, one per VM (made when first asked for): its
+ * requests, from every vmcectl, go one at a time */
+static VmceAgentClient *
+vmce_commands_get_agent (VmceVm *vm)
+{
+  VmceAgentClient *agent = vmce_vm_get_layer_data (vm, vmce_commands_agent_quark ());
+  g_autofree gchar *who = NULL;
+
+  if (agent != NULL)
+    return agent;
+  who = g_strdup_printf ("the guest agent of vm %s", vmce_vm_get_name (vm));
+  agent = vmce_agent_client_new (vmce_vm_get_agent_path (vm), who);
+  vmce_vm_set_layer_data (vm, vmce_commands_agent_quark (), agent,
+                          (GDestroyNotify) vmce_agent_client_unref);
+  return agent;
+}
+
+static void
+vmce_cmd_guest_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceControlRequest *req = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) answer = vmce_agent_client_request_finish (res, &error);
+
+  if (answer == NULL) {
+    vmce_control_request_error_literal (req, error);
+    return;
+  }
+  vmce_control_request_return (req, answer);
+}
+
+/* The agent's socket is on this host: vmcectl asks it through vmced,
+ * here or over ssh, and never opens it itself */
+static void
+vmce_cmd_guest (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  const gchar *request = vmce_json_object_get_string_opt (args, "request");
+  guint64 timeout = VMCE_GUEST_DEFAULT_TIMEOUT_MS;
+
+  if (vm == NULL)
+    return;
+  if (request == NULL || request[0] == '\0' || strpbrk (request, "\r\n") != NULL ||
+      strlen (request) > VMCE_GUEST_MAX_REQUEST) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "'request' must be one line of at most %d bytes: COMMAND [KEY=VALUE...]",
+                                VMCE_GUEST_MAX_REQUEST);
+    return;
+  }
+  if (!vmce_json_object_get_u64_opt (args, "timeout-ms", &timeout, NULL, &error) || timeout == 0 ||
+      timeout > G_MAXUINT) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'timeout-ms': %s",
+                                error != NULL ? error->message : "not a number of milliseconds");
+    return;
+  }
+  if (vmce_vm_get_agent_path (vm) == NULL) {
+    vmce_control_request_error (req, VMCE_ERROR_NOT_FOUND,
+                                "vm %s has no guest agent socket (attach it with --agent, or give the "
+                                "domain the org.vmce.agent.1 channel)",
+                                vmce_vm_get_name (vm));
+    return;
+  }
+  vmce_agent_client_request_async (vmce_commands_get_agent (vm), request, (guint) timeout,
+                                   vmce_cmd_guest_cb, req);
+}
+
 void
 vmce_commands_register (VmceControl *control, VmceDaemon *daemon)
 {
@@ -425,4 +516,5 @@ vmce_commands_register (VmceControl *control, VmceDaemon *daemon)
   vmce_control_add_command (control, "poison", vmce_cmd_poison, daemon);
   vmce_control_add_command (control, "inject", vmce_cmd_inject, daemon);
   vmce_control_add_command (control, "translate", vmce_cmd_translate, daemon);
+  vmce_control_add_command (control, "guest", vmce_cmd_guest, daemon);
 }

@@ -320,6 +320,12 @@ vmce_ctl_conn_get_label (VmceCtlConn *self)
   return self->label;
 }
 
+gboolean
+vmce_ctl_conn_is_remote (VmceCtlConn *self)
+{
+  return self->ssh != NULL;
+}
+
 JsonObject *
 vmce_ctl_conn_get_vmced (VmceCtlConn *self)
 {
@@ -386,7 +392,9 @@ vmce_ctl_conn_call (VmceCtlConn *self, const gchar *command, JsonObject *args, G
     err = json_object_get_member (obj, "error");
     if (err != NULL && JSON_NODE_HOLDS_OBJECT (err)) {
       const gchar *desc = vmce_json_object_get_string_opt (json_node_get_object (err), "desc");
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", desc != NULL ? desc : "failed");
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s%s%s%s", self->ssh != NULL ? "on " : "",
+                   self->ssh != NULL ? self->label : "", self->ssh != NULL ? ": " : "",
+                   desc != NULL ? desc : "failed");
       return NULL;
     }
     if (json_object_has_member (obj, "return"))

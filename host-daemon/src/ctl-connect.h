@@ -40,11 +40,15 @@ void vmce_ctl_conn_free (VmceCtlConn *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmceCtlConn, vmce_ctl_conn_free)
 
 const gchar *vmce_ctl_conn_get_label (VmceCtlConn *self);
+/* vmced is on another host (ssh://): a path it opens is that host's */
+gboolean vmce_ctl_conn_is_remote (VmceCtlConn *self);
 /* vmced's greeting: {"version", "pid"} */
 JsonObject *vmce_ctl_conn_get_vmced (VmceCtlConn *self);
 
 /* Sends a command, returns its "return" member; events that come
- * meanwhile are kept for vmce_ctl_conn_read_event() */
+ * meanwhile are kept for vmce_ctl_conn_read_event(). vmced's error answer
+ * is the error, led by "on HOST: " when vmced is another host's (what it
+ * names, a vm or a path, is there) */
 JsonNode *vmce_ctl_conn_call (VmceCtlConn *self, const gchar *command, JsonObject *args, GError **error);
 /* The next event's "data" (blocking), or NULL at the end or on error */
 JsonNode *vmce_ctl_conn_read_event (VmceCtlConn *self, GError **error);

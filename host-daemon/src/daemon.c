@@ -23,6 +23,7 @@
 #include "proc-info.h"
 #include "reset-guard.h"
 #include "sim-poison.h"
+#include "vm-json.h"
 
 /* records kept in memory for `vmcectl events`: as their JSON lines, not
  * json-glib trees, which took about 8 KB a memory-error record (8 MB for
@@ -451,6 +452,28 @@ vmce_daemon_vm_letting_go (VmceVm *vm, const gchar *why, gboolean release_pages,
     vmce_sim_release_all (vm);
 }
 
+/* The attach record: the vm as vmcectl vm shows it but for the layout,
+ * which the journal's readers do not need, and the poisoned pages: counted,
+ * not listed, since the journal has a record of each already (a restarted
+ * vmced that attaches to a QEMU of 10^4 pages built them all into one
+ * record, and its heap stayed that size: 39 MB against 18 here) */
+static void
+vmce_daemon_vm_attached (VmceVm *vm, gpointer user_data)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "type", "attach");
+  vmce_json_builder_add_string (b, "time", time);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_value (b, vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS));
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_daemon_emit_record (user_data, "VM_ATTACHED", record);
+}
+
 static void
 vmce_daemon_vm_gone (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer user_data)
 {
@@ -490,6 +513,7 @@ static const VmceVmHandler vmce_daemon_vm_handler = {
   .memory_error_event = vmce_daemon_vm_memory_error_event,
   .record = vmce_daemon_vm_record,
   .letting_go = vmce_daemon_vm_letting_go,
+  .attached = vmce_daemon_vm_attached,
   .gone = vmce_daemon_vm_gone,
   .found_taken_away = vmce_daemon_vm_found_taken_away,
   .to_json = vmce_daemon_vm_to_json,
@@ -668,7 +692,7 @@ vmce_daemon_status_to_json (VmceDaemon *self)
   json_builder_set_member_name (b, "vms");
   json_builder_begin_array (b);
   for (guint i = 0; i < self->vms->len; i++)
-    json_builder_add_value (b, vmce_vm_to_json (g_ptr_array_index (self->vms, i), FALSE));
+    json_builder_add_value (b, vmce_vm_to_json (g_ptr_array_index (self->vms, i), VMCE_VM_JSON_SUMMARY));
   json_builder_end_array (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);

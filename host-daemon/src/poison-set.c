@@ -207,6 +207,29 @@ vmce_poisoned_page_told (const VmcePoisonedPage *p)
   return p->lost_with == 0 || p->count > 0;
 }
 
+void
+vmce_poison_set_count (GHashTable *set, VmcePoisonCounts *counts)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  *counts = (VmcePoisonCounts) { 0 };
+  g_hash_table_iter_init (&iter, set);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const VmcePoisonedPage *p = value;
+
+    counts->pages++;
+    if (vmce_poisoned_page_told (p))
+      counts->told++;
+    else
+      counts->untold++;
+    if (p->host_poisoned)
+      counts->host++;
+    if (p->restored)
+      counts->restored++;
+  }
+}
+
 static gint
 vmce_poisoned_cmp (gconstpointer a, gconstpointer b)
 {

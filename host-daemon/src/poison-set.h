@@ -71,6 +71,16 @@ guint vmce_poison_set_add_loss_record (GHashTable *set, JsonObject *record);
  * page that no error reported yet (its first read is a first error, not a
  * refault) */
 gboolean vmce_poisoned_page_told (const VmcePoisonedPage *p);
+/* What a set holds, counted: vmcectl status shows it for every VM, where
+ * the pages themselves would be thousands of lines after a storm */
+typedef struct {
+  guint pages;    /* all of them */
+  guint told;     /* the guest was told of (vmce_poisoned_page_told()) */
+  guint untold;   /* lost with a huge page, not reported to the guest yet */
+  guint host;     /* bad on the host: a reset replaces them */
+  guint restored; /* rebuilt from the journal after a vmced restart */
+} VmcePoisonCounts;
+void vmce_poison_set_count (GHashTable *set, VmcePoisonCounts *counts);
 /* Pages that must be replaced at a reset, sorted by GPA (not owned) */
 GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
 /* All, sorted by GPA (not owned) */

@@ -1,6 +1,5 @@
 /*
- * A vm session as JSON: `vmcectl vm`, `vmcectl status` and the attach
- * record.
+ * A vm session as JSON (see vm-json.h).
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -10,7 +9,7 @@
 #include <string.h>
 
 #include "json-util.h"
-#include "vm-private.h"
+#include "vm-json.h"
 
 static const gchar *
 vmce_vm_state_to_string (VmceVmState state)
@@ -46,12 +45,14 @@ vmce_vm_cpu_to_json (const VmceCpuModel *cpu, JsonBuilder *b)
 }
 
 static void
-vmce_vm_vcpus_to_json (VmceVm *self, JsonBuilder *b)
+vmce_vm_vcpus_to_json (VmceVm *vm, JsonBuilder *b)
 {
+  GArray *vcpus = vmce_vm_get_vcpus (vm);
+
   json_builder_set_member_name (b, "vcpus");
   json_builder_begin_array (b);
-  for (guint i = 0; self->vcpus != NULL && i < self->vcpus->len; i++) {
-    const VmceVcpu *vcpu = &g_array_index (self->vcpus, VmceVcpu, i);
+  for (guint i = 0; vcpus != NULL && i < vcpus->len; i++) {
+    const VmceVcpu *vcpu = &g_array_index (vcpus, VmceVcpu, i);
 
     json_builder_begin_object (b);
     vmce_json_builder_add_int (b, "index", vcpu->index);
@@ -68,11 +69,11 @@ typedef struct {
 
 /* vCPU, QEMU's main thread, or any other (I/O, RCU, workers) */
 static guint
-vmce_vm_thread_kind (VmceVm *self, pid_t tid)
+vmce_vm_thread_kind (VmceVm *vm, pid_t tid)
 {
-  if (vmce_vm_find_vcpu_by_tid (self, tid) != NULL)
+  if (vmce_vm_find_vcpu_by_tid (vm, tid) != NULL)
     return 0;
-  return tid == self->pid ? 1 : 2;
+  return tid == vmce_vm_get_pid (vm) ? 1 : 2;
 }
 
 static void
@@ -108,19 +109,16 @@ vmce_vm_stop_name (guint code)
  * threads waited and the time they were counted over, so that an operator
  * sees what vmced costs this QEMU (run/bench --overhead) */
 static void
-vmce_vm_stops_to_json (VmceVm *self, JsonBuilder *b)
+vmce_vm_stops_to_json (VmceVm *vm, JsonBuilder *b)
 {
   static const gchar *const kinds[] = { "vcpu", "main", "other" };
   g_autoptr(GHashTable) by_kind = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
-  VmceStopTally t = { self, by_kind };
+  VmceStopTally t = { vm, by_kind };
   GHashTableIter iter;
   gpointer key, value;
 
-  if (self->watch != NULL)
-    vmce_ptrace_watch_foreach_stop (self->watch, vmce_vm_tally_stop, &t);
-  vmce_json_builder_add_int (b, "attached_ms", self->attached_time_us != 0
-                                                   ? (g_get_real_time () - self->attached_time_us) / 1000
-                                                   : 0);
+  if (vmce_vm_get_watch (vm) != NULL)
+    vmce_ptrace_watch_foreach_stop (vmce_vm_get_watch (vm), vmce_vm_tally_stop, &t);
   json_builder_set_member_name (b, "stops");
   json_builder_begin_array (b);
   g_hash_table_iter_init (&iter, by_kind);
@@ -140,16 +138,47 @@ vmce_vm_stops_to_json (VmceVm *self, JsonBuilder *b)
 }
 
 static void
-vmce_vm_poisoned_to_json (VmceVm *self, JsonBuilder *b)
+vmce_vm_poisoned_to_json (VmceVm *vm, JsonBuilder *b)
 {
-  g_autoptr(GPtrArray) pages = vmce_poison_set_sorted (self->poisoned);
+  g_autoptr(GPtrArray) pages = vmce_poison_set_sorted (vmce_vm_get_poisoned (vm));
 
   json_builder_set_member_name (b, "poisoned");
   json_builder_begin_array (b);
   for (guint i = 0; i < pages->len; i++)
     vmce_poisoned_page_to_json (g_ptr_array_index (pages, i), b);
   json_builder_end_array (b);
-  vmce_json_builder_add_string (b, "poisoned_from", self->poisoned_from);
+}
+
+/* The lists' lengths, for a status of every VM: what vmcectl vm would list */
+static void
+vmce_vm_counts_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  VmcePoisonCounts n;
+
+  vmce_poison_set_count (vmce_vm_get_poisoned (vm), &n);
+  json_builder_set_member_name (b, "counts");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_int (b, "vcpus", vmce_vm_get_vcpus (vm) != NULL ? vmce_vm_get_vcpus (vm)->len : 0);
+  vmce_json_builder_add_int (b, "poisoned", n.pages);
+  vmce_json_builder_add_int (b, "told", n.told);
+  vmce_json_builder_add_int (b, "untold", n.untold);
+  vmce_json_builder_add_int (b, "host_poisoned", n.host);
+  vmce_json_builder_add_int (b, "restored", n.restored);
+  json_builder_end_object (b);
+}
+
+static void
+vmce_vm_layout_skipped_to_json (VmceRamLayout *layout, JsonBuilder *b)
+{
+  GPtrArray *skipped = layout != NULL ? vmce_ram_layout_get_skipped (layout) : NULL;
+
+  if (skipped == NULL || skipped->len == 0)
+    return;
+  json_builder_set_member_name (b, "layout_skipped");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < skipped->len; i++)
+    json_builder_add_string_value (b, g_ptr_array_index (skipped, i));
+  json_builder_end_array (b);
 }
 
 static void
@@ -174,55 +203,64 @@ vmce_vm_layout_to_json (VmceRamLayout *layout, JsonBuilder *b)
   json_builder_end_array (b);
 }
 
-JsonNode *
-vmce_vm_to_json (VmceVm *self, gboolean with_layout)
+/* What QEMU is and how vmced talks to it */
+static void
+vmce_vm_qemu_to_json (VmceVm *vm, JsonBuilder *b)
 {
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-
-  json_builder_begin_object (b);
-  vmce_json_builder_add_string (b, "name", self->name);
-  vmce_json_builder_add_int (b, "pid", self->pid);
-  vmce_json_builder_add_string (b, "qemu_id", self->qemu_id);
-  vmce_json_builder_add_string (b, "qmp", self->qmp_path != NULL ? self->qmp_path : "libvirt");
-  if (self->uuid != NULL)
-    vmce_json_builder_add_string (b, "uuid", self->uuid);
-  vmce_json_builder_add_string (b, "agent", self->agent_path);
-  vmce_json_builder_add_string (b, "state", vmce_vm_state_to_string (self->state));
-  vmce_json_builder_add_string (b, "accel", self->kvm ? "kvm" : "tcg");
+  vmce_json_builder_add_string (b, "qmp", vmce_vm_get_qmp_path (vm) != NULL ? vmce_vm_get_qmp_path (vm)
+                                                                           : "libvirt");
+  if (vmce_vm_get_uuid (vm) != NULL)
+    vmce_json_builder_add_string (b, "uuid", vmce_vm_get_uuid (vm));
+  vmce_json_builder_add_string (b, "agent", vmce_vm_get_agent_path (vm));
+  vmce_json_builder_add_string (b, "state", vmce_vm_state_to_string (vmce_vm_get_state (vm)));
+  vmce_json_builder_add_string (b, "accel", vmce_vm_is_kvm (vm) ? "kvm" : "tcg");
   json_builder_set_member_name (b, "qemu");
   json_builder_begin_object (b);
-  vmce_json_builder_add_string (b, "version", self->qemu_version);
-  vmce_json_builder_add_string (b, "package", self->qemu_package);
+  vmce_json_builder_add_string (b, "version", vmce_vm_get_qemu_version (vm));
+  vmce_json_builder_add_string (b, "package", vmce_vm_get_qemu_package (vm));
   json_builder_end_object (b);
-  vmce_json_builder_add_string (b, "inject", self->qmp_inject_mce ? "qmp inject-mce" : "hmp mce");
-  vmce_json_builder_add_string (b, "layout_via", self->qmp_ram_layout
+  vmce_json_builder_add_string (b, "inject", vmce_vm_has_inject_mce (vm) ? "qmp inject-mce" : "hmp mce");
+  vmce_json_builder_add_string (b, "layout_via", vmce_vm_has_query_ram_layout (vm)
                                                      ? "qmp query-ram-layout"
                                                      : "hmp info mtree -f, gpa2hva");
-  if (self->layout != NULL && vmce_ram_layout_get_skipped (self->layout)->len > 0) {
-    GPtrArray *skipped = vmce_ram_layout_get_skipped (self->layout);
+}
 
-    json_builder_set_member_name (b, "layout_skipped");
-    json_builder_begin_array (b);
-    for (guint i = 0; i < skipped->len; i++)
-      json_builder_add_string_value (b, g_ptr_array_index (skipped, i));
-    json_builder_end_array (b);
-  }
-  vmce_vm_cpu_to_json (&self->cpu_model, b);
-  vmce_json_builder_add_string (b, "host_vendor", self->host_vendor);
-  vmce_json_builder_add_string (b, "policy", vmce_policy_to_string (self->policy));
-  vmce_vm_vcpus_to_json (self, b);
-  vmce_json_builder_add_int (b, "threads", self->watch != NULL
-                                               ? vmce_ptrace_watch_get_n_threads (self->watch)
+JsonNode *
+vmce_vm_to_json (VmceVm *vm, VmceVmJsonFlags flags)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  gboolean lists = (flags & VMCE_VM_JSON_LISTS) != 0;
+  gint64 attached = vmce_vm_get_attached_time (vm);
+
+  json_builder_begin_object (b);
+  vmce_json_builder_add_string (b, "name", vmce_vm_get_name (vm));
+  vmce_json_builder_add_int (b, "pid", vmce_vm_get_pid (vm));
+  vmce_json_builder_add_string (b, "qemu_id", vmce_vm_get_qemu_id (vm));
+  vmce_vm_qemu_to_json (vm, b);
+  if (lists)
+    vmce_vm_layout_skipped_to_json (vmce_vm_get_layout (vm), b);
+  vmce_vm_cpu_to_json (vmce_vm_get_cpu_model (vm), b);
+  vmce_json_builder_add_string (b, "host_vendor", vmce_vm_get_host_vendor (vm));
+  vmce_json_builder_add_string (b, "policy", vmce_policy_to_string (vmce_vm_get_policy (vm)));
+  if (lists)
+    vmce_vm_vcpus_to_json (vm, b);
+  vmce_json_builder_add_int (b, "threads", vmce_vm_get_watch (vm) != NULL
+                                               ? vmce_ptrace_watch_get_n_threads (vmce_vm_get_watch (vm))
                                                : 0);
-  vmce_vm_stops_to_json (self, b);
-  vmce_json_builder_add_int (b, "events", (gint64) self->n_events);
-  vmce_vm_poisoned_to_json (self, b);
+  vmce_json_builder_add_int (b, "attached_ms", attached != 0 ? (g_get_real_time () - attached) / 1000 : 0);
+  if (lists)
+    vmce_vm_stops_to_json (vm, b);
+  vmce_json_builder_add_int (b, "events", (gint64) vmce_vm_get_n_events (vm));
+  vmce_vm_counts_to_json (vm, b);
+  if (flags & VMCE_VM_JSON_PAGES)
+    vmce_vm_poisoned_to_json (vm, b);
+  vmce_json_builder_add_string (b, "poisoned_from", vmce_vm_get_poisoned_from (vm));
   vmce_json_builder_add_int (b, "rom_blobs",
-                             self->roms != NULL ? vmce_rom_blobs_get_n (self->roms) : 0);
+                             vmce_vm_get_roms (vm) != NULL ? vmce_rom_blobs_get_n (vmce_vm_get_roms (vm)) : 0);
   /* the simulator's and the guards' own */
-  self->handler->to_json (self, b, self->handler_data);
-  if (with_layout && self->layout != NULL)
-    vmce_vm_layout_to_json (self->layout, b);
+  vmce_vm_layers_to_json (vm, b);
+  if ((flags & VMCE_VM_JSON_LAYOUT) && vmce_vm_get_layout (vm) != NULL)
+    vmce_vm_layout_to_json (vmce_vm_get_layout (vm), b);
   json_builder_end_object (b);
   return json_builder_get_root (b);
 }

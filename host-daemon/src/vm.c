@@ -21,7 +21,64 @@
 #include "poison-scan.h"
 #include "proc-info.h"
 #include "proc-maps.h"
-#include "vm-private.h"
+#include "vm.h"
+
+/* The session's own state: everything outside this file goes through
+ * vm.h's getters, and the layers above keep their per-VM state as layer
+ * data (vmce_vm_set_layer_data()), which the session holds for them
+ * unseen */
+struct _VmceVm {
+  gint ref_count;
+  const VmceVmHandler *handler;
+  gpointer handler_data;
+  gchar *name;
+  pid_t pid;
+  gchar *qemu_id; /* the process for good: vmce_proc_identity() */
+  gchar *qmp_path;
+  gchar *agent_path;
+  /* a libvirt domain: its UUID, and the monitor reached through libvirt
+   * (qmp_path is then NULL) */
+  gchar *uuid;
+  GSocket *qmp_socket;
+  gpointer monitor_owner;
+  GDestroyNotify monitor_owner_free;
+  VmceVmState state;
+  gchar *detach_reason;
+  gint64 attached_time_us;
+  guint64 n_events; /* memory errors reported (vmce_vm_emit_event()) */
+
+  VmceQmpClient *qmp;
+  VmcePtraceWatch *watch;
+  VmceRamLayout *layout;
+  gboolean layout_refreshing;
+  gboolean layout_refresh_again;
+  GPtrArray *layout_waiters;   /* for the next refresh: VmceLayoutWaiter */
+  GPtrArray *layout_inflight;  /* for the refresh under way */
+  guint layout_wait_source;    /* bounds how long they wait */
+  GArray *vcpus; /* of VmceVcpu */
+  VmceCpuModel cpu_model;
+  gboolean kvm;
+  gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
+  gboolean qmp_ram_layout; /* and query-ram-layout */
+  /* query-version: what the QEMU is (the journal's attach record says it) */
+  gchar *qemu_version;  /* "10.0.2" */
+  gchar *qemu_package;  /* "Debian 1:10.0.2+ds-2+deb13u1~bpo12+1", or NULL */
+  GHashTable *layout_said; /* what of QEMU's mtree output was skipped and said (once) */
+  gchar host_vendor[13];
+  VmcePolicy policy;
+  GTask *attach_task;
+  gboolean running;  /* the guest runs (query-status, STOP, RESUME) */
+  gboolean incoming; /* a migration's destination, loading its state */
+
+  /* what the guest was told about, and which host pages are bad, by
+   * guest page (poison-set.h) */
+  GHashTable *poisoned; /* gpa -> VmcePoisonedPage */
+  gchar *poisoned_from; /* where that set came from, for vmcectl vm */
+  VmceRomBlobs *roms;   /* ROM blobs in RAM, which QEMU rewrites at reset */
+
+  /* the forwarder's, the simulator's and the guards' own (GQuark -> data) */
+  GData *layer_data;
+};
 
 static void vmce_vm_set_gone (VmceVm *self, const gchar *type, const gchar *reason);
 static void vmce_vm_scan_poisoned (VmceVm *self);
@@ -464,24 +521,14 @@ vmce_vm_attached_cb (VmcePtraceWatch *watch, gpointer user_data)
 {
   VmceVm *self = user_data;
   g_autoptr(GTask) task = g_steal_pointer (&self->attach_task);
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonNode) record = NULL;
-  g_autofree gchar *time = vmce_format_time (g_get_real_time ());
 
   if (task == NULL)
     return;
   self->state = VMCE_VM_READY;
   self->attached_time_us = g_get_real_time ();
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "type");
-  json_builder_add_string_value (b, "attach");
-  json_builder_set_member_name (b, "time");
-  json_builder_add_string_value (b, time);
-  json_builder_set_member_name (b, "vm");
-  json_builder_add_value (b, vmce_vm_to_json (self, FALSE));
-  json_builder_end_object (b);
-  record = json_builder_get_root (b);
-  vmce_vm_emit_record (self, "VM_ATTACHED", record);
+  /* the attach record (the daemon's, with the vm's JSON) before anything
+   * else of this QEMU is journaled */
+  self->handler->attached (self, self->handler_data);
   g_message ("vm %s: attached to pid %d (%s, %u vCPU(s), %u threads)", self->name, self->pid,
              self->kvm ? "kvm" : "tcg", self->vcpus->len,
              vmce_ptrace_watch_get_n_threads (self->watch));
@@ -1296,6 +1343,60 @@ VmceQmpClient *
 vmce_vm_get_qmp (VmceVm *self)
 {
   return self->qmp;
+}
+
+const gchar *
+vmce_vm_get_qmp_path (VmceVm *self)
+{
+  return self->qmp_path;
+}
+
+const gchar *
+vmce_vm_get_agent_path (VmceVm *self)
+{
+  return self->agent_path;
+}
+
+const gchar *
+vmce_vm_get_qemu_version (VmceVm *self)
+{
+  return self->qemu_version;
+}
+
+const gchar *
+vmce_vm_get_qemu_package (VmceVm *self)
+{
+  return self->qemu_package;
+}
+
+gboolean
+vmce_vm_has_query_ram_layout (VmceVm *self)
+{
+  return self->qmp_ram_layout;
+}
+
+const gchar *
+vmce_vm_get_host_vendor (VmceVm *self)
+{
+  return self->host_vendor;
+}
+
+gint64
+vmce_vm_get_attached_time (VmceVm *self)
+{
+  return self->attached_time_us;
+}
+
+const gchar *
+vmce_vm_get_poisoned_from (VmceVm *self)
+{
+  return self->poisoned_from;
+}
+
+void
+vmce_vm_layers_to_json (VmceVm *self, JsonBuilder *b)
+{
+  self->handler->to_json (self, b, self->handler_data);
 }
 
 VmcePtraceWatch *

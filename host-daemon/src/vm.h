@@ -71,12 +71,16 @@ typedef struct _VmceVmHandler {
   /* The session lets go of QEMU: whatever holds a thread or waits lets go
    * too; @release_pages: pages taken away come back */
   void (*letting_go) (VmceVm *vm, const gchar *why, gboolean release_pages, gpointer user_data);
+  /* Attached: every thread is traced, the vm is ready; the attach record
+   * is journaled here, before any other record of this QEMU */
+  void (*attached) (VmceVm *vm, gpointer user_data);
   /* Gone for good (@exited: QEMU ended), after the last record */
   void (*gone) (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer user_data);
   /* A page of guest RAM found taken away from QEMU at attach; TRUE: it is
    * vmced's now (to give back when it lets go), FALSE: it was already */
   gboolean (*found_taken_away) (VmceVm *vm, guint64 hva, guint64 gpa, gpointer user_data);
-  /* What the layers above add to the vm's JSON */
+  /* What the layers above add to the vm's JSON (a few members, no
+   * lists: vmcectl status shows them for every VM) */
   void (*to_json) (VmceVm *vm, JsonBuilder *b, gpointer user_data);
   /* The other sessions of this vmced (a migration's other end) */
   GPtrArray *(*peers) (VmceVm *vm, gpointer user_data);
@@ -144,6 +148,14 @@ const gchar *vmce_vm_get_uuid (VmceVm *self);
 VmceVmState vmce_vm_get_state (VmceVm *self);
 /* NULL before attaching or once gone */
 VmceQmpClient *vmce_vm_get_qmp (VmceVm *self);
+/* how it was attached: the QMP socket (NULL for a libvirt domain's
+ * monitor) and its vmce guest agent's socket (NULL: none) */
+const gchar *vmce_vm_get_qmp_path (VmceVm *self);
+const gchar *vmce_vm_get_agent_path (VmceVm *self);
+/* query-version: "10.0.2", and the package ("Debian 1:10.0.2+ds-2...") or
+ * NULL */
+const gchar *vmce_vm_get_qemu_version (VmceVm *self);
+const gchar *vmce_vm_get_qemu_package (VmceVm *self);
 VmcePtraceWatch *vmce_vm_get_watch (VmceVm *self);
 VmceRamLayout *vmce_vm_get_layout (VmceVm *self);
 /* of VmceVcpu, in QEMU's order (never NULL once attached) */
@@ -152,6 +164,12 @@ const VmceCpuModel *vmce_vm_get_cpu_model (VmceVm *self);
 gboolean vmce_vm_is_kvm (VmceVm *self);
 /* QEMU has qemu-patches/' inject-mce */
 gboolean vmce_vm_has_inject_mce (VmceVm *self);
+/* and query-ram-layout, which the layout is read with */
+gboolean vmce_vm_has_query_ram_layout (VmceVm *self);
+/* the vendor of the CPU QEMU runs on ("GenuineIntel") */
+const gchar *vmce_vm_get_host_vendor (VmceVm *self);
+/* real time, µs; 0 until attached */
+gint64 vmce_vm_get_attached_time (VmceVm *self);
 /* the guest runs; a migration's destination still loading */
 gboolean vmce_vm_is_running (VmceVm *self);
 gboolean vmce_vm_is_incoming (VmceVm *self);
@@ -161,6 +179,8 @@ void vmce_vm_set_policy (VmceVm *self, VmcePolicy policy);
 GHashTable *vmce_vm_get_poisoned (VmceVm *self);
 /* The set, for one who keeps it after the session (an empty one is left) */
 GHashTable *vmce_vm_steal_poisoned (VmceVm *self);
+/* where that set came from (the journal, a detach, QEMU's page table) */
+const gchar *vmce_vm_get_poisoned_from (VmceVm *self);
 /* QEMU's ROM blobs in RAM, or NULL if not read */
 VmceRomBlobs *vmce_vm_get_roms (VmceVm *self);
 /* memory errors reported so far */
@@ -179,7 +199,8 @@ gpointer vmce_vm_ensure_layer_data (VmceVm *self,
                                     VmceLayerNewFunc create,
                                     GDestroyNotify destroy);
 
-JsonNode *vmce_vm_to_json (VmceVm *self, gboolean with_layout);
+/* Through the handler: the layers' members of the vm's JSON (vm-json.h) */
+void vmce_vm_layers_to_json (VmceVm *self, JsonBuilder *b);
 /* A journal record about this VM begins: type, time, vm, uuid, pid and
  * qemu_id (the builder is inside the record's object) */
 void vmce_vm_begin_record (VmceVm *self, JsonBuilder *b, const gchar *type);

@@ -7,7 +7,6 @@
 #define G_LOG_DOMAIN "vmcectl"
 
 #include <gio/gio.h>
-#include <gio/gunixsocketaddress.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,69 +42,104 @@ vmcectl_str (JsonObject *obj, const gchar *member)
   return s != NULL ? s : "-";
 }
 
-/* One memory-error record, as a person reads it */
+/* A reset record: the poisoned pages replaced before the guest ran again */
 static void
-vmcectl_print_event (JsonObject *ev)
+vmcectl_print_reset (JsonObject *ev)
+{
+  JsonArray *pages = json_object_get_array_member (ev, "pages");
+
+  g_print ("%s  reset    vm %s (%s): %" G_GINT64_FORMAT " poisoned page(s) replaced, %"
+           G_GINT64_FORMAT " usable already, %" G_GINT64_FORMAT " failed; vCPUs held %"
+           G_GINT64_FORMAT " us%s\n",
+           vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), vmcectl_str (ev, "reason"),
+           json_object_get_int_member_with_default (ev, "replaced", 0),
+           json_object_get_int_member_with_default (ev, "usable", 0),
+           json_object_get_int_member_with_default (ev, "failed", 0),
+           json_object_get_int_member_with_default (ev, "held_us", 0),
+           json_object_get_boolean_member_with_default (ev, "vm_paused", FALSE) ? "; VM paused"
+                                                                               : "");
+  for (guint i = 0; pages != NULL && i < json_array_get_length (pages); i++) {
+    JsonObject *p = json_array_get_object_element (pages, i);
+    g_print ("  GPA %s  %s  %s: %s\n", vmcectl_str (p, "gpa"), vmcectl_str (p, "result"),
+             vmcectl_str (p, "backing"),
+             vmce_json_object_get_string_opt (p, "how") ?: vmcectl_str (p, "detail"));
+  }
+}
+
+/* A page-replaced or migration record: one line about one page */
+static void
+vmcectl_print_page_record (JsonObject *ev, const gchar *type)
+{
+  JsonNode *page = json_object_get_member (ev, "page");
+  const gchar *detail = vmce_json_object_get_string_opt (ev, "detail");
+
+  if (detail == NULL && page != NULL && JSON_NODE_HOLDS_OBJECT (page))
+    detail = vmce_json_object_get_string_opt (json_node_get_object (page), "detail");
+  g_print ("%s  %-8s vm %s%s%s: %s\n", vmcectl_str (ev, "time"),
+           g_strcmp0 (type, "migration") == 0 ? vmcectl_str (ev, "action") : "replaced",
+           vmcectl_str (ev, "vm"), json_object_has_member (ev, "gpa") ? " GPA " : "",
+           json_object_has_member (ev, "gpa") ? vmcectl_str (ev, "gpa") : "",
+           detail != NULL ? detail : "-");
+}
+
+static void
+vmcectl_print_huge_page_loss (JsonObject *ev)
+{
+  g_print ("%s  lost     vm %s: a %" G_GINT64_FORMAT " KiB host page at HVA %s (%s), %" G_GINT64_FORMAT
+           " guest page(s); hugepage %s: %" G_GINT64_FORMAT " more to tell%s%s\n",
+           vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"),
+           json_object_get_int_member_with_default (ev, "size", 0) / 1024, vmcectl_str (ev, "hva"),
+           vmcectl_str (ev, "source"), json_object_get_int_member_with_default (ev, "pages", 0),
+           vmcectl_str (ev, "policy"), json_object_get_int_member_with_default (ev, "told", 0),
+           vmce_json_object_get_string_opt (ev, "detail") ? ": " : "",
+           vmce_json_object_get_string_opt (ev, "detail") ?: "");
+}
+
+/* Any other record (attach, detach, vm-exit, ...): its type, its vm and why */
+static void
+vmcectl_print_other_record (JsonObject *ev, const gchar *type)
+{
+  JsonNode *vm = json_object_get_member (ev, "vm");
+  const gchar *name = vm != NULL && JSON_NODE_HOLDS_OBJECT (vm)
+                          ? vmcectl_str (json_node_get_object (vm), "name")
+                          : vmcectl_str (ev, "vm");
+
+  g_print ("%s  %-8s vm %s%s%s\n", vmcectl_str (ev, "time"), type, name,
+           json_object_has_member (ev, "reason") && vmce_json_object_get_string_opt (ev, "reason")
+               ? ": "
+               : "",
+           vmce_json_object_get_string_opt (ev, "reason") ?: "");
+}
+
+/* A memory error's outcome: who handled it, how fast, what it took */
+static void
+vmcectl_print_result (JsonObject *ev)
+{
+  JsonNode *latency = json_object_get_member (ev, "latency_us");
+
+  g_print ("  result      %s by %s", vmcectl_str (ev, "result"), vmcectl_str (ev, "handled_by"));
+  if (latency != NULL && JSON_NODE_HOLDS_VALUE (latency))
+    g_print (", acknowledged %" G_GINT64_FORMAT " us after the signal-stop",
+             json_node_get_int (latency));
+  if (json_object_get_int_member_with_default (ev, "repeats", 0) > 0)
+    g_print (", %" G_GINT64_FORMAT " repeat(s) coalesced",
+             json_object_get_int_member_with_default (ev, "repeats", 0));
+  if (json_object_get_int_member_with_default (ev, "busy", 0) > 0 ||
+      json_object_get_int_member_with_default (ev, "dropped", 0) > 0)
+    g_print (", sent again %" G_GINT64_FORMAT " time(s) (QEMU busy %" G_GINT64_FORMAT
+             ", dropped as too early %" G_GINT64_FORMAT ")",
+             json_object_get_int_member_with_default (ev, "busy", 0) +
+                 json_object_get_int_member_with_default (ev, "dropped", 0),
+             json_object_get_int_member_with_default (ev, "busy", 0),
+             json_object_get_int_member_with_default (ev, "dropped", 0));
+  g_print ("\n");
+}
+
+static void
+vmcectl_print_memory_error (JsonObject *ev)
 {
   JsonNode *mce = json_object_get_member (ev, "mce");
-  JsonNode *latency = json_object_get_member (ev, "latency_us");
-  const gchar *type = vmcectl_str (ev, "type");
 
-  if (g_strcmp0 (type, "reset") == 0) {
-    JsonArray *pages = json_object_get_array_member (ev, "pages");
-    g_print ("%s  reset    vm %s (%s): %" G_GINT64_FORMAT " poisoned page(s) replaced, %"
-             G_GINT64_FORMAT " usable already, %" G_GINT64_FORMAT " failed; vCPUs held %"
-             G_GINT64_FORMAT " us%s\n",
-             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), vmcectl_str (ev, "reason"),
-             json_object_get_int_member_with_default (ev, "replaced", 0),
-             json_object_get_int_member_with_default (ev, "usable", 0),
-             json_object_get_int_member_with_default (ev, "failed", 0),
-             json_object_get_int_member_with_default (ev, "held_us", 0),
-             json_object_get_boolean_member_with_default (ev, "vm_paused", FALSE) ? "; VM paused"
-                                                                                 : "");
-    for (guint i = 0; pages != NULL && i < json_array_get_length (pages); i++) {
-      JsonObject *p = json_array_get_object_element (pages, i);
-      g_print ("  GPA %s  %s  %s: %s\n", vmcectl_str (p, "gpa"), vmcectl_str (p, "result"),
-               vmcectl_str (p, "backing"),
-               vmce_json_object_get_string_opt (p, "how") ?: vmcectl_str (p, "detail"));
-    }
-    return;
-  }
-  if (g_strcmp0 (type, "page-replaced") == 0 || g_strcmp0 (type, "migration") == 0) {
-    JsonNode *page = json_object_get_member (ev, "page");
-    const gchar *detail = vmce_json_object_get_string_opt (ev, "detail");
-    if (detail == NULL && page != NULL && JSON_NODE_HOLDS_OBJECT (page))
-      detail = vmce_json_object_get_string_opt (json_node_get_object (page), "detail");
-    g_print ("%s  %-8s vm %s%s%s: %s\n", vmcectl_str (ev, "time"),
-             g_strcmp0 (type, "migration") == 0 ? vmcectl_str (ev, "action") : "replaced",
-             vmcectl_str (ev, "vm"), json_object_has_member (ev, "gpa") ? " GPA " : "",
-             json_object_has_member (ev, "gpa") ? vmcectl_str (ev, "gpa") : "",
-             detail != NULL ? detail : "-");
-    return;
-  }
-  if (g_strcmp0 (type, "huge-page-loss") == 0) {
-    g_print ("%s  lost     vm %s: a %" G_GINT64_FORMAT " KiB host page at HVA %s (%s), %" G_GINT64_FORMAT
-             " guest page(s); hugepage %s: %" G_GINT64_FORMAT " more to tell%s%s\n",
-             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"),
-             json_object_get_int_member_with_default (ev, "size", 0) / 1024, vmcectl_str (ev, "hva"),
-             vmcectl_str (ev, "source"), json_object_get_int_member_with_default (ev, "pages", 0),
-             vmcectl_str (ev, "policy"), json_object_get_int_member_with_default (ev, "told", 0),
-             vmce_json_object_get_string_opt (ev, "detail") ? ": " : "",
-             vmce_json_object_get_string_opt (ev, "detail") ?: "");
-    return;
-  }
-  if (g_strcmp0 (type, "memory-error") != 0) {
-    JsonNode *vm = json_object_get_member (ev, "vm");
-    const gchar *name = vm != NULL && JSON_NODE_HOLDS_OBJECT (vm)
-                            ? vmcectl_str (json_node_get_object (vm), "name")
-                            : vmcectl_str (ev, "vm");
-    g_print ("%s  %-8s vm %s%s%s\n", vmcectl_str (ev, "time"), type, name,
-             json_object_has_member (ev, "reason") && vmce_json_object_get_string_opt (ev, "reason")
-                 ? ": "
-                 : "",
-             vmce_json_object_get_string_opt (ev, "reason") ?: "");
-    return;
-  }
   g_print ("%s  vm %s: %s %s at HVA %s (thread %s%s)\n", vmcectl_str (ev, "time"),
            vmcectl_str (ev, "vm"), vmcectl_str (ev, "source"), vmcectl_str (ev, "si_code"),
            vmcectl_str (ev, "hva"), vmcectl_str (ev, "thread"),
@@ -123,40 +157,51 @@ vmcectl_print_event (JsonObject *ev)
                  ? " (broadcast)"
                  : "");
   }
-  g_print ("  result      %s by %s", vmcectl_str (ev, "result"), vmcectl_str (ev, "handled_by"));
-  if (latency != NULL && JSON_NODE_HOLDS_VALUE (latency))
-    g_print (", acknowledged %" G_GINT64_FORMAT " us after the signal-stop",
-             json_node_get_int (latency));
-  if (json_object_get_int_member_with_default (ev, "repeats", 0) > 0)
-    g_print (", %" G_GINT64_FORMAT " repeat(s) coalesced",
-             json_object_get_int_member_with_default (ev, "repeats", 0));
-  if (json_object_get_int_member_with_default (ev, "busy", 0) > 0 ||
-      json_object_get_int_member_with_default (ev, "dropped", 0) > 0)
-    g_print (", sent again %" G_GINT64_FORMAT " time(s) (QEMU busy %" G_GINT64_FORMAT
-             ", dropped as too early %" G_GINT64_FORMAT ")",
-             json_object_get_int_member_with_default (ev, "busy", 0) +
-                 json_object_get_int_member_with_default (ev, "dropped", 0),
-             json_object_get_int_member_with_default (ev, "busy", 0),
-             json_object_get_int_member_with_default (ev, "dropped", 0));
-  g_print ("\n");
+  vmcectl_print_result (ev);
   if (vmce_json_object_get_string_opt (ev, "detail") != NULL)
     g_print ("  note        %s\n", vmcectl_str (ev, "detail"));
 }
 
+/* One journal record, as a person reads it */
+static void
+vmcectl_print_event (JsonObject *ev)
+{
+  const gchar *type = vmcectl_str (ev, "type");
+
+  if (g_strcmp0 (type, "reset") == 0)
+    vmcectl_print_reset (ev);
+  else if (g_strcmp0 (type, "page-replaced") == 0 || g_strcmp0 (type, "migration") == 0)
+    vmcectl_print_page_record (ev, type);
+  else if (g_strcmp0 (type, "huge-page-loss") == 0)
+    vmcectl_print_huge_page_loss (ev);
+  else if (g_strcmp0 (type, "memory-error") != 0)
+    vmcectl_print_other_record (ev, type);
+  else
+    vmcectl_print_memory_error (ev);
+}
+
+/* One VM in one line, from its counts (query-status gives no lists) */
 static void
 vmcectl_print_vm_line (JsonObject *vm)
 {
-  JsonNode *poisoned = json_object_get_member (vm, "poisoned");
+  JsonObject *n = json_object_has_member (vm, "counts") ? json_object_get_object_member (vm, "counts") : NULL;
+  JsonObject *hp = json_object_has_member (vm, "hugepage") ? json_object_get_object_member (vm, "hugepage")
+                                                          : NULL;
+  gint64 untold = n != NULL ? json_object_get_int_member_with_default (n, "untold", 0) : 0;
+  gint64 losses = hp != NULL ? json_object_get_int_member_with_default (hp, "losses", 0) : 0;
 
   g_print ("%-16s pid %-8" G_GINT64_FORMAT " %-9s %s  policy %s  %" G_GINT64_FORMAT
-           " vCPU(s)  %" G_GINT64_FORMAT " events  %u poisoned page(s)\n",
+           " vCPU(s)  %" G_GINT64_FORMAT " events  %" G_GINT64_FORMAT " poisoned page(s)",
            vmcectl_str (vm, "name"), json_object_get_int_member_with_default (vm, "pid", 0),
            vmcectl_str (vm, "state"), vmcectl_str (vm, "accel"), vmcectl_str (vm, "policy"),
-           (gint64) json_array_get_length (json_object_get_array_member (vm, "vcpus")),
+           n != NULL ? json_object_get_int_member_with_default (n, "vcpus", 0) : 0,
            json_object_get_int_member_with_default (vm, "events", 0),
-           poisoned != NULL && JSON_NODE_HOLDS_ARRAY (poisoned)
-               ? json_array_get_length (json_node_get_array (poisoned))
-               : 0);
+           n != NULL ? json_object_get_int_member_with_default (n, "poisoned", 0) : 0);
+  if (untold > 0)
+    g_print (" (%" G_GINT64_FORMAT " not told yet)", untold);
+  if (losses > 0)
+    g_print (", %" G_GINT64_FORMAT " huge page(s) lost", losses);
+  g_print ("\n");
 }
 
 /* --- commands -------------------------------------------------------------- */
@@ -439,21 +484,39 @@ vmcectl_cmd_events (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* A path for vmced to open (attach's --qmp and --agent): vmced opens it,
+ * from its own working directory, on its own host. A relative one is this
+ * shell's, made whole here; over ssh it would mean nothing there */
+static gchar *
+vmcectl_path_for_vmced (VmceCtlConn *c, const gchar *option, const gchar *path, GError **error)
+{
+  if (g_path_is_absolute (path))
+    return g_strdup (path);
+  if (vmce_ctl_conn_is_remote (c)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                 "%s %s: vmced on %s opens it: give the whole path there", option, path,
+                 vmce_ctl_conn_get_label (c));
+    return NULL;
+  }
+  return g_canonicalize_filename (path, NULL);
+}
+
 static int
 vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL;
+  g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL, *path = NULL;
   gint pid = 0;
   GOptionEntry entries[] = {
     { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy,
       "forward (default), ignore-ao, pass, stop or force", "POLICY" },
-    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket", "PATH" },
+    { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket (on vmced's host)", "PATH" },
     { "name", 'n', 0, G_OPTION_ARG_STRING, &name, "Name (default: QEMU's -name)", "NAME" },
-    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket", "PATH" },
+    { "agent", 'a', 0, G_OPTION_ARG_FILENAME, &agent, "Its vmce guest agent socket (on vmced's host)",
+      "PATH" },
     { NULL },
   };
 
@@ -464,11 +527,19 @@ vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
     return EXIT_FAILURE;
   }
   json_object_set_int_member (args, "pid", pid);
-  json_object_set_string_member (args, "qmp", qmp);
+  path = vmcectl_path_for_vmced (c, "--qmp", qmp, &error);
+  if (path == NULL)
+    return vmcectl_fail (error);
+  json_object_set_string_member (args, "qmp", path);
   if (name != NULL)
     json_object_set_string_member (args, "name", name);
-  if (agent != NULL)
-    json_object_set_string_member (args, "agent", agent);
+  if (agent != NULL) {
+    g_free (path);
+    path = vmcectl_path_for_vmced (c, "--agent", agent, &error);
+    if (path == NULL)
+      return vmcectl_fail (error);
+    json_object_set_string_member (args, "agent", path);
+  }
   if (policy != NULL)
     json_object_set_string_member (args, "policy", policy);
   ret = vmcectl_call (c, "attach", args, &error);
@@ -541,68 +612,17 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
-/* One request to the VM's vmce guest agent (its socket from vmced); the
- * answer's "return" member */
+/* One request to the VM's vmce guest agent, the answer's "return" member.
+ * vmced asks it: the agent's socket is on the VM's host, which need not be
+ * this one (--connect) */
 static JsonNode *
 vmcectl_guest_call (VmceCtlConn *c, const gchar *vm, const gchar *request, GError **error)
 {
   g_autoptr(JsonObject) args = json_object_new ();
-  g_autoptr(JsonNode) info = NULL;
-  g_autoptr(GSocketClient) client = g_socket_client_new ();
-  g_autoptr(GSocketAddress) addr = NULL;
-  g_autoptr(GSocketConnection) conn = NULL;
-  g_autoptr(GDataInputStream) in = NULL;
-  g_autoptr(JsonNode) reply = NULL;
-  g_autofree gchar *line = NULL;
-  g_autofree gchar *request_line = g_strconcat (request, "\n", NULL);
-  const gchar *agent;
-  JsonNode *ret;
 
   json_object_set_string_member (args, "vm", vm);
-  info = vmcectl_call (c, "query-vm", args, error);
-  if (info == NULL)
-    return NULL;
-  agent = vmce_json_object_get_string_opt (json_node_get_object (info), "agent");
-  if (agent == NULL) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                 "vm %s has no guest agent socket (attach it with --agent, or give the domain "
-                 "the org.vmce.agent.1 channel)",
-                 vm);
-    return NULL;
-  }
-  addr = g_unix_socket_address_new (agent);
-  /* QEMU serves one client per socket: a busy one never answers */
-  g_socket_client_set_timeout (client, 30);
-  conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, error);
-  if (conn == NULL) {
-    g_prefix_error (error, "cannot reach the guest agent at %s: ", agent);
-    return NULL;
-  }
-  if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), request_line,
-                                  strlen (request_line), NULL, NULL, error))
-    return NULL;
-  in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (conn)));
-  line = g_data_input_stream_read_line (in, NULL, NULL, error);
-  if (line == NULL) {
-    g_clear_error (error);
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                 "the guest agent at %s did not answer (is another client connected to it?)",
-                 agent);
-    return NULL;
-  }
-  reply = vmce_json_parse_object (line, -1, "the guest agent", error);
-  if (reply == NULL)
-    return NULL;
-  ret = json_object_get_member (json_node_get_object (reply), "return");
-  if (ret == NULL) {
-    JsonNode *err = json_object_get_member (json_node_get_object (reply), "error");
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "guest agent: %s",
-                 err != NULL && JSON_NODE_HOLDS_OBJECT (err)
-                     ? vmcectl_str (json_node_get_object (err), "desc")
-                     : "no answer");
-    return NULL;
-  }
-  return json_node_copy (ret);
+  json_object_set_string_member (args, "request", request);
+  return vmcectl_call (c, "guest", args, error);
 }
 
 /* The guest agent's answer to "translate": the guest process's page */
@@ -646,8 +666,9 @@ vmcectl_cmd_guest (VmceCtlConn *c, int argc, char **argv)
 
   if (argc < 3 || c == NULL) {
     g_print ("Usage: vmcectl guest VM COMMAND [KEY=VALUE...]\n"
-             "Sends one request to the VM's vmce guest agent (images/README.md lists them:\n"
-             "victim-start mode=idle, victim-status pid=P, sysctl name=N value=V, ...).\n");
+             "Sends one request to the VM's vmce guest agent, through vmced on the VM's host\n"
+             "(images/README.md lists them: victim-start mode=idle, victim-status pid=P,\n"
+             "sysctl name=N value=V, ...).\n");
     return c == NULL ? EXIT_SUCCESS : EXIT_FAILURE;
   }
   for (int i = 2; i < argc; i++) {
@@ -680,35 +701,112 @@ vmcectl_cmd_guest (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* vmcectl poison's and inject's options */
+typedef struct {
+  gchar *gpa, *hva, *kind, *trigger, *guest_va, *huge;
+  gint guest_pid, cpu, timeout;
+} VmcectlInjectOptions;
+
+static void
+vmcectl_inject_options_clear (VmcectlInjectOptions *o)
+{
+  g_free (o->gpa);
+  g_free (o->hva);
+  g_free (o->kind);
+  g_free (o->trigger);
+  g_free (o->guest_va);
+  g_free (o->huge);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VmcectlInjectOptions, vmcectl_inject_options_clear)
+
+/* Where the error goes, into @args: a GPA, an HVA (poison only), or the
+ * page of a guest process, which its guest agent translates. FALSE: said
+ * why */
+static gboolean
+vmcectl_inject_where (VmceCtlConn *c, const gchar *vm, const VmcectlInjectOptions *o, gboolean poison,
+                      JsonObject *args)
+{
+  GError *error = NULL;
+  guint64 addr = 0;
+  g_autofree gchar *hex = NULL;
+
+  if (o->guest_pid <= 0 && o->guest_va == NULL) {
+    if (o->gpa != NULL) {
+      json_object_set_string_member (args, "gpa", o->gpa);
+    } else if (o->hva != NULL && poison) {
+      json_object_set_string_member (args, "hva", o->hva);
+    } else {
+      g_printerr ("vmcectl: error: say where: --gpa ADDR%s\n",
+                  poison ? ", --hva ADDR or --guest-pid PID --guest-va ADDR" : "");
+      return FALSE;
+    }
+    return TRUE;
+  }
+  if (o->guest_pid <= 0 || o->guest_va == NULL) {
+    g_printerr ("vmcectl: error: --guest-pid and --guest-va go together\n");
+    return FALSE;
+  }
+  if (!vmcectl_guest_va_to_gpa (c, vm, o->guest_pid, o->guest_va, &addr, &error)) {
+    vmcectl_fail (error);
+    return FALSE;
+  }
+  hex = vmce_hex (addr);
+  if (!opt_json)
+    g_print ("guest process %d, VA %s: GPA %s\n", o->guest_pid, o->guest_va, hex);
+  json_object_set_string_member (args, "gpa", hex);
+  return TRUE;
+}
+
+/* How, into @args: the kind, when the signal comes, the vCPU, a whole huge
+ * page, how long to wait. FALSE: said why */
+static gboolean
+vmcectl_inject_how (const VmcectlInjectOptions *o, gboolean poison, JsonObject *args)
+{
+  if (o->kind != NULL)
+    json_object_set_string_member (args, "kind", o->kind);
+  if (o->trigger != NULL)
+    json_object_set_string_member (args, "trigger", o->trigger);
+  if (o->cpu >= 0)
+    json_object_set_int_member (args, "cpu", o->cpu);
+  if (o->huge != NULL && (!poison || (g_strcmp0 (o->huge, "2M") != 0 && g_strcmp0 (o->huge, "1G") != 0))) {
+    g_printerr ("vmcectl: error: %s\n", poison ? "--huge-page must be 2M or 1G"
+                                              : "--huge-page is for poison: inject has no host side");
+    return FALSE;
+  }
+  if (o->huge != NULL)
+    json_object_set_int_member (args, "lsb", g_strcmp0 (o->huge, "2M") == 0 ? 21 : 30);
+  if (poison)
+    json_object_set_int_member (args, "timeout-ms", (gint64) MAX (o->timeout, 1) * 1000);
+  return TRUE;
+}
+
 static int
 vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean poison)
 {
   GError *error = NULL;
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
-  g_autofree gchar *gpa = NULL, *hva = NULL, *kind = NULL, *trigger = NULL, *guest_va = NULL, *huge = NULL;
-  gint guest_pid = 0, cpu = -1, timeout = 30;
+  g_auto(VmcectlInjectOptions) o = { .cpu = -1, .timeout = 30 };
   GOptionEntry entries[] = {
-    { "gpa", 'g', 0, G_OPTION_ARG_STRING, &gpa, "Guest physical address", "ADDR" },
-    { "hva", 0, 0, G_OPTION_ARG_STRING, &hva, "Host virtual address in QEMU (poison)", "ADDR" },
-    { "guest-pid", 0, 0, G_OPTION_ARG_INT, &guest_pid,
+    { "gpa", 'g', 0, G_OPTION_ARG_STRING, &o.gpa, "Guest physical address", "ADDR" },
+    { "hva", 0, 0, G_OPTION_ARG_STRING, &o.hva, "Host virtual address in QEMU (poison)", "ADDR" },
+    { "guest-pid", 0, 0, G_OPTION_ARG_INT, &o.guest_pid,
       "Guest process whose page to poison (with --guest-va; needs the guest agent)", "PID" },
-    { "guest-va", 0, 0, G_OPTION_ARG_STRING, &guest_va, "Its virtual address", "ADDR" },
-    { "kind", 'k', 0, G_OPTION_ARG_STRING, &kind,
+    { "guest-va", 0, 0, G_OPTION_ARG_STRING, &o.guest_va, "Its virtual address", "ADDR" },
+    { "kind", 'k', 0, G_OPTION_ARG_STRING, &o.kind,
       "ao (found, not consumed; default) or ar (consumed)", "KIND" },
-    { "trigger", 't', 0, G_OPTION_ARG_STRING, &trigger,
+    { "trigger", 't', 0, G_OPTION_ARG_STRING, &o.trigger,
       "poison: when the signal comes: auto, access (AR when a thread touches the page) or now",
       "WHEN" },
-    { "cpu", 'c', 0, G_OPTION_ARG_INT, &cpu, "vCPU for AR (default: 0)", "N" },
-    { "huge-page", 0, 0, G_OPTION_ARG_STRING, &huge,
+    { "cpu", 'c', 0, G_OPTION_ARG_INT, &o.cpu, "vCPU for AR (default: 0)", "N" },
+    { "huge-page", 0, 0, G_OPTION_ARG_STRING, &o.huge,
       "poison: the host loses the whole huge page (2M or 1G) around the address, as the kernel "
       "does with a hugetlbfs page: all of it taken away, SIGBUS with si_addr_lsb 21 or 30",
       "SIZE" },
-    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout, "Seconds to wait for the error (default 30)",
+    { "timeout", 0, 0, G_OPTION_ARG_INT, &o.timeout, "Seconds to wait for the error (default 30)",
       "S" },
     { NULL },
   };
-  const gchar *vm;
 
   if (!vmcectl_parse (poison ? "VM - simulate a host memory error on a guest page"
                              : "VM - inject a machine check into the guest (no host side)",
@@ -719,45 +817,9 @@ vmcectl_cmd_poison_or_inject (VmceCtlConn *c, int argc, char **argv, gboolean po
                 poison ? "poison" : "inject");
     return EXIT_FAILURE;
   }
-  vm = argv[1];
-  json_object_set_string_member (args, "vm", vm);
-  if (guest_pid > 0 || guest_va != NULL) {
-    guint64 addr = 0;
-    g_autofree gchar *hex = NULL;
-    if (guest_pid <= 0 || guest_va == NULL) {
-      g_printerr ("vmcectl: error: --guest-pid and --guest-va go together\n");
-      return EXIT_FAILURE;
-    }
-    if (!vmcectl_guest_va_to_gpa (c, vm, guest_pid, guest_va, &addr, &error))
-      return vmcectl_fail (error);
-    hex = vmce_hex (addr);
-    if (!opt_json)
-      g_print ("guest process %d, VA %s: GPA %s\n", guest_pid, guest_va, hex);
-    json_object_set_string_member (args, "gpa", hex);
-  } else if (gpa != NULL) {
-    json_object_set_string_member (args, "gpa", gpa);
-  } else if (hva != NULL && poison) {
-    json_object_set_string_member (args, "hva", hva);
-  } else {
-    g_printerr ("vmcectl: error: say where: --gpa ADDR%s\n",
-                poison ? ", --hva ADDR or --guest-pid PID --guest-va ADDR" : "");
+  json_object_set_string_member (args, "vm", argv[1]);
+  if (!vmcectl_inject_where (c, argv[1], &o, poison, args) || !vmcectl_inject_how (&o, poison, args))
     return EXIT_FAILURE;
-  }
-  if (kind != NULL)
-    json_object_set_string_member (args, "kind", kind);
-  if (trigger != NULL)
-    json_object_set_string_member (args, "trigger", trigger);
-  if (cpu >= 0)
-    json_object_set_int_member (args, "cpu", cpu);
-  if (huge != NULL && (!poison || (g_strcmp0 (huge, "2M") != 0 && g_strcmp0 (huge, "1G") != 0))) {
-    g_printerr ("vmcectl: error: %s\n", poison ? "--huge-page must be 2M or 1G"
-                                              : "--huge-page is for poison: inject has no host side");
-    return EXIT_FAILURE;
-  }
-  if (huge != NULL)
-    json_object_set_int_member (args, "lsb", g_strcmp0 (huge, "2M") == 0 ? 21 : 30);
-  if (poison)
-    json_object_set_int_member (args, "timeout-ms", (gint64) MAX (timeout, 1) * 1000);
   ret = vmcectl_call (c, poison ? "poison" : "inject", args, &error);
   if (ret == NULL)
     return vmcectl_fail (error);
@@ -983,8 +1045,11 @@ vmcectl_events_hosts (GPtrArray *targets, int argc, char **argv)
     if (c != NULL && (!follow || sub != NULL))
       ret = vmcectl_call (c, "query-events", args, &error);
     if (ret == NULL || !JSON_NODE_HOLDS_ARRAY (ret)) {
-      g_printerr ("vmcectl: error: %s%s%s\n", c != NULL ? vmce_ctl_conn_get_label (c) : "",
-                  c != NULL ? ": " : "", error != NULL ? error->message : "no records");
+      /* the connection's errors and a far vmced's answers name the host already */
+      if (error != NULL)
+        g_printerr ("vmcectl: error: %s\n", error->message);
+      else
+        g_printerr ("vmcectl: error: %s: no records\n", vmce_ctl_conn_get_label (c));
       rc = EXIT_FAILURE;
       continue;
     }
@@ -1039,87 +1104,125 @@ vmcectl_status_hosts (GPtrArray *targets, int argc, char **argv)
   return rc;
 }
 
-int
-main (int argc, char **argv)
+/* What comes before the command */
+typedef struct {
+  GPtrArray *targets; /* of --connect TARGET, not owned */
+  const gchar *socket;
+  gboolean version, bridge, help;
+} VmcectlGlobals;
+
+/* Reads the options before the command, up to --help; returns the
+ * command's index in @argv, or -1 on an unknown option (said) */
+static int
+vmcectl_parse_globals (int argc, char **argv, VmcectlGlobals *g)
 {
-  g_autoptr(VmceCtlConn) c = NULL;
-  g_autoptr(GPtrArray) targets = g_ptr_array_new ();
-  GError *error = NULL;
-  gboolean version = FALSE, bridge = FALSE;
-  const gchar *socket = NULL;
   int i;
 
-  setlocale (LC_ALL, "");
-  /* global options come before the command */
   for (i = 1; i < argc && argv[i][0] == '-'; i++) {
     if (g_strcmp0 (argv[i], "--json") == 0) {
       opt_json = TRUE;
     } else if (g_strcmp0 (argv[i], "--socket") == 0 && i + 1 < argc) {
-      socket = argv[++i];
+      g->socket = argv[++i];
     } else if (g_str_has_prefix (argv[i], "--socket=")) {
-      socket = argv[i] + strlen ("--socket=");
+      g->socket = argv[i] + strlen ("--socket=");
     } else if (g_strcmp0 (argv[i], "--connect") == 0 && i + 1 < argc) {
-      g_ptr_array_add (targets, argv[++i]);
+      g_ptr_array_add (g->targets, argv[++i]);
     } else if (g_str_has_prefix (argv[i], "--connect=")) {
-      g_ptr_array_add (targets, argv[i] + strlen ("--connect="));
+      g_ptr_array_add (g->targets, argv[i] + strlen ("--connect="));
     } else if (g_strcmp0 (argv[i], "--stdio-bridge") == 0) {
-      bridge = TRUE;
+      g->bridge = TRUE;
     } else if (g_strcmp0 (argv[i], "--version") == 0) {
-      version = TRUE;
+      g->version = TRUE;
     } else if (g_strcmp0 (argv[i], "--help") == 0 || g_strcmp0 (argv[i], "-h") == 0) {
-      vmcectl_usage ();
-      return EXIT_SUCCESS;
+      g->help = TRUE;
+      return i;
     } else {
       g_printerr ("vmcectl: error: unknown option %s (try --help)\n", argv[i]);
-      return EXIT_FAILURE;
+      return -1;
     }
   }
-  if (version) {
+  return i;
+}
+
+/* status and events over several hosts, every line led by its host */
+static int
+vmcectl_run_on_hosts (GPtrArray *targets, VmcectlCommandFunc func, int argc, char **argv)
+{
+  for (guint t = 0; t < targets->len; t++) {
+    g_autofree gchar *label = vmce_ctl_target_label (g_ptr_array_index (targets, t));
+    vmcectl_host_width = MAX (vmcectl_host_width, (int) strlen (label));
+  }
+  if (!opt_json)
+    g_set_print_handler (vmcectl_print_with_host);
+  if (func == vmcectl_cmd_events)
+    return vmcectl_events_hosts (targets, argc, argv);
+  if (func == vmcectl_cmd_status)
+    return vmcectl_status_hosts (targets, argc, argv);
+  g_printerr ("vmcectl: error: %s takes one --connect (status and events take several)\n", argv[0]);
+  return EXIT_FAILURE;
+}
+
+/* @argv[0] is the command */
+static int
+vmcectl_run_command (GPtrArray *targets, int argc, char **argv)
+{
+  g_autoptr(VmceCtlConn) c = NULL;
+  GError *error = NULL;
+
+  for (guint j = 0; j < G_N_ELEMENTS (vmcectl_commands); j++) {
+    if (g_strcmp0 (argv[0], vmcectl_commands[j].name) != 0)
+      continue;
+    /* let the command's own --help work without vmced */
+    for (int k = 1; k < argc; k++) {
+      if (g_strcmp0 (argv[k], "--help") == 0 || g_strcmp0 (argv[k], "-h") == 0)
+        return vmcectl_commands[j].func (NULL, argc, argv);
+    }
+    if (targets->len > 1)
+      return vmcectl_run_on_hosts (targets, vmcectl_commands[j].func, argc, argv);
+    c = vmce_ctl_conn_open (g_ptr_array_index (targets, 0), &error);
+    if (c == NULL)
+      return vmcectl_fail (error);
+    return vmcectl_commands[j].func (c, argc, argv);
+  }
+  g_printerr ("vmcectl: error: unknown command %s (try --help)\n", argv[0]);
+  return EXIT_FAILURE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GPtrArray) targets = g_ptr_array_new ();
+  VmcectlGlobals g = { .targets = targets };
+  GError *error = NULL;
+  int i;
+
+  setlocale (LC_ALL, "");
+  /* global options come before the command */
+  i = vmcectl_parse_globals (argc, argv, &g);
+  if (i < 0)
+    return EXIT_FAILURE;
+  if (g.help) {
+    vmcectl_usage ();
+    return EXIT_SUCCESS;
+  }
+  if (g.version) {
     g_print ("vmcectl %s\n", PACKAGE_VERSION);
     return EXIT_SUCCESS;
   }
-  if (socket == NULL)
-    socket = g_getenv ("VMCE_SOCKET");
-  if (bridge) {
+  if (g.socket == NULL)
+    g.socket = g_getenv ("VMCE_SOCKET");
+  if (g.bridge) {
     /* the far end of --connect ssh://: ssh's standard input and output
      * joined to this host's vmced */
-    if (!vmce_ctl_bridge_stdio (socket, &error))
+    if (!vmce_ctl_bridge_stdio (g.socket, &error))
       return vmcectl_fail (error);
     return EXIT_SUCCESS;
   }
   if (targets->len == 0)
-    g_ptr_array_add (targets, (gpointer) (socket != NULL ? socket : VMCE_CTL_DEFAULT_SOCKET));
+    g_ptr_array_add (targets, (gpointer) (g.socket != NULL ? g.socket : VMCE_CTL_DEFAULT_SOCKET));
   if (i >= argc) {
     vmcectl_usage ();
     return EXIT_FAILURE;
   }
-  for (guint j = 0; j < G_N_ELEMENTS (vmcectl_commands); j++) {
-    if (g_strcmp0 (argv[i], vmcectl_commands[j].name) != 0)
-      continue;
-    /* let the command's own --help work without vmced */
-    for (int k = i + 1; k < argc; k++) {
-      if (g_strcmp0 (argv[k], "--help") == 0 || g_strcmp0 (argv[k], "-h") == 0)
-        return vmcectl_commands[j].func (NULL, argc - i, argv + i);
-    }
-    if (targets->len > 1) {
-      for (guint t = 0; t < targets->len; t++) {
-        g_autofree gchar *label = vmce_ctl_target_label (g_ptr_array_index (targets, t));
-        vmcectl_host_width = MAX (vmcectl_host_width, (int) strlen (label));
-      }
-      if (!opt_json)
-        g_set_print_handler (vmcectl_print_with_host);
-      if (vmcectl_commands[j].func == vmcectl_cmd_events)
-        return vmcectl_events_hosts (targets, argc - i, argv + i);
-      if (vmcectl_commands[j].func == vmcectl_cmd_status)
-        return vmcectl_status_hosts (targets, argc - i, argv + i);
-      g_printerr ("vmcectl: error: %s takes one --connect (status and events take several)\n", argv[i]);
-      return EXIT_FAILURE;
-    }
-    c = vmce_ctl_conn_open (g_ptr_array_index (targets, 0), &error);
-    if (c == NULL)
-      return vmcectl_fail (error);
-    return vmcectl_commands[j].func (c, argc - i, argv + i);
-  }
-  g_printerr ("vmcectl: error: unknown command %s (try --help)\n", argv[i]);
-  return EXIT_FAILURE;
+  return vmcectl_run_command (targets, argc - i, argv + i);
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """vmced's sources go one way: each file includes only headers of its own
 layer or of the layers below it, and no two modules include each other,
-however indirectly. Prints the include graph's violations (TAP); with
+however indirectly; and a header declares only functions of its own
+module (one declared in vm.h and defined in vm-json.c made vm.c depend on
+vm-json.c with no include to show it). Prints the violations (TAP); with
 --figures, the numbers the README quotes (modules in an include cycle, the
 longest function)."""
 import os
@@ -13,8 +15,9 @@ LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
              "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
-                 "poison-scan poison-index page-replace rom-blobs control ctl-connect"),
-    ("vm session", "vm vm-json"),
+                 "poison-scan poison-index page-replace rom-blobs control ctl-connect agent-client"),
+    ("vm session", "vm"),
+    ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison"),
     ("forwarder and guards", "forward reset-guard migration-guard hugepage-loss"),
     ("daemon", "daemon"),
@@ -23,6 +26,9 @@ LAYERS = [
 ]
 LAYER_OF = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods.split()}
 INCLUDE = re.compile(r'^#include "([a-z0-9-]+)\.h"', re.M)
+DECLARED = re.compile(r"\b(vmce_[a-z0-9_]+) \(")
+# G_DEFINE_QUARK (name, prefix) defines prefix_quark ()
+QUARK = re.compile(r"^G_DEFINE_QUARK \([^,]+, (\w+)\)", re.M)
 
 
 def graph(src):
@@ -40,6 +46,31 @@ def graph(src):
                     deps.setdefault(mod, {}).setdefault(inc, name)
         deps.setdefault(mod, {})
     return deps
+
+
+def defined_elsewhere(src):
+    """(header, function, the .c that defines it) for each function a
+    header declares that its own module does not define"""
+    defined = {}
+    for name in sorted(os.listdir(src)):
+        if name.endswith(".c"):
+            text = open(os.path.join(src, name)).read()
+            for fn in re.findall(r"^([a-z_][a-z0-9_]*) \(", text, re.M):
+                defined.setdefault(fn, name)
+            for prefix in QUARK.findall(text):
+                defined.setdefault(prefix + "_quark", name)
+    out = []
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".h"):
+            continue
+        text = re.sub(r"/\*.*?\*/", "", open(os.path.join(src, name)).read(), flags=re.S)
+        text = re.sub(r"^#define.*$", "", text, flags=re.M)
+        own = name[:-2] + ".c"
+        for fn in sorted(set(DECLARED.findall(text))):
+            where = defined.get(fn)
+            if where is not None and where != own:
+                out.append((name, fn, where))
+    return out
 
 
 def in_cycles(deps):
@@ -115,6 +146,9 @@ def main():
     cyc = sorted(in_cycles(deps))
     checks.append((not cyc, "no include cycle", f"modules on a cycle: {cyc}"))
     checks.append((all(ok for ok, _, _ in checks), "no file includes a header above its layer", ""))
+    stray = defined_elsewhere(src)
+    checks.append((not stray, "every function a header declares is its own module's",
+                   "; ".join(f"{h} declares {fn}, which {c} defines" for h, fn, c in stray)))
     print(f"1..{len(checks)}")
     for i, (ok, what, why) in enumerate(checks, 1):
         print(f"{'ok' if ok else 'not ok'} {i} - {what}")

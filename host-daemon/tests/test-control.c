@@ -5,8 +5,8 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <string.h>
-#include <sys/socket.h>
 
+#include "control-client.h"
 #include "control.h"
 #include "json-util.h"
 #include "line-socket.h"
@@ -17,17 +17,6 @@ typedef struct {
   GQueue lines; /* of JsonNode */
   VmceControlRequest *held;
 } Fixture;
-
-static void
-client_line_cb (VmceLineSocket *sock, const gchar *line, gsize len, gint64 t, gpointer data)
-{
-  Fixture *fx = data;
-  g_autoptr(GError) error = NULL;
-  JsonNode *node = vmce_json_parse_object (line, (gssize) len, "vmced", &error);
-
-  g_assert_no_error (error);
-  g_queue_push_tail (&fx->lines, node);
-}
 
 static JsonObject *
 next_message (Fixture *fx)
@@ -75,22 +64,12 @@ cmd_subscribe (VmceControlRequest *req, JsonObject *args, gpointer data)
 static void
 fixture_setup (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GSocket) a = NULL;
-  g_autoptr(GSocket) b = NULL;
-  int fds[2];
-
-  g_assert_no_errno (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds));
-  a = g_socket_new_from_fd (fds[0], &error);
-  b = g_socket_new_from_fd (fds[1], &error);
-  g_assert_no_error (error);
   g_queue_init (&fx->lines);
   fx->control = vmce_control_new_unbound ();
   vmce_control_add_command (fx->control, "echo", cmd_echo, fx);
   vmce_control_add_command (fx->control, "later", cmd_later, fx);
   vmce_control_add_command (fx->control, "subscribe", cmd_subscribe, fx);
-  vmce_control_add_connection (fx->control, a);
-  fx->client = vmce_line_socket_new (b, 1 << 20, client_line_cb, NULL, fx);
+  fx->client = control_client_new (fx->control, &fx->lines, 1 << 20);
 }
 
 static void

@@ -14,16 +14,11 @@
 #include "daemon.h"
 #include "forward.h"
 #include "sim-poison.h"
+#include "fake-qemu.h"
 #include "fake-qmp.h"
 #include "test-child.h"
 
 #define SIGBUS_BIT (G_GUINT64_CONSTANT (1) << (SIGBUS - 1))
-
-/* one RAM range, as `info mtree -f` prints it */
-static const gchar *mtree =
-    "FlatView #0\\r\\n AS \\\"memory\\\", root: system\\r\\n AS \\\"cpu-memory-0\\\", root: "
-    "system\\r\\n Root memory region: system\\r\\n  0000000000000000-000000001fffffff (prio 0, "
-    "ram): pc.ram\\r\\n\\r\\n";
 
 typedef struct {
   gchar *dir;
@@ -33,7 +28,7 @@ typedef struct {
   gchar *qmp_path;
   gboolean done;
   VmceVm *vm;
-  const gchar *mtree; /* the answer to `info mtree -f`, escaped; NULL: mtree above */
+  const gchar *mtree; /* the answer to `info mtree -f`, escaped; NULL: fake-qemu.c's */
   GError *error;
   JsonNode *event; /* a vmcectl poison's answer */
   gboolean kvm;    /* script_attach: a KVM guest of an AMD CPU with SUCCOR */
@@ -114,85 +109,19 @@ journal_text (Fixture *fx, const gchar *until)
   return text != NULL ? text : g_strdup ("");
 }
 
-/* What vmced asks after the layout: QEMU's ROM blobs in RAM, whether the
- * guest runs, and MIGRATION events on */
-static void
-script_attach_tail (Fixture *fx)
-{
-  fake_qmp_expect (fx->fake, "human-monitor-command",
-                   "\"addr=0000000001000000 size=0x200000 mem=ram name=\\\"vmlinux ELF program "
-                   "header segment 0\\\"\\r\\nfw=genroms/kvmvapic.bin size=0x002400 "
-                   "name=\\\"kvmvapic.bin\\\"\\r\\n\"");
-  fake_qmp_expect (fx->fake, "query-status", "{\"status\": \"running\", \"running\": true}");
-  fake_qmp_expect (fx->fake, "migrate-set-capabilities", "{}");
-}
-
 /* @layout_reply: NULL for a QEMU without query-ram-layout (the layout
  * comes from HMP text), else its answer */
 static void
 script_attach (Fixture *fx, const gchar *layout_reply)
 {
-  g_autofree gchar *cpus = g_strdup_printf (
-      "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
-      "\"target\": \"x86_64\"}]",
-      fx->child->pid);
-  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", fx->mtree != NULL ? fx->mtree : mtree);
-
-  fake_qmp_expect (fx->fake, "query-name", "{\"name\": \"fake-qemu\"}");
-  fake_qmp_expect (fx->fake, "query-version",
-                   "{\"qemu\": {\"major\": 10, \"minor\": 0, \"micro\": 2}, "
-                   "\"package\": \" (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\"}");
-  fake_qmp_expect (fx->fake, "query-kvm",
-                   fx->kvm ? "{\"enabled\": true, \"present\": true}" : "{\"enabled\": false, \"present\": true}");
-  fake_qmp_expect (fx->fake, "query-cpus-fast", cpus);
-  if (fx->kvm) {
-    fake_qmp_expect (fx->fake, "qom-get", "\"AuthenticAMD\"");
-    fake_qmp_expect (fx->fake, "qom-get", "25");
-    fake_qmp_expect (fx->fake, "qom-get", "1");
-    fake_qmp_expect (fx->fake, "qom-get", "true");
-  } else {
-    fake_qmp_expect (fx->fake, "qom-get", "\"GenuineIntel\"");
-    fake_qmp_expect (fx->fake, "qom-get", "6");
-    fake_qmp_expect (fx->fake, "qom-get", "94");
-    fake_qmp_expect (fx->fake, "qom-get",
-                     "error:Property 'x86_64-cpu.succor' not found");
-  }
-  /* a QEMU with qemu-patches/: vmced will inject through QMP */
-  if (layout_reply == NULL) {
-    fake_qmp_expect (fx->fake, "query-commands",
-                     "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
-    fake_qmp_expect (fx->fake, "human-monitor-command", mtree_reply);
-    fake_qmp_expect (fx->fake, "human-monitor-command",
-                     "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
-  } else {
-    fake_qmp_expect (fx->fake, "query-commands",
-                     "[{\"name\": \"inject-mce\"}, {\"name\": \"query-ram-layout\"}]");
-    fake_qmp_expect (fx->fake, "query-ram-layout", layout_reply);
-  }
-  script_attach_tail (fx);
-}
-
-/* query-ram-layout's answer for guest RAM that is one page of @child, at @gpa */
-static gchar *
-one_page_layout_at (TestChild *child, guint64 gpa)
-{
-  return g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
-                          "\"page-size\": 4096, \"ranges\": [{\"gpa\": %" G_GUINT64_FORMAT
-                          ", \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]",
-                          child->page, gpa);
-}
-
-static gchar *
-one_page_layout (TestChild *child)
-{
-  return one_page_layout_at (child, 0);
+  fake_qemu_script_attach (fx->fake, fx->child, layout_reply, fx->mtree, fx->kvm);
 }
 
 /* attached to @fx's child as a guest whose RAM is that one page */
 static void
 attach_one_page (Fixture *fx)
 {
-  g_autofree gchar *layout = one_page_layout (fx->child);
+  g_autofree gchar *layout = fake_qemu_one_page_layout (fx->child, 0);
 
   script_attach (fx, layout);
   attach (fx);
@@ -399,7 +328,7 @@ test_vm_reset_unreplaceable (Fixture *fx, gconstpointer data)
   close (fd);
   test_child_free (fx->child);
   fx->child = test_child_spawn_file (path);
-  layout = one_page_layout (fx->child);
+  layout = fake_qemu_one_page_layout (fx->child, 0);
   script_attach (fx, layout);
   attach (fx);
   g_assert_no_error (fx->error);
@@ -525,7 +454,7 @@ test_vm_repeat_in_rom (Fixture *fx, gconstpointer data)
     g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
     return;
   }
-  layout = one_page_layout_at (fx->child, gpa);
+  layout = fake_qemu_one_page_layout (fx->child, gpa);
   script_attach (fx, layout);
   attach (fx);
   g_assert_no_error (fx->error);

@@ -9,7 +9,12 @@ their cases side by side into one results file with the host first; one
 host's libvirtd and sshd killed mid-campaign leaves its unfinished cases
 "not run (host lost: ...)" while the others pass; a resume runs only what is
 missing; vmcectl over the three says the lost host in one line and answers
-for the others. Then run/campaign across the fleet (run/fleet campaign: each
+for the others; vmcectl --connect asks a guest's agent through the
+vmced of its host, at a socket in that host's own libvirt directory that
+this machine (and the other hosts) do not have: guest and poison
+--guest-pid succeed from this machine and from another host, and the
+socket gone on its host is one line naming the host and the path. Then
+run/campaign across the fleet (run/fleet campaign: each
 host's share run by its own run/campaign --worker over ssh): the lost host
 is refused in one line, the two others take its cases; the second host's
 sshd killed mid-campaign takes its worker and guests with it, and leaves
@@ -58,6 +63,69 @@ def campaign_argv(hosts, results):
     return in_hub(*argv, "--rounds", str(ROUNDS), "--results", results)
 
 
+def ctl(h, *args, timeout=120):
+    """this machine's vmcectl (in the fleet's network) for host @h's vmced"""
+    return subprocess.run(in_hub(paths.vmcectl(), "--connect", h["vmced"], *args), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def fields(text):
+    """vmcectl guest's KEY=VALUE lines"""
+    return dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+
+
+def remote_agent(hosts):
+    """vmcectl guest and poison --guest-pid across hosts that share no file
+    system: the guest agent's socket is a path in its host's own root"""
+    a, b = hosts[0], hosts[1]
+    dom_a, dom_b = a["domains"][0]["name"], b["domains"][0]["name"]
+    paths_ = {}
+    for h, dom in ((a, dom_a), (b, dom_b)):
+        r = ctl(h, "--json", "vm", dom)
+        paths_[h["name"]] = json.loads(r.stdout).get("agent") if r.returncode == 0 else None
+    pa, pb = paths_[a["name"]], paths_[b["name"]]
+    there = {h["name"]: fleet("exec", h["name"], "test", "-S", p).returncode == 0
+             for h, p in ((a, pa), (b, pb)) if p}
+    tap.ok(pa and pb and pa.startswith("/var/lib/libvirt/qemu/channel/") and all(there.values())
+           and not os.path.exists(pa) and not os.path.exists(pb)
+           and fleet("exec", a["name"], "test", "-e", pb).returncode != 0,
+           "each guest's agent socket is in its host's own libvirt directory: not on this machine, not on "
+           "the other host", diag=(pa, pb, there))
+
+    wait_for(lambda: ctl(a, "guest", dom_a, "ping").returncode == 0, 120, 1.0)
+    r = ctl(a, "guest", dom_a, "sysctl", "name=vm.memory_failure_early_kill", "value=1")
+    victim = fields(ctl(a, "guest", dom_a, "victim-start", "mode=idle").stdout)
+    p = ctl(a, "--json", "poison", dom_a, "--guest-pid", victim.get("pid", "0"), "--guest-va",
+            victim.get("va", "0"), "--kind", "ao")
+    ev = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+
+    def sigbus():
+        st = fields(ctl(a, "guest", dom_a, "victim-status", f"pid={victim.get('pid')}").stdout)
+        return st.get("sigbus", "null") != "null" and json.loads(st["sigbus"])
+    sig = wait_for(sigbus, 20, 0.2) or {}
+    tap.ok(r.returncode == 0 and p.returncode == 0 and ev.get("result") == "injected"
+           and int(ev.get("gpa", "0"), 16) == int(victim.get("gpa", "-1"), 16)
+           and sig.get("code_name") == "BUS_MCEERR_AO" and sig.get("addr") == victim.get("va"),
+           f"from this machine, vmcectl --connect {a['name']} guest and poison --guest-pid: the victim got "
+           "BUS_MCEERR_AO at its own VA", diag=(victim, ev, p.stderr, sig))
+
+    # from one host to another, with the installed vmcectl
+    r = fleet("exec", a["name"], "vmcectl", "--connect", b["vmced"], "guest", dom_b, "ping", timeout=120)
+    tap.ok(r.returncode == 0 and "boot_id=" in r.stdout,
+           f"from {a['name']}, vmcectl --connect {b['name']} guest {dom_b} ping", diag=(r.stdout, r.stderr))
+
+    # bad input: the socket gone on its host (moved away, and back: QEMU
+    # still listens on it)
+    fleet("exec", b["name"], "mv", pb, pb + ".away")
+    r = ctl(b, "guest", dom_b, "ping")
+    fleet("exec", b["name"], "mv", pb + ".away", pb)
+    errs = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    want = (f"vmcectl: error: on {b['address']}:22: cannot reach the guest agent of vm {dom_b} at {pb}: "
+            "No such file or directory")
+    tap.ok(r.returncode == 1 and errs == [want] and ctl(b, "guest", dom_b, "ping").returncode == 0,
+           f"the agent's socket gone on {b['name']}: one line naming the host and the path", diag=(errs, want))
+
+
 def rows(path):
     try:
         with open(path) as f:
@@ -91,6 +159,8 @@ try:
     tap.ok(all(re.fullmatch(r"(\S+) \1 /usr/sbin/vmced active no-checkout", v) for v in installed.values()),
            f"each host runs the vmced of the package {desc.get('package')} under its systemd, has vmce-lab "
            "for its campaign worker, and no checkout", diag=installed)
+
+    remote_agent(hosts)
 
     results = os.path.join(work, "results.jsonl")
     t0 = time.monotonic()

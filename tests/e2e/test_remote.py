@@ -8,7 +8,9 @@ attach), the victim of a poison sent over ssh gets its SIGBUS; events of
 both hosts merged by time with the host first; --follow over both goes on
 when one host goes, with one line naming it; bad input (unreachable host,
 no vmced there, wrong key, no vmcectl there, a bad target): one line each,
-naming the host, the other hosts still answered.
+naming the host, the other hosts still answered; the guest agent's socket
+gone on a host (vmced asks the agent there) and a relative socket path for
+a vmced over ssh: one line each, naming the host.
 """
 import json
 import os
@@ -168,6 +170,20 @@ try:
         tap.ok(r.returncode == 1 and len(errs) == 1 and errs[0].startswith("vmcectl: error: " + says)
                and re.search(rf"^{re.escape(lb)}\s+1 vm\(s\)", r.stdout, re.M) is not None,
                f"{what}: one line naming the host, the other host still answered", diag=(r.stderr, r.stdout))
+    # the agent is asked by vmced, at the socket it knows, on its own host
+    os.rename(vm.vmced_agent_path, vm.vmced_agent_path + ".away")
+    try:
+        r = ctl(b, args=["guest", "e2e-remote", "ping"], check=False)
+    finally:
+        os.rename(vm.vmced_agent_path + ".away", vm.vmced_agent_path)
+    errs = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    tap.eq(errs, [f"vmcectl: error: on {lb}: cannot reach the guest agent of vm e2e-remote at "
+                  f"{vm.vmced_agent_path}: No such file or directory"],
+           "the agent's socket gone: one line naming the host and the path")
+    r = ctl(b, args=["attach", "--pid", str(vm.pid), "--qmp", "vmced.qmp"], check=False)
+    errs = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    tap.eq((r.returncode, errs), (1, [f"vmcectl: error: --qmp vmced.qmp: vmced on {lb} opens it: give the whole "
+                                      "path there"]), "a relative socket path for a vmced over ssh: one line")
     r = ctl(b, b, args=["poison", "e2e-remote", "--gpa", "0x1000"], check=False)
     tap.ok(r.returncode == 1 and "takes one --connect" in r.stderr, "a command for one host given two: one line",
            diag=r.stderr)

@@ -32,7 +32,7 @@ def split_disk(disk, state_dir):
 
 def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_file=True,
                hugepages=False, cpu_model="Skylake-Client", append="", qmp_socket=None,
-               max_mem=None):
+               max_mem=None, vmced_agent_by_libvirt=False):
     """A transient-domain XML for the vmce guest: direct kernel boot, serial
     console to STATE/console.log, the two agent ports as unix sockets in
     STATE (agent.sock for people and tests, vmced-agent.sock for vmced), the
@@ -40,7 +40,11 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
     a host poisoner can reach it) or in hugepages. qmp_socket: a QMP
     monitor of vmce's own beside libvirt's (for comparisons: libvirt taints
     such a domain as "custom-argv"). max_mem: room for DIMMs hot-plugged
-    with virsh attach-device (two slots, one NUMA node as libvirt wants)."""
+    with virsh attach-device (two slots, one NUMA node as libvirt wants).
+    vmced_agent_by_libvirt: vmced's port with no path, which libvirt then
+    places in its own channel directory on the host that runs the domain
+    (/var/lib/libvirt/qemu/channel/target/...), as an operator's domain has
+    it: a path of that host alone."""
     q = quoteattr
     mib = parse_size(mem)
     kernel = paths.require(paths.kernel(), "guest kernel", "run `make kernel`")
@@ -62,8 +66,9 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
         disks += (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
                   f"<source file={q(half)}/><target dev='vd{'ab'[i]}' bus='virtio'/></disk>")
     channels = "".join(
-        f"<channel type='unix'><source mode='bind' path={q(os.path.join(state_dir, sock))}/>"
-        f"<target type='virtio' name={q(port)}/></channel>"
+        f"<channel type='unix'><source mode='bind'"
+        + ("" if sock == "vmced-agent.sock" and vmced_agent_by_libvirt else f" path={q(os.path.join(state_dir, sock))}")
+        + f"/><target type='virtio' name={q(port)}/></channel>"
         for port, sock in zip(AGENT_PORTS, ("agent.sock", "vmced-agent.sock")))
     cmdline = ("console=ttyS0 loglevel=4 " + append).strip()
     extra = ""

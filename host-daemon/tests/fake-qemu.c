@@ -1,0 +1,76 @@
+/*
+ * What vmced asks a QEMU while it attaches, scripted (see fake-qemu.h).
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "fake-qemu.h"
+
+/* one RAM range, as `info mtree -f` prints it */
+static const gchar *fake_qemu_mtree =
+    "FlatView #0\\r\\n AS \\\"memory\\\", root: system\\r\\n AS \\\"cpu-memory-0\\\", root: "
+    "system\\r\\n Root memory region: system\\r\\n  0000000000000000-000000001fffffff (prio 0, "
+    "ram): pc.ram\\r\\n\\r\\n";
+
+/* What vmced asks after the layout: QEMU's ROM blobs in RAM, whether the
+ * guest runs, and MIGRATION events on */
+static void
+fake_qemu_script_attach_tail (FakeQmp *fake)
+{
+  fake_qmp_expect (fake, "human-monitor-command",
+                   "\"addr=0000000001000000 size=0x200000 mem=ram name=\\\"vmlinux ELF program "
+                   "header segment 0\\\"\\r\\nfw=genroms/kvmvapic.bin size=0x002400 "
+                   "name=\\\"kvmvapic.bin\\\"\\r\\n\"");
+  fake_qmp_expect (fake, "query-status", "{\"status\": \"running\", \"running\": true}");
+  fake_qmp_expect (fake, "migrate-set-capabilities", "{}");
+}
+
+void
+fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_reply, const gchar *mtree,
+                         gboolean kvm)
+{
+  g_autofree gchar *cpus = g_strdup_printf (
+      "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
+      "\"target\": \"x86_64\"}]",
+      child->pid);
+  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", mtree != NULL ? mtree : fake_qemu_mtree);
+
+  fake_qmp_expect (fake, "query-name", "{\"name\": \"fake-qemu\"}");
+  fake_qmp_expect (fake, "query-version",
+                   "{\"qemu\": {\"major\": 10, \"minor\": 0, \"micro\": 2}, "
+                   "\"package\": \" (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\"}");
+  fake_qmp_expect (fake, "query-kvm",
+                   kvm ? "{\"enabled\": true, \"present\": true}" : "{\"enabled\": false, \"present\": true}");
+  fake_qmp_expect (fake, "query-cpus-fast", cpus);
+  if (kvm) {
+    fake_qmp_expect (fake, "qom-get", "\"AuthenticAMD\"");
+    fake_qmp_expect (fake, "qom-get", "25");
+    fake_qmp_expect (fake, "qom-get", "1");
+    fake_qmp_expect (fake, "qom-get", "true");
+  } else {
+    fake_qmp_expect (fake, "qom-get", "\"GenuineIntel\"");
+    fake_qmp_expect (fake, "qom-get", "6");
+    fake_qmp_expect (fake, "qom-get", "94");
+    fake_qmp_expect (fake, "qom-get", "error:Property 'x86_64-cpu.succor' not found");
+  }
+  /* a QEMU with qemu-patches/: vmced will inject through QMP */
+  if (layout_reply == NULL) {
+    fake_qmp_expect (fake, "query-commands", "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
+    fake_qmp_expect (fake, "human-monitor-command", mtree_reply);
+    fake_qmp_expect (fake, "human-monitor-command",
+                     "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\"");
+  } else {
+    fake_qmp_expect (fake, "query-commands", "[{\"name\": \"inject-mce\"}, {\"name\": \"query-ram-layout\"}]");
+    fake_qmp_expect (fake, "query-ram-layout", layout_reply);
+  }
+  fake_qemu_script_attach_tail (fake);
+}
+
+gchar *
+fake_qemu_one_page_layout (TestChild *child, guint64 gpa)
+{
+  return g_strdup_printf ("[{\"name\": \"pc.ram\", \"hva\": %" G_GUINT64_FORMAT ", \"size\": 4096, "
+                          "\"page-size\": 4096, \"ranges\": [{\"gpa\": %" G_GUINT64_FORMAT
+                          ", \"size\": 4096, \"offset\": 0, \"readonly\": false}]}]",
+                          child->page, gpa);
+}

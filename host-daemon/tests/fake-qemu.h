@@ -1,0 +1,26 @@
+/*
+ * What vmced asks a QEMU while it attaches, scripted on a fake monitor for
+ * a child process standing for QEMU (test-child.h): for the tests that
+ * need a vm attached.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#pragma once
+
+#include "fake-qmp.h"
+#include "test-child.h"
+
+/* One vCPU (@child's main thread), a TCG guest of an Intel CPU (@kvm: a
+ * KVM guest of an AMD CPU with SUCCOR), QEMU 10.0.2 with inject-mce. The
+ * RAM layout: @layout_reply, query-ram-layout's answer, or (NULL) from HMP
+ * text: @mtree, `info mtree -f` escaped (NULL: one 512 MiB pc.ram), and
+ * gpa2hva. Then QEMU's ROM blobs, whether the guest runs, MIGRATION
+ * events on. */
+void fake_qemu_script_attach (FakeQmp *fake,
+                              TestChild *child,
+                              const gchar *layout_reply,
+                              const gchar *mtree,
+                              gboolean kvm);
+/* query-ram-layout's answer for guest RAM that is one page of @child, at @gpa */
+gchar *fake_qemu_one_page_layout (TestChild *child, guint64 gpa);
