@@ -180,6 +180,16 @@ vmcectl_print_event (JsonObject *ev)
     vmcectl_print_memory_error (ev);
 }
 
+/* The vCPUs vmced holds itself (forward.c: a TCG vCPU stuck in a load of a
+ * page vmced cannot give back), or NULL */
+static JsonObject *
+vmcectl_paused_by_vmced (JsonObject *vm)
+{
+  JsonNode *node = json_object_get_member (vm, "paused_by_vmced");
+
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+}
+
 /* One VM in one line, from its counts (query-status gives no lists) */
 static void
 vmcectl_print_vm_line (JsonObject *vm)
@@ -201,6 +211,8 @@ vmcectl_print_vm_line (JsonObject *vm)
     g_print (" (%" G_GINT64_FORMAT " not told yet)", untold);
   if (losses > 0)
     g_print (", %" G_GINT64_FORMAT " huge page(s) lost", losses);
+  if (vmcectl_paused_by_vmced (vm) != NULL)
+    g_print (", paused by vmced");
   g_print ("\n");
 }
 
@@ -347,6 +359,10 @@ vmcectl_print_vm_poisoned (JsonObject *vm)
              json_object_get_boolean_member_with_default (mig, "incoming", FALSE)
                  ? " (a destination, loading)"
                  : "");
+  }
+  if (vmcectl_paused_by_vmced (vm) != NULL) {
+    JsonObject *paused = vmcectl_paused_by_vmced (vm);
+    g_print ("  paused by vmced since %s: %s\n", vmcectl_str (paused, "since"), vmcectl_str (paused, "why"));
   }
   if (json_object_has_member (vm, "hugepage")) {
     JsonObject *hp = json_object_get_object_member (vm, "hugepage");

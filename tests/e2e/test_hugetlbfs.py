@@ -179,6 +179,11 @@ try:
            and paused.get("other_vcpus_held") == len(vcpus) - 1,
            f"vmcectl vm answers ({took:.2f} s) and says the VM is paused by vmced: the stuck vCPU, "
            f"the other held", diag=paused or first)
+    text = subprocess.run(daemon.ctl_argv() + ["vm", NAME], capture_output=True, text=True, timeout=30).stdout
+    status = subprocess.run(daemon.ctl_argv() + ["status"], capture_output=True, text=True, timeout=30).stdout
+    tap.ok("paused by vmced since" in text and "cannot give the page back" in text
+           and "paused by vmced" in status,
+           "vmcectl vm and vmcectl status say so", diag=text[:1500] + status)
     # all the while: nothing more journaled, no more stops, every vCPU held,
     # both sockets answering
     answers, stops0 = [], fault_stops(first)
