@@ -39,7 +39,7 @@ help:
 	@echo "              lab's KVM overhead and P1), then one table (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest through inject-mce: errors/s with nothing"
 	@echo "              lost, vmced's RSS as it goes, the guest's verdict"
-	@echo "make deb      the Debian package in build/deb, and lintian on it"
+	@echo "make deb      the Debian packages in build/deb, and lintian on them (cached per machine)"
 	@echo "make qemu     vmce-7.2: Debian 12's QEMU source with qemu-patches/7.2/ (cached per machine)"
 	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), vmce-7.2, debian-10.0"
 	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
