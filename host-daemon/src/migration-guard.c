@@ -2,8 +2,11 @@
  * A migration of a VM with poisoned memory (see migration-guard.h).
  *
  * Without vmced, QEMU's migration thread reads every page of guest RAM;
- * a poisoned one sends it SIGBUS BUS_MCEERR_AR, and QEMU exits ("Hardware
- * memory error for memory used by QEMU itself"). QEMU 9.0 refuses to start
+ * a poisoned one sends it SIGBUS BUS_MCEERR_AR, which that thread (as every
+ * thread QEMU makes but the vCPUs) has blocked, so the kernel delivers it at
+ * its default action and QEMU dies without a word of its own (its
+ * sigbus_handler(), and the vCPU path's message, never run; docs/operator.md,
+ * Migration). QEMU 9.0 refuses to start
  * a migration of a VM with poisoned memory (06152b89db64, "migration:
  * prevent migration when VM has poisoned memory"), which it can do because
  * it knows the pages; with vmced taking the signals it does not, so vmced
