@@ -52,8 +52,8 @@ help:
 	@echo "              builds from cold (about 10 minutes each)"
 	@echo "make guest-image  guest images like an operator's: debian-12 and debian-12-cloud"
 	@echo "              (debootstrap, systemd, qemu-guest-agent; cached per machine)"
-	@echo "make host-root  clean Debian 12 roots with systemd for the package test and run/fleet's"
-	@echo "              hosts (cached per machine)"
+	@echo "make host-root  clean Debian 12 and 13 roots with systemd for the package test, and"
+	@echo "              Debian 12's for run/fleet's hosts (cached per machine)"
 	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
 	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local); the unit where systemd looks"
 	@echo "make clean    remove $(BUILD) (the caches in /var/cache/vmce stay)"
@@ -101,18 +101,14 @@ guest-image: deps
 		ln -sfn $$cache/$$i-$$key $(BUILD)/images/$$i; \
 	done
 
-# clean Debian 12 roots with systemd (images/mkroot), booted with
-# systemd-nspawn to install build/deb's package into: debian-12-host for the
-# package test, debian-12-hypervisor (libvirtd, QEMU, sshd) for run/fleet's
-# hosts; built once per machine and linked into the build directory
+# clean Debian roots with systemd (images/mkroot), booted with systemd-nspawn
+# to install build/deb's package into: debian-12-host and debian-13-host for
+# the package test, debian-12-hypervisor (libvirtd, QEMU, sshd) for
+# run/fleet's hosts (run/fleet up --suite trixie builds Debian 13's itself);
+# built once per machine and linked into the build directory
 host-root: deps
-	@key=$$(sha256sum images/mkroot | cut -c1-12); \
-	cache=$${VMCE_CACHE:-/var/cache/vmce}/roots; \
-	mkdir -p $(BUILD)/images; \
-	for f in host hypervisor; do \
-		[ -f $$cache/debian-12-$$f-$$key/root.json ] || \
-			images/mkroot --flavour $$f --out $$cache/debian-12-$$f-$$key || exit 1; \
-		ln -sfn $$cache/debian-12-$$f-$$key $(BUILD)/images/debian-12-$$f; \
+	@for r in bookworm:host bookworm:hypervisor trixie:host; do \
+		images/mkroot --cached $(BUILD)/images --suite $${r%%:*} --flavour $${r#*:} || exit 1; \
 	done
 
 $(MESON_DIR)/build.ninja:

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""vmce's Debian package, installed into a clean Debian 12 host and run by
-its systemd, as an operator installs it.
+"""vmce's Debian package, installed into a clean Debian 12 host (or 13,
+given `13`: meson test e2e-package-13) and run by its systemd, as an
+operator installs it. The package is the one built on Debian 12: the same
+.deb serves both releases (docs/operator.md says why).
 
 The host is a container (systemd-nspawn --boot, vmcelab/nspawn.py) on an
 overlay of images/mkroot's root: minbase, systemd, D-Bus, no libvirt and
-nothing of vmce's. In order, in one container and one guest:
+nothing of vmce's (Debian 13's has its own QEMU). In order, in one
+container and one guest:
 - apt installs build/deb's vmce_*.deb, fetching its Depends from the
   mirror; the unit is enabled and running; systemd-analyze's exposure;
 - no libvirt on the host: vmced says once that it runs in attach mode;
@@ -12,14 +15,17 @@ nothing of vmce's. In order, in one container and one guest:
   not vmced's notices; the error is found by its MESSAGE_ID and VMCE_VM,
   with its VMCE_GPA; a failed attach is at priority err;
 - a forward through the installed vmced: a real TCG guest whose QEMU is
-  born in the container's PID namespace (with this machine's QEMU binary),
+  born in the container's PID namespace (on Debian 12 this machine's QEMU
+  binary, the QEMU under test; on Debian 13 the host's own QEMU, run in the
+  container's mount namespace with its own libraries and firmware),
   attached with the installed vmcectl; the guest process gets its SIGBUS;
 - an upgrade keeps the conffile the operator edited;
 - dpkg --purge with the VM attached: vmced detaches first (no QEMU thread
   left stopped or traced), nothing of the package is left, the journal
   stays when the operator asked (/var/lib/vmce/keep-journal) and goes when
   not;
-- and `make install`, the way without a package, installs the same files.
+- and `make install`, the way without a package, installs the same files
+  (on Debian 12 only: it is this machine's build either way).
 """
 import glob
 import json
@@ -27,10 +33,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, thread_states, victim_status,
                     wait_for, wait_kmsg, wait_sigbus, workdir)
+from vmcelab import qemus
 from vmcelab.nspawn import Container, ContainerError, inner_pid
 from vmcelab.procfs import traced_threads
 
@@ -40,20 +48,26 @@ EXPOSURE_TARGET = 2.7
 # the sockets of the guest, bound into the container at the same path: short
 # (a socket's path has 108 bytes) and outside /tmp, which the unit makes
 # private to vmced
-SHARED = "/run/vmce-e2e-package"
-APT_CACHE = os.path.join(os.environ.get("VMCE_CACHE", "/var/cache/vmce"), "apt-host-root")
+DEBIAN = sys.argv[1] if len(sys.argv) > 1 else "12"
+SUFFIX = "" if DEBIAN == "12" else f"-{DEBIAN}"
+SHARED = f"/run/vmce-e2e-package{SUFFIX}"
+CACHE = os.environ.get("VMCE_CACHE", "/var/cache/vmce")
+# each release's package lists of its own
+APT_CACHE = os.path.join(CACHE, f"apt-host-root{SUFFIX}")
 NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive"}
 # vmced's MESSAGE_IDs (host-daemon/src/log-writer.c): shipped, never changed
 FORWARDED_ID = "392752ff4482457c816c965484d97868"
 ATTACH_FAILED_ID = "b93a46fcf4d34ca5a40da1efdbf767bc"
 
 tap = Tap()
+if DEBIAN not in ("12", "13"):
+    tap.bail(f"Debian {DEBIAN}: the package is tested on Debian 12 and 13")
 prerequisites(tap)
 for tool in ("systemd-nspawn", "nsenter", "dpkg-deb"):
     if shutil.which(tool) is None:
         tap.bail(f"{tool} is missing: `make check` installs it (run/install-deps)")
 debs = sorted(glob.glob(os.path.join(paths.build_dir(), "deb", "vmce_*_*.deb")), key=os.path.getmtime)
-root = os.path.join(paths.build_dir(), "images", "debian-12-host", "root")
+root = os.path.join(paths.build_dir(), "images", f"debian-{DEBIAN}-host", "root")
 if not debs:
     tap.bail(f"no package in {paths.build_dir()}/deb: `make check` builds it first (make deb)")
 if not os.path.isdir(root):
@@ -68,10 +82,14 @@ for d in ("archives", "lists"):
     os.makedirs(os.path.join(APT_CACHE, d), exist_ok=True)
 # the Depends come from the mirror once per machine: the test measures the
 # install, not the mirror
-host = Container("vmce-e2e-package", root, os.path.join(work, "host"),
-                 binds=[(SHARED, SHARED),
-                        (os.path.join(APT_CACHE, "archives"), "/var/cache/apt/archives"),
-                        (os.path.join(APT_CACHE, "lists"), "/var/lib/apt/lists")])
+binds = [(SHARED, SHARED),
+         (os.path.join(APT_CACHE, "archives"), "/var/cache/apt/archives"),
+         (os.path.join(APT_CACHE, "lists"), "/var/lib/apt/lists")]
+if DEBIAN != "12":
+    # the host's own QEMU boots vmce's guest kernel and disk: where the
+    # machine has them (build/ links into the cache), read only
+    binds += [(d, d, "ro") for d in {os.path.realpath(paths.build_dir()), os.path.realpath(CACHE)}]
+host = Container(f"vmce-e2e-package{SUFFIX}", root, os.path.join(work, "host"), binds=binds)
 vm = None
 started = None
 forwarded_gpa = None
@@ -129,7 +147,7 @@ def case_install():
            env=NONINTERACTIVE, timeout=600, check=False)
     seconds = time.monotonic() - t0
     started = time.monotonic()
-    tap.ok(r.returncode == 0, f"apt installs the package and its Depends into a clean Debian 12 "
+    tap.ok(r.returncode == 0, f"apt installs the package and its Depends into a clean Debian {DEBIAN} "
                               f"({seconds:.1f} s)", diag=r.stdout[-2000:] + r.stderr[-1000:])
     status = sh("dpkg-query", "-W", "-f=${Status} ${Version}", "vmce", check=False).stdout
     tap.ok(status.startswith("install ok installed"), f"dpkg: {status}")
@@ -163,14 +181,35 @@ def case_hardening():
     tap.diag(f"figure: exposure {exposure}, from the running unit")
 
 
+def host_qemu():
+    """The QEMU the guest runs on: on Debian 12 this machine's (VMCE_QEMU,
+    the QEMU under test); on another release the host's own, started in its
+    mount namespace, so with its own libraries, modules and firmware"""
+    if DEBIAN == "12":
+        return None
+    wrapper = os.path.join(work, "qemu-system-x86_64")
+    with open(wrapper, "w") as f:
+        f.write(f'#!/bin/sh\nexec nsenter --target {host.leader} --mount -- /usr/bin/qemu-system-x86_64 "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
 def case_forward():
     global vm, forwarded_gpa
+    qemu = host_qemu()
+    version = subprocess.run([qemu or qemus.binary(), "--version"], capture_output=True,
+                             text=True).stdout.partition("\n")[0]
     # born in the host's PID namespace, so that its vmced can see and
-    # ptrace it; its files are this machine's (the QEMU under test)
+    # ptrace it
     with host.pid_ns():
-        vm = Vm.start("e2e-package", mem="512M", state_dir=os.path.join(SHARED, "vm"))
+        vm = Vm.start("e2e-package", mem="512M", qemu=qemu, state_dir=os.path.join(SHARED, "vm"))
     vm.wait_ready()
-    tap.ok(attach(), "vmcectl attach: the installed vmced watches the guest's QEMU")
+    if qemu:
+        with open(os.path.join(os.path.dirname(root), "root.json")) as f:
+            own = json.load(f)["packages"]["qemu-system-x86"]
+        tap.ok(f"(Debian {own})" in version, f"the guest runs on the host's own QEMU, Debian {own}",
+               diag=version)
+    tap.ok(attach(), f"vmcectl attach: the installed vmced watches the guest's QEMU ({version})")
     agent = vm.agent
     agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
     hc_before = agent.hardware_corrupted_kb()
@@ -328,7 +367,7 @@ def case_reinstall():
 try:
     t0 = time.monotonic()
     state = host.start()
-    tap.ok(state in ("running", "degraded"), f"a clean Debian 12 host boots under systemd-nspawn "
+    tap.ok(state in ("running", "degraded"), f"a clean Debian {DEBIAN} host boots under systemd-nspawn "
                                              f"({state}, {time.monotonic() - t0:.1f} s)",
            diag=sh("systemctl", "--failed", "--no-pager", check=False).stdout)
     tap.case("install", case_install)
@@ -340,7 +379,8 @@ try:
     tap.case("purge, journal kept", case_purge, True)
     tap.case("reinstall", case_reinstall)
     tap.case("purge", case_purge, False)
-    tap.case("make install", case_make_install)
+    if DEBIAN == "12":
+        tap.case("make install", case_make_install)
 except Exception as e:
     tap.ok(False, "the package test ran to its end", diag=f"{e}\n{host.log_tail()}")
 finally:

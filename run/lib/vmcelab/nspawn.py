@@ -38,7 +38,8 @@ class Container:
     def __init__(self, name, root, work, binds=(), netns=None, hostname=None):
         """@root: the clean root (read only, the overlay's lower layer);
         @work: a directory of the test's own for the overlay and the log;
-        @binds: (machine path, container path) pairs; @netns: a network
+        @binds: (machine path, container path) pairs, or triples whose
+        third is "ro" for a read-only bind; @netns: a network
         namespace of `ip netns` to live in (default: the machine's network)"""
         self.name = name
         self.netns = netns
@@ -82,7 +83,7 @@ class Container:
             raise ContainerError(f"cannot mount the overlay on {self.merged}: {r.stderr.strip()}")
         args = ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
                 "--machine", self.name, "--directory", self.merged, "--console=passive"]
-        args += [f"--bind={a}:{b}" for a, b in self.binds]
+        args += [f"--bind{'-ro' if b[2:] == ('ro',) else ''}={b[0]}:{b[1]}" for b in map(tuple, self.binds)]
         if self.netns:
             args.append(f"--network-namespace-path=/run/netns/{self.netns}")
         if self.hostname:
