@@ -83,6 +83,7 @@ NOT_IN_HELP = {
     "kernel": "Debian's 6.1 guest kernel alone: make image makes it",
     "qemu-10.0": "a part of make qemus (vmce-10.0 alone)",
     "qemu-debian-10.0": "a part of make qemus (debian-10.0 alone)",
+    "qemu-debian-11.1": "a part of make qemus (debian-11.1 alone)",
     "hostlab-matrix": "the first half of make hostlab",
     "bench-campaign": "a part of make bench (run/campaign --bench)",
     "bench-libvirt": "run/libvirt/bench alone; make bench runs it with its own sizes",

@@ -239,7 +239,7 @@ else:
 # here: Debian's die of them, vmce's forward them into the guest
 QEMUS_INI = os.path.join(paths.ROOT, "run", "campaigns", "qemus.ini")
 by_qemu = []
-for name in ("debian-7.2", "debian-10.0", "vmce-7.2", "vmce-10.0"):
+for name in ("debian-7.2", "debian-10.0", "vmce-7.2", "vmce-10.0", "debian-11.1"):
     q, why = built(name)
     if q:
         by_qemu.append(name)
@@ -327,7 +327,7 @@ specs = {
     "no-guest.ini": ("[campaign]\nname = b\n[case c]\nguest = nosuch\n", "no-guest.ini:4:"),
     "unknown-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = debian-7.2, debian-8.2\n[case c]\n",
                          "unknown-qemu.ini:4: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                         "debian-10.0, vmce-10.0, or a PATH to a qemu-system-x86_64)"),
+                         "debian-10.0, vmce-10.0, debian-11.1, or a PATH to a qemu-system-x86_64)"),
     "not-a-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = /bin/true\n[case c]\n",
                        "not-a-qemu.ini:4: /bin/true is not a QEMU"),
     "too-old.ini": ("[campaign]\nname = b\n[guest amd]\nqemu = debian-7.2\ncpu = EPYC,succor=on\n[case c]\n",

@@ -9,7 +9,9 @@ is: run/install-deps); a tiny shell script stands in for a QEMU only where
 what is tested is how its answers to --version and -machine help are read
 (another target's machine list, a version line)."""
 import os
+import re
 import stat
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -77,7 +79,7 @@ class Resolve(unittest.TestCase):
 
     def test_the_other_known_ones_when_built(self):
         for name, version, series in (("vmce-7.2", (7, 2), True), ("debian-10.0", (10, 0), False),
-                                      ("vmce-10.0", (10, 0), True)):
+                                      ("vmce-10.0", (10, 0), True), ("debian-11.1", (11, 1), False)):
             q = built(name)
             if q is None:
                 continue  # not built here (yet): test_missing_from_the_build says what then
@@ -87,12 +89,13 @@ class Resolve(unittest.TestCase):
         with self.assertRaises(qemus.QemuError) as cm:
             qemus.resolve("debian-8.2")
         self.assertEqual(str(cm.exception), "unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                                            "debian-10.0, vmce-10.0, or a PATH to a qemu-system-x86_64)")
+                                            "debian-10.0, vmce-10.0, debian-11.1, or a PATH to a "
+                                            "qemu-system-x86_64)")
 
     def test_missing_from_the_build(self):
         os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
         for name, how in (("vmce-7.2", "make qemu"), ("debian-10.0", "make qemus"),
-                          ("vmce-10.0", "make qemus")):
+                          ("vmce-10.0", "make qemus"), ("debian-11.1", "make qemus")):
             with self.assertRaises(qemus.QemuError) as cm:
                 qemus.resolve(name)
             self.assertRegex(str(cm.exception), rf"^QEMU {name} is missing at {self.tmp}/build/qemus/{name}/"
@@ -156,7 +159,9 @@ class Resolve(unittest.TestCase):
     def test_nearest_table(self):
         for version, series, want in (((7, 1), False, "debian-7.2"), ((8, 2), False, "debian-7.2"),
                                       ((9, 1), False, "debian-10.0"), ((10, 2), False, "debian-10.0"),
-                                      ((6, 2), True, "vmce-7.2"), ((9, 2), True, "vmce-10.0")):
+                                      ((11, 0), False, "debian-11.1"), ((12, 1), False, "debian-11.1"),
+                                      ((6, 2), True, "vmce-7.2"), ((9, 2), True, "vmce-10.0"),
+                                      ((11, 1), True, "vmce-10.0")):
             self.assertEqual(qemus.nearest_table(version, series), want, (version, series))
 
     def test_too_old_for_a_feature(self):
@@ -167,10 +172,74 @@ class Resolve(unittest.TestCase):
         msg = str(cm.exception)
         self.assertRegex(msg, r"^QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor \(-cpu EPYC,succor=on\)")
         self.assertIn("needs QEMU 9.1 or vmce's series (vmce-7.2, vmce-10.0)", msg)
-        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0"):
+        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0", "debian-11.1"):
             other = built(name)
             if other is not None:
                 other.require("succor")  # no error
+
+
+def own_libs_root():
+    """debian-11.1's private root (qemu-patches/fetch --own-libs), or None
+    with why, printed, when `make qemus` has not fetched it here"""
+    q = built("debian-11.1")
+    if q is None:
+        print("debian-11.1 is not fetched here (make qemus): its tests are skipped", file=sys.stderr)
+        return None
+    return os.path.join(os.path.dirname(q.binary), "root")
+
+
+class OwnLibraries(unittest.TestCase):
+    """debian-11.1: trixie-backports' QEMU, built for a newer libc than this
+    host's, run through its own loader by qemu-patches/fetch's script; and
+    the same binary run without it, which cannot start here"""
+
+    def setUp(self):
+        self.root = own_libs_root()
+        if self.root is None:
+            self.skipTest("debian-11.1 is not fetched here (make qemus)")
+
+    def test_the_script_is_the_qemu(self):
+        # what run/vm and vmced rely on: the pid Popen gives is QEMU's (the
+        # script execs), its command line holds the options given, and QEMU
+        # answers QMP; its data files are the root's, searched before this
+        # host's
+        q = qemus.resolve("debian-11.1")
+        self.assertEqual((q.version[:2], q.table, q.nearest, q.series), ((11, 1), "debian-11.1", None, False))
+        with open(q.binary, "rb") as f:
+            self.assertEqual(f.read(2), b"#!")
+        p = subprocess.Popen([q.binary, "-machine", "none", "-nodefaults", "-display", "none",
+                              "-name", "guest=own-libs-test", "-qmp", "stdio"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            p.stdout.readline()  # the greeting: QEMU is up, the script long gone
+            with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+            exe = os.readlink(f"/proc/{p.pid}/exe")
+            out, _ = p.communicate('{"execute":"qmp_capabilities"}\n{"execute":"query-version"}\n'
+                                   '{"execute":"quit"}\n', timeout=20)
+        finally:
+            p.kill()
+            p.wait()
+        self.assertIn(b"guest=own-libs-test", cmdline)
+        self.assertEqual(os.path.realpath(exe), os.path.realpath(os.path.join(
+            self.root, "usr", "lib", "x86_64-linux-gnu", "ld-linux-x86-64.so.2")))
+        self.assertIn('"minor": 1, "major": 11', out)
+        dirs = subprocess.run([q.binary, "-L", "help"], capture_output=True, text=True).stdout.split()
+        self.assertEqual(dirs[0], os.path.join(os.path.realpath(self.root), "usr", "share", "qemu"))
+
+    def test_without_its_loader_it_cannot_run_here(self):
+        # the root's own binary, run as any PATH is: the loader names only
+        # the first library it misses, the error names them all (ldd)
+        path = os.path.join(self.root, "usr", "bin", "qemu-system-x86_64")
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve(path)
+        msg = str(cm.exception)
+        self.assertRegex(msg, rf"^{re.escape(path)} cannot run here: it lacks \S+\.so\.\S+")
+        self.assertIn("libcapstone.so.5", msg)  # Debian 12 has libcapstone4
+        self.assertIn("needs GLIBC_2.38, newer than this host's", msg)
+        self.assertTrue(msg.endswith("run it with its own libraries (qemu-patches/fetch --own-libs, "
+                                     "as debian-11.1 is)"), msg)
+        self.assertNotIn("\n", msg)
 
 
 class WhatQemuDoes(unittest.TestCase):
@@ -187,6 +256,9 @@ class WhatQemuDoes(unittest.TestCase):
             ("qemu", "tcg", set(), "debian-10.0", None, QEMU_DIES),
             ("qemu", "tcg", set(), "vmce-7.2", None, QEMU_FORWARDS),
             ("qemu", "tcg", set(), "vmce-10.0", None, QEMU_FORWARDS),
+            ("qemu", "tcg", set(), "debian-11.1", None, QEMU_DIES),
+            ("qemu", "kvm", {"succor"}, "debian-11.1", AMD, QEMU_FORWARDS),
+            ("qemu", "kvm", set(), "debian-11.1", AMD, QEMU_GUEST_PANICS),
             ("qemu", "kvm", set(), "debian-7.2", INTEL, QEMU_FORWARDS),
             ("qemu", "kvm", set(), "debian-7.2", AMD, QEMU_GUEST_PANICS),
             ("qemu", "kvm", {"succor"}, "debian-7.2", AMD, QEMU_GUEST_PANICS),

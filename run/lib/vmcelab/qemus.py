@@ -1,4 +1,4 @@
-"""QEMUs by name, like guest kernels: the four vmce knows, or one of your own.
+"""QEMUs by name, like guest kernels: the five vmce knows, or one of your own.
 
   debian-7.2   Debian 12's qemu-system-x86 (installed by run/install-deps)
   vmce-7.2     Debian 12's QEMU source with qemu-patches/7.2/, built here once
@@ -9,6 +9,11 @@
                own libraries
   vmce-10.0    Debian 13's QEMU 10.0 source with qemu-patches/10.0/, built
                here once per machine (`make qemus`: qemu-patches/build --base 10.0)
+  debian-11.1  Debian 13's trixie-backports qemu-system-x86 (11.1.3), built for
+               a newer libc than Debian 12's: downloaded with the packages it
+               depends on into a private root, never installed, and run
+               through that root's own loader by a small generated script,
+               the binary vmce runs (`make qemus`: qemu-patches/fetch --own-libs)
   PATH         a qemu-system-x86_64 of your own (a QEMU developer's build): its
                version is read, and it is judged by the nearest known QEMU's
                behaviour (a vmce-* one when it has the series' inject-mce), and
@@ -17,9 +22,12 @@
 What a QEMU does *by itself* with a host memory error differs by version,
 and that is what a campaign or the host lab expects of it when vmced lets
 QEMU handle the signal (vmced's policy `pass`, the `forwarder = qemu` rows).
-BEHAVIOUR has one entry per known QEMU, each read from that QEMU's source:
+BEHAVIOUR has one entry per known QEMU, each read from that QEMU's source
+(11.1's source answers 404 at Debian: its rows are read from the public
+index's system/cpus.c after 10.0 and from Debian's 11.1.3 binary itself,
+its symbols and messages, and its TCG row measured by qemus.ini):
 
-- tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2 and 10.0 build
+- tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2, 10.0 and 11.1 build
   kvm_on_sigbus()/kvm_on_sigbus_vcpu() in whatever the accelerator, and
   sigbus_handler() (softmmu/cpus.c, system/cpus.c) calls them: with no KVM
   state they fail and QEMU aborts ("abort"). vmce's 0005 forwards it into
@@ -56,6 +64,11 @@ BEHAVIOUR = {
     "vmce-7.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="read"),
     "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
     "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
+    # TCG measured (run/campaigns/qemus.ini); the KVM rows read, not measured
+    # by the host lab: 11.1.3 has the succor and overflow-recov flags,
+    # qemu_ram_remap() with ram_block_discard_range(), kvm_hwpoisoned_mem()
+    # and its "Can't migrate this vm with hardware poisoned memory"
+    "debian-11.1": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
 }
 
 # features a campaign or the host lab may ask of a QEMU: who has them
@@ -97,6 +110,9 @@ KNOWN = {k.name: k for k in (
           lambda: _cached("debian-10.0", "root", "usr", "bin", "qemu-system-x86_64")),
     Known("vmce-10.0", (10, 0), True, "make qemus",
           lambda: _cached("vmce-10.0", "build", "qemu-system-x86_64")),
+    # the script that runs it with its own libraries (qemu-patches/fetch)
+    Known("debian-11.1", (11, 1), False, "make qemus",
+          lambda: _cached("debian-11.1", "qemu-system-x86_64")),
 )}
 NAMES = tuple(KNOWN)
 
@@ -202,6 +218,27 @@ def version_line(path=None):
 
 _probed = {}
 
+# what the dynamic loader says when a binary cannot start here (exit 127)
+_LOADER_FAILED = r"error while loading shared libraries|version `[^']+' not found"
+
+
+def cannot_run(path, said):
+    """One line for a binary the dynamic loader would not start (@said, its
+    stderr): every library it lacks and every symbol version this host's
+    libraries are too old for, as ldd lists them (the loader itself names
+    only the first), and how a QEMU built for a newer Debian runs here"""
+    try:
+        listed = subprocess.run(["ldd", path], capture_output=True, text=True, timeout=20).stdout + said
+    except (OSError, subprocess.TimeoutExpired):
+        listed = said
+    libs = list(dict.fromkeys(re.findall(r"^\s*(\S+) => not found", listed, re.M)
+                              + re.findall(r"loading shared libraries: ([^:]+):", listed)))
+    versions = list(dict.fromkeys(re.findall(r"version `([^']+)' not found", listed)))
+    what = ([f"lacks {', '.join(libs)}"] if libs else []) + \
+        ([f"needs {', '.join(versions)}, newer than this host's"] if versions else [])
+    return (f"{path} cannot run here: it {' and '.join(what) or said.strip().splitlines()[0][:120]}; "
+            "run it with its own libraries (qemu-patches/fetch --own-libs, as debian-11.1 is)")
+
 
 def _probe(path):
     """(version line, (major, minor, micro), is x86_64, has inject-mce) of
@@ -221,6 +258,8 @@ def _probe(path):
         raise QemuError(f"{path} is not a QEMU: it cannot be run ({e})") from None
     first = (r.stdout.splitlines() or [""])[0].strip()
     m = re.match(r"QEMU emulator version (\d+)\.(\d+)(?:\.(\d+))?", first)
+    if r.returncode == 127 and re.search(_LOADER_FAILED, r.stderr):
+        raise QemuError(cannot_run(path, r.stderr))
     if r.returncode != 0 or not m:
         said = (r.stderr.strip() or first or "nothing").splitlines()[0][:120]
         raise QemuError(f"{path} is not a QEMU: --version said '{said}'")
