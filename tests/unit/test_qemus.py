@@ -188,6 +188,39 @@ def own_libs_root():
     return os.path.join(os.path.dirname(q.binary), "root")
 
 
+class OnDebian13(unittest.TestCase):
+    """Where debian-10.0 is the host's own QEMU: a Debian 13 host"""
+
+    def release(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix="os-release") as f:
+            f.write(text)
+            f.flush()
+            return qemus.debian_release(f.name)
+
+    def test_release_read_from_os_release(self):
+        self.assertEqual(self.release('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nVERSION_ID="13"\n'), "13")
+        self.assertEqual(self.release('VERSION_ID="12"\n'), "12")
+        self.assertIsNone(self.release('ID=debian\n'), "sid says no VERSION_ID")
+        self.assertIsNone(qemus.debian_release("/nonexistent/os-release"))
+
+    def test_debian_10_0_is_the_hosts_own_on_13(self):
+        real = qemus.debian_release
+        try:
+            qemus.debian_release = lambda: "13"
+            self.assertEqual(qemus.KNOWN["debian-10.0"].locate(),
+                             qemus.SYSTEM if os.path.exists(qemus.SYSTEM) else
+                             os.path.join(paths.build_dir(), "qemus", "debian-10.0", "root", "usr", "bin",
+                                          "qemu-system-x86_64"))
+            self.assertIn("whose own QEMU is debian-10.0", qemus._other_release(qemus.SYSTEM))
+            qemus.debian_release = lambda: "12"
+            self.assertEqual(qemus.KNOWN["debian-10.0"].locate(),
+                             os.path.join(paths.build_dir(), "qemus", "debian-10.0", "root", "usr", "bin",
+                                          "qemu-system-x86_64"))
+            self.assertEqual(qemus._other_release(qemus.SYSTEM), ": this host's qemu-system-x86 is not Debian 12's")
+        finally:
+            qemus.debian_release = real
+
+
 class OwnLibraries(unittest.TestCase):
     """debian-11.1: trixie-backports' QEMU, built for a newer libc than this
     host's, run through its own loader by qemu-patches/fetch's script; and

@@ -6,7 +6,8 @@
   debian-10.0  Debian 12's bookworm-backports qemu-system-x86 (10.0.2),
                downloaded and unpacked with its data files, never installed
                (`make qemus`: qemu-patches/fetch); it runs with Debian 12's
-               own libraries
+               own libraries. On a Debian 13 host (run/fleet up --suite
+               trixie) it is that host's own qemu-system-x86, the same 10.0
   vmce-10.0    Debian 13's QEMU 10.0 source with qemu-patches/10.0/, built
                here once per machine (`make qemus`: qemu-patches/build --base 10.0)
   debian-11.1  Debian 13's trixie-backports qemu-system-x86 (11.1.3), built for
@@ -101,13 +102,34 @@ def _cached(name, *rel):
     return os.path.join(paths.build_dir(), "qemus", name, *rel)
 
 
+SYSTEM = "/usr/bin/qemu-system-x86_64"
+
+
+def debian_release(os_release="/etc/os-release"):
+    """This host's Debian release ("12", "13"), or None elsewhere"""
+    try:
+        with open(os_release) as f:
+            m = re.search(r'^VERSION_ID="?(\d+)', f.read(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _debian_10_0():
+    """Debian 13's own QEMU where it is installed (a Debian 13 host: run/fleet
+    up --suite trixie, e2e-package-13); elsewhere bookworm-backports' build of
+    the same 10.0, unpacked (make qemus)"""
+    if debian_release() == "13" and os.path.exists(SYSTEM):
+        return SYSTEM
+    return _cached("debian-10.0", "root", "usr", "bin", "qemu-system-x86_64")
+
+
 KNOWN = {k.name: k for k in (
     Known("debian-7.2", (7, 2), False, "run/install-deps (Debian 12's qemu-system-x86)",
-          lambda: "/usr/bin/qemu-system-x86_64"),
+          lambda: SYSTEM),
     Known("vmce-7.2", (7, 2), True, "make qemu",
           lambda: _cached("vmce-7.2", "build", "qemu-system-x86_64")),
-    Known("debian-10.0", (10, 0), False, "make qemus",
-          lambda: _cached("debian-10.0", "root", "usr", "bin", "qemu-system-x86_64")),
+    Known("debian-10.0", (10, 0), False, "make qemus", _debian_10_0),
     Known("vmce-10.0", (10, 0), True, "make qemus",
           lambda: _cached("vmce-10.0", "build", "qemu-system-x86_64")),
     # the script that runs it with its own libraries (qemu-patches/fetch)
@@ -299,9 +321,15 @@ def _known(k):
         raise QemuError(f"QEMU {k.name} at {path} is not a qemu-system-x86_64")
     if version[:2] != k.version:
         raise QemuError(f"QEMU {k.name} at {path} is {first.split('version', 1)[-1].strip()}, not "
-                        f"{k.version[0]}.{k.version[1]}" + (": this host's qemu-system-x86 is not "
-                                                            "Debian 12's" if k.name == DEFAULT else ""))
+                        f"{k.version[0]}.{k.version[1]}" + (_other_release(path) if k.name == DEFAULT else ""))
     return Qemu(k.name, path, first, version, k.series, k.name)
+
+
+def _other_release(path):
+    release = debian_release()
+    if path == SYSTEM and release == "13":
+        return ": this host is Debian 13, whose own QEMU is debian-10.0 (--qemus debian-10.0)"
+    return ": this host's qemu-system-x86 is not Debian 12's"
 
 
 def nearest_table(version, series):
