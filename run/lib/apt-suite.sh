@@ -11,10 +11,12 @@
 # global array apt_opts for apt-get and apt-cache, and updates the package
 # lists when they are older than a day (a failed update with lists from
 # before still works: no network then means no newer packages, not no
-# packages).
+# packages). A state made here for a suite the archive does not serve is
+# removed again: nothing is left in the cache that looks like one.
 apt_suite() {
-	local aptdir=$1 mirror line type suite base
+	local aptdir=$1 mirror line type suite base fresh=false reason what
 	shift
+	[[ -d $aptdir ]] || fresh=true
 	mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" || die "cannot create $aptdir"
 	: >"$aptdir/status"
 	mirror=$(grep -rhoE 'https?://[^ ]*debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
@@ -41,7 +43,15 @@ apt_suite() {
 	if [[ -z $(find "$aptdir/lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null) &&
 		-z $(find "$aptdir/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null) ]]; then
 		apt-get -q "${apt_opts[@]}" update >"$aptdir/update.log" 2>&1 ||
-			[[ -n $(find "$aptdir/lists" -maxdepth 1 -name '*_main_*') ]] ||
+			[[ -n $(find "$aptdir/lists" -maxdepth 1 -name '*_main_*') ]] || {
+			reason=$(grep -m1 -E '^E: ' "$aptdir/update.log" | cut -c1-200) || true
+			what=${*//deb-src /source }
+			what=${what//deb /}
+			if $fresh; then
+				rm -rf "$aptdir"
+				die "apt-get update for $what failed${reason:+ ($reason)}; a suite the Debian archive serves and a package mirror are needed"
+			fi
 			die "apt-get update for ${*//deb-src /source } failed (see $aptdir/update.log); a Debian package mirror is needed (no network?)"
+		}
 	fi
 }
