@@ -2,7 +2,7 @@
 kernel, and the verdict on what it did.
 
 One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12,
-vmce-6.12),
+vmce-6.12, debian-7.3),
 each read from that kernel's mm/memory-failure.c and checked against the
 guest. Linux 6.1's, the first:
 - the page type and result come from identify_page_state(), which names the
@@ -115,6 +115,33 @@ VMCE_6_12_NOTES = {
                    "PG_mlocked was still set: an mlocked page",
 }
 
+# debian-7.3: trixie-backports' kernel (7.3.4), read from linux-source-7.3's
+# mm/memory-failure.c, mm/ksm.c and mm/madvise.c, and measured (full.ini,
+# simulated errors under TCG: 49 of 49). Where it differs from 6.12:
+LINUX_7_3 = dict(LINUX_6_12)
+LINUX_7_3.update({
+    # get_any_page() names a stable kernel-owned page (is_kernel_owned_page():
+    # PG_reserved, slab, page table, large kmalloc) before trying to take it,
+    # and memory_failure() reports it as MF_MSG_KERNEL
+    "slab": Row("reserved kernel page", "Ignored", False, False, 12, 4, "in-use"),
+    "pagetable": Row("reserved kernel page", "Ignored", False, False, 12, 4, "exit"),
+})
+# Unchanged from 6.12, checked in 7.3's source: the KSM page recovers, but
+# ksm.c still has no check that keeps ksmd off a hwpoisoned page in its
+# stable tree (stable_tree_search() compares with it through memcmp_pages()),
+# so the ksm row's aftermath still ends the guest; identify_page_state()
+# still looks at the flags after unmapping first, so an mlocked page is
+# still an "LRU page"; madvise_inject_error() still passes MF_ACTION_REQUIRED
+LINUX_7_3_NOTES = dict(LINUX_6_12_NOTES)
+LINUX_7_3_NOTES.update({
+    "slab": "kernel memory cannot be recovered: 7.3's get_any_page() knows a slab page as "
+            "kernel-owned (is_kernel_owned_page()) before trying to take it, and says "
+            "\"reserved kernel page\" (6.12: \"get hwpoison page\"); with "
+            "vm.panic_on_unrecoverable_memory_failure=1 that is a panic",
+    "pagetable": "a page table is kernel-owned like slab: \"reserved kernel page\" (6.12: \"get "
+                 "hwpoison page\")",
+})
+
 # The series' kernel selftests, run in the guest as they are (page =
 # ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
 # table -> (the tests that show the defect, why): on a kernel with the
@@ -138,6 +165,10 @@ SELFTESTS = {
                         "6.12 unmaps the KSM page but leaves it in the stable tree: ksmd compares the "
                         "new pages with it (memcmp_pages()) and chains the new KSM page with it; "
                         "with a real error that read panics the guest (the ksm row's aftermath)"),
+        "debian-7.3": ({KSM_SCAN_CHAIN, KSM_SCAN_MERGE},
+                       "as 6.12: 7.3's mm/ksm.c still leaves the unmapped KSM page in the stable tree "
+                       "and compares the new pages with it (memcmp_pages()); the new KSM page is "
+                       "chained with it"),
         "vmce-6.12": (set(), "vmce's 0002 parks the hwpoisoned page's stable node the first time "
                              "ksmd meets it: nothing compares with it again"),
     },
@@ -189,7 +220,7 @@ NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILUR
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
-MADVISE_IS_AR = {"debian-6.12", "vmce-6.12"}
+MADVISE_IS_AR = {"debian-6.12", "vmce-6.12", "debian-7.3"}
 
 # how the aftermath is brought about, and what is expected of it
 AFTERMATH = {
@@ -355,10 +386,11 @@ class Expectation:
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
 TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12,
-          "vmce-6.12": VMCE_6_12}
+          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3}
 TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
                "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}, "vmce-6.12": {**NOTES, **LINUX_6_12_NOTES,
-                                                                           **VMCE_6_12_NOTES}}
+                                                                           **VMCE_6_12_NOTES},
+               "debian-7.3": {**NOTES, **LINUX_7_3_NOTES}}
 
 
 def table_of(case):
