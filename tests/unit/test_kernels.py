@@ -7,6 +7,7 @@ import os
 import struct
 import sys
 import tempfile
+import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -213,6 +214,39 @@ class Expectations(unittest.TestCase):
         self.assertIn("debian-7.3", expect.MADVISE_IS_AR)
         k = kernels.resolve("debian-7.3")
         self.assertEqual((k.table, k.nearest, k.release), ("debian-7.3", None, "7.3.4+deb13-amd64"))
+
+    def test_panic_on_unrecoverable_where_the_kernel_has_it(self):
+        c = self.campaign("kernel = debian-6.12, debian-7.3\n[case p]\nguest = g\npage = slab\n"
+                          "panic_on_unrecoverable = 1\n[case q]\nguest = g\npage = anon-dirty\n"
+                          "panic_on_unrecoverable = 1", page="anon-dirty")
+        by = {(case.scenario, case.kernel): case for case in c.cases}
+        case = by[("p", "debian-7.3")]
+        self.assertTrue(case.key.endswith(":panic-on-unrecoverable/0"), case.key)
+        exp = expectation(case)
+        self.assertEqual((exp.guest, exp.action), ("panic", ("reserved kernel page", "Ignored")))
+        self.assertIn("then the guest panics (vm.panic_on_unrecoverable_memory_failure=1)", exp.summary)
+        obs = {"panic": "Kernel panic - not syncing: Memory failure: 0x4840: unrecoverable page"}
+        self.assertEqual(judge(case, exp, obs, None)[0], "pass")
+        self.assertEqual(judge(case, exp, {"panic": None}, None), ("fail", ["the guest did not panic"]))
+        # a kernel without the sysctl: said, not run, not failed
+        case = by[("p", "debian-6.12")]
+        exp = expectation(case)
+        self.assertEqual(exp.guest, expect.NOT_APPLICABLE)
+        verdict, reasons = judge(case, exp, None, None)
+        self.assertEqual(verdict, "not applicable")
+        self.assertIn("debian-6.12 has no vm.panic_on_unrecoverable_memory_failure", reasons[0])
+        self.assertIn(verdict, expect.JUDGED_OK)
+        # the sysctl asks nothing of a page the handler recovers
+        self.assertEqual(expectation(by[("q", "debian-7.3")]).guest, "alive")
+        # skipped before any boot, but for an image that learns its kernel there
+        from vmcelab.runner import _not_applicable
+        na = expectation(by[("p", "debian-6.12")])
+        self.assertTrue(_not_applicable(by[("p", "debian-6.12")], na))
+        image = types.SimpleNamespace(kernel_info=types.SimpleNamespace(kind="image", release=None))
+        self.assertEqual((_not_applicable(image, na), _not_applicable(image, na, booted=True)), (False, True))
+        self.assertFalse(_not_applicable(by[("p", "debian-7.3")], expectation(by[("p", "debian-7.3")])))
+        self.assertEqual(by[("c", "debian-7.3")].key,
+                         "c/anon-dirty/ao/early/host/recovery1/0", "a case that does not set it keeps its id")
 
     def test_another_known_outcome_is_checked_as_strictly(self):
         # 6.1's KSM page with late kill: nobody told, or (racy) one mapper

@@ -217,6 +217,16 @@ NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILUR
                    "it never enables machine checks (CR4.MCE), and a machine check into a CPU "
                    "without them is a triple fault: the VM resets")
 
+# kernels with vm.panic_on_unrecoverable_memory_failure (Linux 7.3's
+# mm/memory-failure.c): set to 1, action_result() panics on what it reports
+# as MF_MSG_KERNEL ("reserved kernel page") with MF_IGNORED, and on nothing
+# else. A case that sets it is not applicable on a kernel without it.
+PANIC_ON_UNRECOVERABLE = {"debian-7.3"}
+UNRECOVERABLE = ("reserved kernel page", "Ignored")
+NOT_APPLICABLE = "not-applicable"
+# the verdicts a run ends well with: a case not applicable to a kernel is said, not failed
+JUDGED_OK = ("pass", "not applicable")
+
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
@@ -338,8 +348,13 @@ class Expectation:
             return "QEMU drops the machine check (MEMORY_FAILURE ignore): the guest lives on, nobody told"
         if self.guest == "qemu-died":
             return f"QEMU dies ({self.qemu_table} under TCG)"
+        if self.guest == NOT_APPLICABLE:
+            return f"not applicable: {self.note}"
         if self.guest == "panic" and self.qemu:
             return f"the guest panics on what QEMU ({self.qemu_table}) injects"
+        if self.guest == "panic" and self.action:
+            return (f"{self.action[0]}: {self.action[1]}; then the guest panics "
+                    "(vm.panic_on_unrecoverable_memory_failure=1)")
         if self.guest == "panic":
             return "the guest panics (memory_failure_recovery=0)"
         parts = [f"QEMU ({self.qemu_table}) forwards it itself"] if self.qemu else []
@@ -460,6 +475,12 @@ def _kernel_expectation(case):
     """What the case's guest kernel does for @case, or None where nothing is
     written down"""
     table, nearest = table_of(case)
+    if getattr(case, "panic_on_unrecoverable", 0) and table not in PANIC_ON_UNRECOVERABLE:
+        exp = Expectation(case, None, "none", 12, None, guest=NOT_APPLICABLE,
+                          note=f"{table} has no vm.panic_on_unrecoverable_memory_failure (Linux 7.3's "
+                               "mm/memory-failure.c has it): nothing is run")
+        exp.table, exp.nearest = table, nearest
+        return exp
     if table == NO_HANDLER:
         # the guest's own injection needs the handler it does not have
         if not case.host_side:
@@ -504,6 +525,11 @@ def _expectation(case, rows, notes, madvise_is_ar=False):
     if case.recovery == 0:
         return Expectation(case, None, "none", row.lsb, None, guest="panic",
                            note="vm.memory_failure_recovery=0 makes memory_failure() panic")
+    if getattr(case, "panic_on_unrecoverable", 0) and (row.kind, row.result) == UNRECOVERABLE:
+        # any other outcome is the row's as ever: the sysctl asks nothing of it
+        return Expectation(case, (row.kind, row.result), "none", row.lsb, row.hc_kb * case.burst,
+                           guest="panic", note="vm.panic_on_unrecoverable_memory_failure=1: action_result() "
+                                               "panics on a \"reserved kernel page\" it ignored")
     early = case.kill in ("early", "prctl-early")
     if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")
@@ -578,7 +604,8 @@ def _one_ar_problems(workloads, signals):
 
 
 def judge(case, exp, obs, not_run):
-    """(verdict, reasons): pass, fail, unexpected or not run. A kernel vmce
+    """(verdict, reasons): pass, fail, unexpected, not run or not applicable
+    (a case that asks what the kernel does not have). A kernel vmce
     does not know is judged by the nearest known one's table, and every
     verdict says so"""
     verdict, reasons = _judge(case, exp, obs, not_run)
@@ -606,6 +633,8 @@ def qemu_exit_words(obs):
 
 
 def _judge(case, exp, obs, not_run):
+    if exp is not None and exp.guest == NOT_APPLICABLE:
+        return "not applicable", [exp.note]
     if not_run is not None:
         return "not run", [not_run]
     if exp is None:
