@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root fuzz kernel kernel-src kernel-6.12 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemu-debian-11.1 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root fuzz kernel kernel-src kernel-6.12 kernel-7.3 kernels guest-image build image qemu qemu-10.0 qemu-debian-10.0 qemu-debian-11.1 qemus demo check unit e2e hostlab hostlab-matrix hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -48,7 +48,9 @@ help:
 	@echo "make kernel-src  the vmce-6.1 and vmce-6.12 guest kernels: Debian's source with guest-kernel/patches/BASE/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
-	@echo "make kernels  every guest kernel by name: debian-6.1, vmce-6.1, debian-6.12, vmce-6.12"
+	@echo "make kernel-7.3  trixie-backports' Linux 7.3 kernel (debian-7.3), and its initramfs"
+	@echo "make kernels  every guest kernel by name: debian-6.1, vmce-6.1, debian-6.12, vmce-6.12,"
+	@echo "              debian-7.3"
 	@echo "make bench-kernels  per guest kernel: boot, the full matrix; and vmce-6.1's and vmce-6.12's"
 	@echo "              builds from cold (about 10 minutes each)"
 	@echo "make guest-image  guest images like an operator's: debian-12 and debian-12-cloud"
@@ -86,7 +88,15 @@ kernel-6.12: build
 	@images/mkinitramfs --kernel-dir $(KERNELS_DIR)/debian-6.12 --tools $(MESON_DIR)/images/guest-tools \
 		--out $(BUILD)/images/guest-debian-6.12.cpio.gz
 
-kernels: image kernel-src kernel-6.12
+# Linux 7.x comes split: linux-image-RELEASE depends on linux-binary-,
+# linux-modules- and linux-base-RELEASE, which fetch follows and unpacks
+kernel-7.3: build
+	@guest-kernel/fetch --suite trixie-backports --out $(KERNELS_DIR)/debian-7.3
+	@mkdir -p $(dir $(IMAGE))
+	@images/mkinitramfs --kernel-dir $(KERNELS_DIR)/debian-7.3 --tools $(MESON_DIR)/images/guest-tools \
+		--out $(BUILD)/images/guest-debian-7.3.cpio.gz
+
+kernels: image kernel-src kernel-6.12 kernel-7.3
 
 # guest images like an operator's (images/mkimage): Debian 12 with systemd and
 # qemu-guest-agent, with Debian's kernel and with its cloud kernel; each built
@@ -177,7 +187,7 @@ hostlab-matrix: image qemus
 # per kernel), then under KVM L2 on each kernel (one L1: KVM guests boot in
 # seconds) with a QEMU that gives an AMD guest SUCCOR
 comma := ,
-HOSTLAB_KERNELS := debian-6.1 vmce-6.1 debian-6.12 vmce-6.12
+HOSTLAB_KERNELS := debian-6.1 vmce-6.1 debian-6.12 vmce-6.12 debian-7.3
 hostlab-full: image kernels qemus
 	-@for k in $(HOSTLAB_KERNELS); do \
 		run/campaign --errors simulated,real --kernels $$k --out $(BUILD)/campaigns/full-errors-$$k run/campaigns/full.ini; \

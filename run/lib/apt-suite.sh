@@ -11,7 +11,8 @@
 # global array apt_opts for apt-get and apt-cache, and updates the package
 # lists when they are older than a day (a failed update with lists from
 # before still works: no network then means no newer packages, not no
-# packages).
+# packages). A state made here for a suite the archive does not serve is
+# removed again: nothing is left in the cache that looks like one.
 apt_suite() {
 	local aptdir=$1 mirror line type suite base fresh=''
 	shift

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """The guest kernel as a campaign axis, end to end: the full matrix on
-Debian's 6.1, vmce's patched 6.1, Debian's 6.12 and vmce's patched 6.12,
-each judged by its own expectations, and a report with one column per
-kernel. On vmce-6.1 a KSM page recovers (its mappers are signalled, and
+Debian's 6.1, vmce's patched 6.1, Debian's 6.12, vmce's patched 6.12 and
+trixie-backports' 7.3, each judged by its own expectations, and a report
+with one column per kernel. On vmce-6.1 a KSM page recovers (its mappers are signalled, and
 ksmd merging the same data again does not bring the guest down), an
 mlocked page is reported as mlocked, and the per-node memory_failure
 statistics count every error. On vmce-6.12 the same for KSM and mlock,
 where Debian's 6.12 oopses and says "LRU page"; and the series' selftest
 (ksm-scan: ksm_hwpoison) fails on Debian's kernels and passes on vmce's.
+Debian's 7.3 as 6.12, but for kernel pages ("reserved kernel page").
 Then the bad input: check-config on a kernel without MEMORY_FAILURE (run
 anyway, as "no handler": e2e-images), run/vm on one without VIRTIO_CONSOLE
-(refused: vmce's agent cannot run), a file that is not a kernel, an unknown kernel name in a campaign file, a patch that does not
-apply, no network for the source.
+(refused: vmce's agent cannot run), a file that is not a kernel, an unknown kernel name in a campaign file,
+a QEMU's name given for a kernel and a kernel's for a QEMU, a patch that
+does not apply, no network for the source.
 """
 import json
 import os
@@ -27,7 +29,7 @@ CAMPAIGN = os.path.join(paths.ROOT, "run", "campaign")
 RUN_VM = os.path.join(paths.ROOT, "run", "vm")
 CHECK_CONFIG = os.path.join(paths.ROOT, "guest-kernel", "check-config")
 BUILD = os.path.join(paths.ROOT, "guest-kernel", "build")
-KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12")
+KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12", "debian-7.3")
 VMCE = os.path.join(paths.build_dir(), "kernels", "vmce-6.1")
 
 
@@ -45,19 +47,19 @@ for k in KERNELS[1:]:
     if not os.path.exists(os.path.join(paths.build_dir(), "kernels", k, "release")):
         tap.bail(f"the {k} kernel is missing: run `make kernels` (make check does)")
 
-# --- the three kernels, the full matrix ---------------------------------
+# --- the five kernels, the full matrix ----------------------------------
 out = workdir("kernels")
 res = run(sys.executable, CAMPAIGN, "--kernels", ",".join(KERNELS), "--fresh", "--out", out,
           os.path.join(paths.ROOT, "run", "campaigns", "full.ini"), timeout=1800)
 tap.diag(res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr[-2000:])
-tap.eq(res.returncode, 0, "the full matrix on four kernels: every case passed")
+tap.eq(res.returncode, 0, f"the full matrix on {len(KERNELS)} kernels: every case passed")
 with open(os.path.join(out, "results.jsonl")) as f:
     cases = [r for r in map(json.loads, f) if r.get("type") == "case"]
 by = {}
 for r in cases:
     by.setdefault(r["case"]["key"], {})[r["case"]["kernel"]] = r
 tap.ok(len(by) >= 40 and all(set(v) == set(KERNELS) for v in by.values()),
-       f"every one of the {len(by)} cases ran on all four kernels")
+       f"every one of the {len(by)} cases ran on all {len(KERNELS)} kernels")
 for k in KERNELS:
     bad = [r["case"]["id"] for r in cases if r["case"]["kernel"] == k and r["verdict"] != "pass"]
     tap.ok(not bad, f"{k}: every case passed against {k}'s own expectations", diag=bad[:6])
@@ -103,14 +105,16 @@ if obs:
 # mlock: Debian's kernels say "LRU page", vmce's say mlocked
 for page, state in (("mlock-dirty", "dirty"), ("mlock-clean", "clean")):
     for kernel, kind in (("vmce-6.1", "mlocked LRU page"), ("debian-6.1", "LRU page"),
-                         ("vmce-6.12", "mlocked LRU page"), ("debian-6.12", "LRU page")):
+                         ("vmce-6.12", "mlocked LRU page"), ("debian-6.12", "LRU page"),
+                         ("debian-7.3", "LRU page")):
         obs = obs_of(f"found/{page}/ao/early", kernel)
         tap.eq(list(obs["actions"].values())[0] if obs else None, [f"{state} {kind}", "Recovered"],
                f"{kernel}: {page} is reported as a{'n' if kind[0] == 'm' else ''} {kind}")
 
 # KSM on 6.12: both recover the page, but only vmce-6.12's ksmd lives
-# through merging the same data again (Debian's reads the poisoned page)
-for kernel in ("debian-6.12", "vmce-6.12"):
+# through merging the same data again (Debian's reads the poisoned page, and
+# 7.3's still does)
+for kernel in ("debian-6.12", "vmce-6.12", "debian-7.3"):
     obs = obs_of("found/ksm/ao/early", kernel)
     after = (obs or {}).get("aftermath") or {}
     if kernel == "vmce-6.12":
@@ -118,7 +122,7 @@ for kernel in ("debian-6.12", "vmce-6.12"):
                "vmce-6.12: ksmd merging the same data again after a KSM page's error: the guest lives",
                diag=after)
     else:
-        tap.ok(obs and after.get("crash"), "debian-6.12: ... there ksmd reads the poisoned page: "
+        tap.ok(obs and after.get("crash"), f"{kernel}: ... there ksmd reads the poisoned page: "
                f"{after.get('crash')}", diag=after)
 
 # the series' selftest, run in each guest as a kernel developer runs it
@@ -129,7 +133,8 @@ SHOWS = {"no page is merged into the hwpoisoned KSM page",
 for kernel, fails in (("debian-6.1", "no page is merged into the hwpoisoned KSM page"),
                       ("vmce-6.1", None),
                       ("debian-6.12", "no stable node chain is formed with the hwpoisoned KSM page"),
-                      ("vmce-6.12", None)):
+                      ("vmce-6.12", None),
+                      ("debian-7.3", "no stable node chain is formed with the hwpoisoned KSM page")):
     st = (obs_of("ksm-scan/ksm-scan", kernel) or {}).get("selftest") or {}
     failed = {d.split(": ", 1)[-1] for ok, d in st.get("results") or [] if not ok}
     tap.ok(len(st.get("results") or []) == 8 and (failed and failed <= SHOWS if fails else not failed),
@@ -137,6 +142,12 @@ for kernel, fails in (("debian-6.1", "no page is merged into the hwpoisoned KSM 
                                                           + "; ".join(sorted(failed)) + ")" if fails
                                                           else "all pass"),
            diag=st.get("results"))
+
+# kernel pages: 7.3 knows them before taking them (is_kernel_owned_page())
+for page in ("slab", "pagetable"):
+    obs = obs_of(f"found/{page}/ao/early", "debian-7.3")
+    tap.eq(list(obs["actions"].values())[0] if obs else None, ["reserved kernel page", "Ignored"],
+           f"debian-7.3: a {page} page is a \"reserved kernel page\" (6.12: \"get hwpoison page\")")
 
 # the second oracle: vmce-6.1 counts each error per node, 6.1 has no counters
 deltas = [r["observed"].get("node_mf_delta") for r in cases
@@ -220,6 +231,22 @@ res = run(sys.executable, CAMPAIGN, spec, "--out", os.path.join(bad, "uk"), time
 tap.ok(res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
        and "unknown-kernel.ini:5: unknown kernel 'debian-7'" in res.stderr and not res.stdout,
        "an unknown kernel in a campaign file: exit 2, file:line, nothing run", diag=res.stderr + res.stdout)
+
+# a name of the other axis: a QEMU's for a kernel (Debian 12's QEMU is
+# debian-7.2), a kernel's for a QEMU; one line naming what it is, nothing run
+spec = os.path.join(bad, "qemu-as-kernel.ini")
+with open(spec, "w") as f:
+    f.write("[campaign]\nname = qk\n[guest g]\nmem = 256M\nkernel = debian-7.2\n[case c]\nguest = g\n")
+res = run(sys.executable, CAMPAIGN, spec, "--out", os.path.join(bad, "qk"), timeout=60)
+tap.ok(res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+       and "qemu-as-kernel.ini:5: debian-7.2 is a QEMU, not a guest kernel" in res.stderr and not res.stdout,
+       "a QEMU's name as a campaign's kernel: exit 2, file:line, named as a QEMU", diag=res.stderr + res.stdout)
+res = run(sys.executable, RUN_VM, "start", "--name", "qk", "--kernel", "debian-10.0", env=env, timeout=60)
+one_error_line(res, "debian-10.0 is a QEMU, not a guest kernel (known kernels: ",
+               "run/vm --kernel debian-10.0: one error line naming it a QEMU")
+res = run(sys.executable, RUN_VM, "start", "--name", "kq", "--qemu", "debian-7.3", env=env, timeout=60)
+one_error_line(res, "debian-7.3 is a guest kernel, not a QEMU (known QEMUs: ",
+               "run/vm --qemu debian-7.3: one error line naming it a guest kernel")
 
 # a patch that does not apply: named, with its file; nothing left in the cache
 patches = os.path.join(bad, "patches")

@@ -97,7 +97,9 @@ kill = early, late
         ("[matrix m]\nkinds = ao,\n  ae\n", "test.ini:2: 'ae' is not a kinds (known: ao, ar)"),
         ("[guest g]\n[case c]\nexpect = x\nmem = 1G\n",
          "test.ini:4: unknown key 'mem' in [case c] (known: burst, expect, forwarder, guest, inject, kill, "
-         "kind, page, recovery, repeat)"),
+         "kind, page, panic_on_unrecoverable, recovery, repeat)"),
+        ("[case c]\npanic_on_unrecoverable = 2\n",
+         "test.ini:2: '2' is not a panic_on_unrecoverable (known: 0, 1)"),
     )
 
     def test_each_kind_of_bad_value(self):

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """Guest kernels by name or path (run/lib/vmcelab/kernels.py), and the
-expectations each is judged by: the three vmce knows, an operator's own
+expectations each is judged by: the five vmce knows, an operator's own
 kernel judged by the nearest known one (and marked so), and the errors for
-what is not a kernel or not a vmce guest kernel."""
+what is not a kernel or not a vmce guest kernel, or is a QEMU's name."""
 import os
 import struct
 import sys
 import tempfile
+import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
 
-from vmcelab import kernels  # noqa: E402
+from vmcelab import axes, expect, kernels, qemus  # noqa: E402
 from vmcelab.campaign import Campaign, SpecError  # noqa: E402
 from vmcelab.expect import TABLES, expectation, judge  # noqa: E402
 
@@ -61,7 +62,9 @@ class Resolve(unittest.TestCase):
     def test_nearest_known_kernel(self):
         for release, want in (("6.1.50", "debian-6.1"), ("5.15.0", "debian-6.1"),
                               ("6.6.1", "debian-6.1"), ("6.10.3", "debian-6.12"),
-                              ("6.17.0", "debian-6.12"), ("weird", "debian-6.1")):
+                              ("6.17.0", "debian-6.12"), ("weird", "debian-6.1"),
+                              ("7.2.13+deb14-amd64", "debian-7.3"), ("7.0.1", "debian-7.3"),
+                              ("8.1.0", "debian-7.3")):
             self.assertEqual(kernels.nearest_table(release), want, release)
 
     def test_table_for(self):
@@ -71,6 +74,9 @@ class Resolve(unittest.TestCase):
             ("6.1.0-50-cloud-amd64", [], True, ("debian-6.1", "debian-6.1")),
             ("6.12.118+deb13-amd64", [], True, ("debian-6.12", None)),
             ("6.12.9-custom", [], True, ("debian-6.12", "debian-6.12")),
+            # trixie-backports' 7.3 is named +deb13 too
+            ("7.3.4+deb13-amd64", [], True, ("debian-7.3", None)),
+            ("7.2.13+deb14-amd64", [], True, ("debian-7.3", "debian-7.3")),
             ("5.14.0-427.el9.x86_64", [], True, ("debian-6.1", "debian-6.1")),
             ("6.1.0-50-cloud-amd64", ["CONFIG_MEMORY_FAILURE"], True, ("no-handler", None)),
         ]
@@ -83,6 +89,27 @@ class Resolve(unittest.TestCase):
         with self.assertRaises(kernels.KernelError) as cm:
             kernels.resolve("debian-5.10")
         self.assertIn("unknown kernel 'debian-5.10' (known: debian-6.1, vmce-6.1, debian-6.12", str(cm.exception))
+
+    def test_a_qemu_is_not_a_kernel(self):
+        # Debian 12's QEMU is debian-7.2: never a kernel 7.2
+        for name in qemus.NAMES:
+            with self.assertRaises(kernels.KernelError) as cm:
+                kernels.resolve(name)
+            self.assertEqual(str(cm.exception), f"{name} is a QEMU, not a guest kernel (known kernels: "
+                             "debian-6.1, vmce-6.1, debian-6.12, vmce-6.12, debian-7.3, or a PATH to a "
+                             "kernel dir or a bzImage/vmlinux)")
+
+    def test_a_kernel_is_not_a_qemu(self):
+        for name in kernels.NAMES:
+            for resolve in (qemus.resolve, qemus.binary):
+                with self.assertRaises(qemus.QemuError) as cm:
+                    resolve(name)
+                self.assertTrue(str(cm.exception).startswith(f"{name} is a guest kernel, not a QEMU (known "
+                                                             f"QEMUs: {', '.join(qemus.NAMES)}"), cm.exception)
+
+    def test_no_name_on_both_axes(self):
+        self.assertEqual(axes.KERNELS, kernels.NAMES, "qemus.py checks kernel names against axes.KERNELS")
+        self.assertEqual(set(kernels.NAMES) & set(qemus.NAMES), set())
 
     def test_not_a_kernel(self):
         with self.assertRaises(kernels.KernelError) as cm:
@@ -136,9 +163,10 @@ class Expectations(unittest.TestCase):
         os.environ["VMCE_KERNEL"] = os.path.join(self.tmp, "vmlinux")
         os.environ["VMCE_INITRD"] = os.path.join(self.tmp, "guest.cpio.gz")
         os.environ["VMCE_DISK"] = os.path.join(self.tmp, "disk.img")
-        # the two other known kernels, laid out as make kernel-src and
-        # make kernel-6.12 leave them
-        for name, release in (("vmce-6.1", "6.1.192-vmce"), ("debian-6.12", "6.12.118+deb13-amd64")):
+        # the other known kernels, laid out as make kernel-src, make
+        # kernel-6.12 and make kernel-7.3 leave them
+        for name, release in (("vmce-6.1", "6.1.192-vmce"), ("debian-6.12", "6.12.118+deb13-amd64"),
+                              ("debian-7.3", "7.3.4+deb13-amd64")):
             kdir = os.path.join(self.tmp, "build", "kernels", name)
             os.makedirs(kdir)
             vmlinux(os.path.join(kdir, "vmlinux"), release)
@@ -167,6 +195,58 @@ class Expectations(unittest.TestCase):
         self.assertFalse(any(e.nearest for e in got.values()))
         names = {c.guest_for(case).name for case in c.cases}
         self.assertEqual(names, {"g-debian-6.1", "g-vmce-6.1", "g-debian-6.12"}, "a guest per kernel")
+
+    def test_every_known_kernel_has_its_own_table(self):
+        for name in kernels.NAMES:
+            self.assertIn(name, TABLES)
+            self.assertIn(name, expect.TABLE_NOTES)
+            self.assertIn(name, expect.SELFTESTS["ksm-scan"])
+            self.assertEqual(set(TABLES[name]), set(TABLES["debian-6.1"]), f"{name}: a row per page type")
+
+    def test_debian_7_3_differs_from_6_12_where_its_source_does(self):
+        differs = {page for page in TABLES["debian-7.3"] if TABLES["debian-7.3"][page] != TABLES["debian-6.12"][page]}
+        self.assertEqual(differs, {"slab", "pagetable"})
+        for page in ("slab", "pagetable"):
+            case = self.campaign("kernel = debian-7.3", page=page).cases[0]
+            exp = expectation(case)
+            self.assertEqual((exp.action, exp.table, exp.nearest), (("reserved kernel page", "Ignored"),
+                                                                   "debian-7.3", False))
+        self.assertIn("debian-7.3", expect.MADVISE_IS_AR)
+        k = kernels.resolve("debian-7.3")
+        self.assertEqual((k.table, k.nearest, k.release), ("debian-7.3", None, "7.3.4+deb13-amd64"))
+
+    def test_panic_on_unrecoverable_where_the_kernel_has_it(self):
+        c = self.campaign("kernel = debian-6.12, debian-7.3\n[case p]\nguest = g\npage = slab\n"
+                          "panic_on_unrecoverable = 1\n[case q]\nguest = g\npage = anon-dirty\n"
+                          "panic_on_unrecoverable = 1", page="anon-dirty")
+        by = {(case.scenario, case.kernel): case for case in c.cases}
+        case = by[("p", "debian-7.3")]
+        self.assertTrue(case.key.endswith(":panic-on-unrecoverable/0"), case.key)
+        exp = expectation(case)
+        self.assertEqual((exp.guest, exp.action), ("panic", ("reserved kernel page", "Ignored")))
+        self.assertIn("then the guest panics (vm.panic_on_unrecoverable_memory_failure=1)", exp.summary)
+        obs = {"panic": "Kernel panic - not syncing: Memory failure: 0x4840: unrecoverable page"}
+        self.assertEqual(judge(case, exp, obs, None)[0], "pass")
+        self.assertEqual(judge(case, exp, {"panic": None}, None), ("fail", ["the guest did not panic"]))
+        # a kernel without the sysctl: said, not run, not failed
+        case = by[("p", "debian-6.12")]
+        exp = expectation(case)
+        self.assertEqual(exp.guest, expect.NOT_APPLICABLE)
+        verdict, reasons = judge(case, exp, None, None)
+        self.assertEqual(verdict, "not applicable")
+        self.assertIn("debian-6.12 has no vm.panic_on_unrecoverable_memory_failure", reasons[0])
+        self.assertIn(verdict, expect.JUDGED_OK)
+        # the sysctl asks nothing of a page the handler recovers
+        self.assertEqual(expectation(by[("q", "debian-7.3")]).guest, "alive")
+        # skipped before any boot, but for an image that learns its kernel there
+        from vmcelab.runner import _not_applicable
+        na = expectation(by[("p", "debian-6.12")])
+        self.assertTrue(_not_applicable(by[("p", "debian-6.12")], na))
+        image = types.SimpleNamespace(kernel_info=types.SimpleNamespace(kind="image", release=None))
+        self.assertEqual((_not_applicable(image, na), _not_applicable(image, na, booted=True)), (False, True))
+        self.assertFalse(_not_applicable(by[("p", "debian-7.3")], expectation(by[("p", "debian-7.3")])))
+        self.assertEqual(by[("c", "debian-7.3")].key,
+                         "c/anon-dirty/ao/early/host/recovery1/0", "a case that does not set it keeps its id")
 
     def test_another_known_outcome_is_checked_as_strictly(self):
         # 6.1's KSM page with late kill: nobody told, or (racy) one mapper
@@ -205,6 +285,18 @@ class Expectations(unittest.TestCase):
         self.assertIn("stays poisoned", reasons[0])
         self.assertEqual(judge(real, exp, racy, None)[0], "pass")
         self.assertEqual(judge(real, exp, elsewhere, None)[0], "fail")
+
+    def test_a_qemu_named_as_a_kernel_in_a_file_or_on_the_command_line(self):
+        with self.assertRaises(SpecError) as cm:
+            self.campaign("kernel = debian-6.1, vmce-7.2")
+        self.assertRegex(str(cm.exception), r"k\.ini:6: vmce-7\.2 is a QEMU, not a guest kernel \(known kernels: ")
+        path = self.campaign("kernel = debian-6.1").path
+        with self.assertRaises(SpecError) as cm:
+            Campaign.load(path, kernels=["debian-10.0"])
+        self.assertIn("--kernels: debian-10.0 is a QEMU, not a guest kernel", str(cm.exception))
+        with self.assertRaises(SpecError) as cm:
+            Campaign.load(path, qemus=["debian-7.3"])
+        self.assertIn("--qemus: debian-7.3 is a guest kernel, not a QEMU", str(cm.exception))
 
     def test_unknown_kernel_in_a_file(self):
         with self.assertRaises(SpecError) as cm:

@@ -12,9 +12,10 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
                     kernel: debian-12, debian-12-cloud or a PATH; the image is
                     the whole guest, driven through qemu-guest-agent)
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat,
-                    forwarder (lists: every combination is a case)
+                    forwarder, panic_on_unrecoverable (lists: every combination
+                    is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, forwarder,
-                    expect
+                    panic_on_unrecoverable, expect
   [hosts]           NAME = ssh://[user@]host[:port][?keyfile=&no_verify=1&tree=PATH&vmced=PATH&build=PATH]: run
                     the cases on those hosts (NAME.libvirt and NAME.vmced: the same
                     host as run/virsh/campaign --hosts FILE reaches it)
@@ -139,6 +140,9 @@ SECTIONS = {
         Key("kill", TEXT, ["early"], KILLS, each=True),
         Key("inject", TEXT, ["host"], INJECTS, each=True),
         Key("recovery", NUMBER, [1], (0, 1), each=True),
+        # vm.panic_on_unrecoverable_memory_failure (Linux 7.3); not
+        # applicable on a kernel without it
+        Key("panic_on_unrecoverable", NUMBER, [0], (0, 1), each=True),
         Key("burst", NUMBER, 1, low=1),
         Key("repeat", BOOLEAN, False),
         Key("forwarder", TEXT, ["vmced"], FORWARDERS, each=True),
@@ -150,6 +154,7 @@ SECTIONS = {
         Key("kill", TEXT, "early", KILLS),
         Key("inject", TEXT, "host", INJECTS),
         Key("recovery", NUMBER, 1, (0, 1)),
+        Key("panic_on_unrecoverable", NUMBER, 0, (0, 1)),
         Key("burst", NUMBER, 1, low=1),
         Key("repeat", BOOLEAN, False),
         Key("forwarder", TEXT, "vmced", FORWARDERS),
@@ -299,18 +304,20 @@ def kernel_slug(spelling):
 
 class Case:
     FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
-              "kernel", "qemu", "accel", "cpu")
+              "kernel", "qemu", "accel", "cpu", "panic_on_unrecoverable")
 
     def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
                  recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None,
                  forwarder="vmced", qemu=None, accel="tcg", cpu=DEFAULT_CPU, qemu_in_id=False,
-                 not_real=None):
+                 not_real=None, panic_on_unrecoverable=0):
         self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
         # set when --errors real asked for a real error this case cannot
         # have: why, for its "not run"
         self.not_real = not_real
         self.inject, self.recovery, self.burst, self.repeat = inject, recovery, burst, repeat
         self.forwarder = forwarder
+        # vm.panic_on_unrecoverable_memory_failure in the guest, where it has it
+        self.panic_on_unrecoverable = panic_on_unrecoverable
         self.expect_override, self.rep = expect, rep
         # the Kernel it runs on (kernels.resolve), and the Qemu (qemus.resolve)
         self.kernel_info = kernel
@@ -326,7 +333,8 @@ class Case:
     def key(self):
         """The same case on any kernel and QEMU: a row of the comparison"""
         extra = (f":burst{self.burst}" if self.burst > 1 else "") + (":repeat" if self.repeat else "") \
-            + (":by-qemu" if self.forwarder == "qemu" else "")
+            + (":by-qemu" if self.forwarder == "qemu" else "") \
+            + (":panic-on-unrecoverable" if self.panic_on_unrecoverable else "")
         return (f"{self.scenario}/{self.page}/{self.kind}/{self.kill}/{self.inject}"
                 f"/recovery{self.recovery}{extra}/{self.rep}")
 
@@ -699,14 +707,16 @@ class _Reader:
             self.needs(section, "page", guest, v["page"])
             group = [dict(scenario=name, guest=guest.name, page=v["page"], kind=v["kind"], kill=v["kill"],
                           inject=v["inject"], recovery=v["recovery"], burst=v["burst"], repeat=v["repeat"],
-                          forwarder=v["forwarder"], expect=v["expect"])]
+                          forwarder=v["forwarder"], expect=v["expect"],
+                          panic_on_unrecoverable=v["panic_on_unrecoverable"])]
         else:
             for p in v["pages"]:
                 self.needs(section, "pages", guest, p)
             group = [dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl, inject=i, recovery=r,
-                          burst=v["burst"], repeat=v["repeat"], forwarder=f)
-                     for p, k, kl, i, r, f in itertools.product(v["pages"], v["kinds"], v["kill"], v["inject"],
-                                                                v["recovery"], v["forwarder"])]
+                          burst=v["burst"], repeat=v["repeat"], forwarder=f, panic_on_unrecoverable=pu)
+                     for p, k, kl, i, r, f, pu in itertools.product(
+                         v["pages"], v["kinds"], v["kill"], v["inject"], v["recovery"], v["forwarder"],
+                         v["panic_on_unrecoverable"])]
         group = [as_errors(c, self.opts["errors"]) for c in group]
         for check in (self.check_real, self.check_selftest, self.check_forwarder):
             for c in group:

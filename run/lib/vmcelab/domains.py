@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from . import images, paths, qga
 from .campaign import Campaign, SpecError
 from .daemon import VmcedCtl
+from .expect import JUDGED_OK
 from .outcome import GuestLog
 from .report import load as load_results, render, summary_text
 from .runner import GuestVm, Runner, slow
@@ -267,7 +268,7 @@ def main(argv=None):
     for line in summary_text(results):
         print(textwrap.fill(line, width=100))
     print(f"report: {report}")
-    return 0 if all(r["verdict"] == "pass" for r in results) else 1
+    return 0 if all(r["verdict"] in JUDGED_OK for r in results) else 1
 
 
 if __name__ == "__main__":

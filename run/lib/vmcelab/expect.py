@@ -2,7 +2,7 @@
 kernel, and the verdict on what it did.
 
 One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12,
-vmce-6.12),
+vmce-6.12, debian-7.3),
 each read from that kernel's mm/memory-failure.c and checked against the
 guest. Linux 6.1's, the first:
 - the page type and result come from identify_page_state(), which names the
@@ -115,6 +115,33 @@ VMCE_6_12_NOTES = {
                    "PG_mlocked was still set: an mlocked page",
 }
 
+# debian-7.3: trixie-backports' kernel (7.3.4), read from linux-source-7.3's
+# mm/memory-failure.c, mm/ksm.c and mm/madvise.c, and measured (full.ini,
+# simulated errors under TCG: 49 of 49). Where it differs from 6.12:
+LINUX_7_3 = dict(LINUX_6_12)
+LINUX_7_3.update({
+    # get_any_page() names a stable kernel-owned page (is_kernel_owned_page():
+    # PG_reserved, slab, page table, large kmalloc) before trying to take it,
+    # and memory_failure() reports it as MF_MSG_KERNEL
+    "slab": Row("reserved kernel page", "Ignored", False, False, 12, 4, "in-use"),
+    "pagetable": Row("reserved kernel page", "Ignored", False, False, 12, 4, "exit"),
+})
+# Unchanged from 6.12, checked in 7.3's source: the KSM page recovers, but
+# ksm.c still has no check that keeps ksmd off a hwpoisoned page in its
+# stable tree (stable_tree_search() compares with it through memcmp_pages()),
+# so the ksm row's aftermath still ends the guest; identify_page_state()
+# still looks at the flags after unmapping first, so an mlocked page is
+# still an "LRU page"; madvise_inject_error() still passes MF_ACTION_REQUIRED
+LINUX_7_3_NOTES = dict(LINUX_6_12_NOTES)
+LINUX_7_3_NOTES.update({
+    "slab": "kernel memory cannot be recovered: 7.3's get_any_page() knows a slab page as "
+            "kernel-owned (is_kernel_owned_page()) before trying to take it, and says "
+            "\"reserved kernel page\" (6.12: \"get hwpoison page\"); with "
+            "vm.panic_on_unrecoverable_memory_failure=1 that is a panic",
+    "pagetable": "a page table is kernel-owned like slab: \"reserved kernel page\" (6.12: \"get "
+                 "hwpoison page\")",
+})
+
 # The series' kernel selftests, run in the guest as they are (page =
 # ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
 # table -> (the tests that show the defect, why): on a kernel with the
@@ -138,6 +165,10 @@ SELFTESTS = {
                         "6.12 unmaps the KSM page but leaves it in the stable tree: ksmd compares the "
                         "new pages with it (memcmp_pages()) and chains the new KSM page with it; "
                         "with a real error that read panics the guest (the ksm row's aftermath)"),
+        "debian-7.3": ({KSM_SCAN_CHAIN, KSM_SCAN_MERGE},
+                       "as 6.12: 7.3's mm/ksm.c still leaves the unmapped KSM page in the stable tree "
+                       "and compares the new pages with it (memcmp_pages()); the new KSM page is "
+                       "chained with it"),
         "vmce-6.12": (set(), "vmce's 0002 parks the hwpoisoned page's stable node the first time "
                              "ksmd meets it: nothing compares with it again"),
     },
@@ -186,10 +217,20 @@ NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILUR
                    "it never enables machine checks (CR4.MCE), and a machine check into a CPU "
                    "without them is a triple fault: the VM resets")
 
+# kernels with vm.panic_on_unrecoverable_memory_failure (Linux 7.3's
+# mm/memory-failure.c): set to 1, action_result() panics on what it reports
+# as MF_MSG_KERNEL ("reserved kernel page") with MF_IGNORED, and on nothing
+# else. A case that sets it is not applicable on a kernel without it.
+PANIC_ON_UNRECOVERABLE = {"debian-7.3"}
+UNRECOVERABLE = ("reserved kernel page", "Ignored")
+NOT_APPLICABLE = "not-applicable"
+# the verdicts a run ends well with: a case not applicable to a kernel is said, not failed
+JUDGED_OK = ("pass", "not applicable")
+
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
-MADVISE_IS_AR = {"debian-6.12", "vmce-6.12"}
+MADVISE_IS_AR = {"debian-6.12", "vmce-6.12", "debian-7.3"}
 
 # how the aftermath is brought about, and what is expected of it
 AFTERMATH = {
@@ -307,8 +348,13 @@ class Expectation:
             return "QEMU drops the machine check (MEMORY_FAILURE ignore): the guest lives on, nobody told"
         if self.guest == "qemu-died":
             return f"QEMU dies ({self.qemu_table} under TCG)"
+        if self.guest == NOT_APPLICABLE:
+            return f"not applicable: {self.note}"
         if self.guest == "panic" and self.qemu:
             return f"the guest panics on what QEMU ({self.qemu_table}) injects"
+        if self.guest == "panic" and self.action:
+            return (f"{self.action[0]}: {self.action[1]}; then the guest panics "
+                    "(vm.panic_on_unrecoverable_memory_failure=1)")
         if self.guest == "panic":
             return "the guest panics (memory_failure_recovery=0)"
         parts = [f"QEMU ({self.qemu_table}) forwards it itself"] if self.qemu else []
@@ -355,10 +401,11 @@ class Expectation:
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
 TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12,
-          "vmce-6.12": VMCE_6_12}
+          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3}
 TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
                "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}, "vmce-6.12": {**NOTES, **LINUX_6_12_NOTES,
-                                                                           **VMCE_6_12_NOTES}}
+                                                                           **VMCE_6_12_NOTES},
+               "debian-7.3": {**NOTES, **LINUX_7_3_NOTES}}
 
 
 def table_of(case):
@@ -428,6 +475,12 @@ def _kernel_expectation(case):
     """What the case's guest kernel does for @case, or None where nothing is
     written down"""
     table, nearest = table_of(case)
+    if getattr(case, "panic_on_unrecoverable", 0) and table not in PANIC_ON_UNRECOVERABLE:
+        exp = Expectation(case, None, "none", 12, None, guest=NOT_APPLICABLE,
+                          note=f"{table} has no vm.panic_on_unrecoverable_memory_failure (Linux 7.3's "
+                               "mm/memory-failure.c has it): nothing is run")
+        exp.table, exp.nearest = table, nearest
+        return exp
     if table == NO_HANDLER:
         # the guest's own injection needs the handler it does not have
         if not case.host_side:
@@ -472,6 +525,11 @@ def _expectation(case, rows, notes, madvise_is_ar=False):
     if case.recovery == 0:
         return Expectation(case, None, "none", row.lsb, None, guest="panic",
                            note="vm.memory_failure_recovery=0 makes memory_failure() panic")
+    if getattr(case, "panic_on_unrecoverable", 0) and (row.kind, row.result) == UNRECOVERABLE:
+        # any other outcome is the row's as ever: the sysctl asks nothing of it
+        return Expectation(case, (row.kind, row.result), "none", row.lsb, row.hc_kb * case.burst,
+                           guest="panic", note="vm.panic_on_unrecoverable_memory_failure=1: action_result() "
+                                               "panics on a \"reserved kernel page\" it ignored")
     early = case.kill in ("early", "prctl-early")
     if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")
@@ -546,7 +604,8 @@ def _one_ar_problems(workloads, signals):
 
 
 def judge(case, exp, obs, not_run):
-    """(verdict, reasons): pass, fail, unexpected or not run. A kernel vmce
+    """(verdict, reasons): pass, fail, unexpected, not run or not applicable
+    (a case that asks what the kernel does not have). A kernel vmce
     does not know is judged by the nearest known one's table, and every
     verdict says so"""
     verdict, reasons = _judge(case, exp, obs, not_run)
@@ -574,6 +633,8 @@ def qemu_exit_words(obs):
 
 
 def _judge(case, exp, obs, not_run):
+    if exp is not None and exp.guest == NOT_APPLICABLE:
+        return "not applicable", [exp.note]
     if not_run is not None:
         return "not run", [not_run]
     if exp is None:

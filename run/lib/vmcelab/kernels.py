@@ -1,4 +1,4 @@
-"""Guest kernels by name: the four vmce knows, or an operator's own.
+"""Guest kernels by name: the five vmce knows, or an operator's own.
 
   debian-6.1   Debian 12's kernel image, downloaded (guest-kernel/fetch)
   vmce-6.1     the same source with guest-kernel/patches/6.1/, built here
@@ -7,6 +7,9 @@
                (guest-kernel/fetch --suite trixie)
   vmce-6.12    Debian 13's source with guest-kernel/patches/6.12/, built here
                (guest-kernel/build --base 6.12)
+  debian-7.3   trixie-backports' kernel image (Linux 7.3, split into the
+               linux-image, -binary, -modules and -base packages), downloaded
+               (guest-kernel/fetch --suite trixie-backports)
   PATH         a kernel dir (guest-kernel/README.md), or a bzImage/vmlinux
                file with its config beside it (config-RELEASE) and its modules
                in ../lib/modules/RELEASE (or ../usr/lib/..., or this host's
@@ -15,6 +18,10 @@
 Each kernel boots with its own initramfs (its own modules); the expectations
 a kernel is judged by are named by `table` (expect.py). A kernel vmce does
 not know is judged by the table of the nearest known version, and says so.
+
+Kernel and QEMU names share a spelling (debian-7.2 is Debian 12's QEMU, not
+a kernel 7.2): a QEMU's name given for a kernel is refused as such, and
+qemus.resolve refuses a kernel's name given for a QEMU (axes.py).
 """
 import hashlib
 import json
@@ -24,7 +31,7 @@ import re
 import struct
 import subprocess
 
-from . import paths
+from . import axes, paths, qemus
 from .expect import NO_HANDLER
 
 DEFAULT = "debian-6.1"
@@ -47,8 +54,13 @@ KNOWN = {k.name: k for k in (
           "make kernel-6.12", (6, 12)),
     Known("vmce-6.12", os.path.join("kernels", "vmce-6.12"), "guest-vmce-6.12.cpio.gz",
           "make kernel-src", (6, 12)),
+    Known("debian-7.3", os.path.join("kernels", "debian-7.3"), "guest-debian-7.3.cpio.gz",
+          "make kernel-7.3", (7, 3)),
 )}
 NAMES = tuple(KNOWN)
+# qemus.py cannot import this module (it is a layer below): it checks a
+# name against axes.KERNELS, which must be these
+assert NAMES == axes.KERNELS, "axes.KERNELS must list kernels.KNOWN"
 
 
 class Kernel:
@@ -121,10 +133,19 @@ def resolve(value, prepare=False):
         return staged
     if value in KNOWN:
         return _known(KNOWN[value])
-    if not is_spelled_as_path(value):
-        raise KernelError(f"unknown kernel '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
-                          "kernel dir or a bzImage/vmlinux)")
+    check_name(value)
     return _custom(os.path.abspath(value), prepare)
+
+
+def check_name(value):
+    """KernelError unless @value is a known kernel's name or spelled as a
+    PATH; one that names a QEMU is said to be one"""
+    if value in KNOWN or is_spelled_as_path(value):
+        return
+    known = f"{', '.join(NAMES)}, or a PATH to a kernel dir or a bzImage/vmlinux"
+    if value in qemus.KNOWN:
+        raise KernelError(f"{value} is a QEMU, not a guest kernel (known kernels: {known})")
+    raise KernelError(f"unknown kernel '{value}' (known: {known})")
 
 
 def _known(k):
@@ -224,7 +245,9 @@ def handler_missing(config):
 
 
 # Debian's own builds of the kernels vmce has tables for, by their release names
-DEBIAN_BUILDS = {"debian-6.1": r"6\.1\.0-\d+-amd64", "debian-6.12": r"6\.12\.\d+\+deb13(u\d+)?-amd64"}
+DEBIAN_BUILDS = {"debian-6.1": r"6\.1\.0-\d+-amd64", "debian-6.12": r"6\.12\.\d+\+deb13(u\d+)?-amd64",
+                 # trixie-backports' build is named +deb13 too (7.3.4+deb13-amd64)
+                 "debian-7.3": r"7\.3\.\d+\+deb13(u\d+)?-amd64"}
 
 
 def table_for(release, missing, debian_exact=False):

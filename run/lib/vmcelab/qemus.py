@@ -55,7 +55,7 @@ import os
 import re
 import subprocess
 
-from . import paths
+from . import axes, paths
 
 DEFAULT = "debian-7.2"
 
@@ -211,9 +211,16 @@ def resolve(value=None):
     if value in KNOWN:
         return _known(KNOWN[value])
     if not is_spelled_as_path(value):
-        raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
-                        "qemu-system-x86_64)")
+        raise _unknown(value)
     return _custom(os.path.abspath(value))
+
+
+def _unknown(value):
+    known = f"{', '.join(NAMES)}, or a PATH to a qemu-system-x86_64"
+    # a kernel's name is not a QEMU's: debian-7.2 is a QEMU, debian-7.3 a kernel
+    if value in axes.KERNELS:
+        return QemuError(f"{value} is a guest kernel, not a QEMU (known QEMUs: {known})")
+    return QemuError(f"unknown QEMU '{value}' (known: {known})")
 
 
 def binary(value=None):
@@ -223,8 +230,7 @@ def binary(value=None):
     if value in KNOWN:
         return KNOWN[value].locate()
     if not is_spelled_as_path(value):
-        raise QemuError(f"unknown QEMU '{value}' (known: {', '.join(NAMES)}, or a PATH to a "
-                        "qemu-system-x86_64)")
+        raise _unknown(value)
     return os.path.abspath(value)
 
 

@@ -37,8 +37,10 @@ VERDICTS = {
     "fail": ("not as expected", "\u2717", "#c62828"),
     "unexpected": ("no expectation", "?", "#b25d00"),
     "not run": ("not run", "\u2013", "#757575"),
+    # the case asks what the kernel does not have (a sysctl of a later Linux)
+    "not applicable": ("not applicable", "\u2205", "#9e9e9e"),
 }
-ORDER = ("fail", "unexpected", "not run", "pass")
+ORDER = ("fail", "unexpected", "not run", "not applicable", "pass")
 # kept for the charts that still colour by verdict
 COLOURS = {v: c for v, (_, _, c) in VERDICTS.items()}
 
@@ -75,6 +77,8 @@ OUTCOMES = {
                   "the handler took the page out of use and nobody lost anything: a free page, "
                   "or a clean one read again from disk when needed"),
     "not-run": ("not run", "#757575", "the case could not be carried out here (the reason is given)"),
+    "not-applicable": ("not applicable", "#9e9e9e",
+                       "the case asks what this kernel does not have: nothing was run (the reason is given)"),
 }
 # what an operator counts as the guest surviving the error
 FATAL = ("qemu-died", "panicked", "reset", "hung", "doomed")
@@ -146,6 +150,8 @@ def classify(r):
     not from the verdict"""
     if r.get("verdict") == "not run" or r.get("not_run"):
         return "not-run"
+    if r.get("verdict") == "not applicable":
+        return "not-applicable"
     obs = r.get("observed") or {}
     if obs.get("qemu_alive") is False:
         return "qemu-died"
@@ -226,6 +232,8 @@ def _why_down(r, key):
     case, obs = _case(r), r.get("observed") or {}
     if case.get("recovery", 1) == 0:
         return "memory_failure_recovery=0"
+    if case.get("panic_on_unrecoverable"):
+        return "panic_on_unrecoverable_memory_failure=1"
     how = (obs.get("aftermath") or {}).get("how")
     if how in WHY:
         return WHY[how]
@@ -495,7 +503,8 @@ def _summary_sentences(results):
         cells = {}
         for r in rs:
             cells.setdefault((_case(r).get("page"), column_of(_case(r))), []).append(r)
-        ran = {k: c for k, c in cells.items() if any(classify(r) != "not-run" for r in c)}
+        ran = {k: c for k, c in cells.items() if any(classify(r) not in ("not-run", "not-applicable")
+                                                     for r in c)}
         down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "qemu-died": []}
         for c in ran.values():
             for r in c:
@@ -537,7 +546,8 @@ def _no_handler(rs):
 
 
 def _named(r, key):
-    why = _why_down(r, key) if key != "not-run" else _elide(r.get("not_run") or "", 60)
+    why = _why_down(r, key) if key not in ("not-run", "not-applicable") else \
+        _elide(r.get("not_run") or "; ".join(r.get("reasons") or []), 60)
     host = f" on {r['host']}" if r.get("host") else ""
     return f'<a href="#{_anchor(r)}">{esc(_short_name(r))}</a>{esc(host)}' + \
         (f" ({esc(why)})" if why else "")
@@ -715,8 +725,8 @@ def outcome(r):
     """What the guest kernel did, in words that compare across kernels: the
     recovery action, who got which signal, what came after (addresses and
     pfns left out: they differ from run to run)"""
-    if r.get("verdict") == "not run" or r.get("not_run"):
-        return "not run"
+    if r.get("verdict") in ("not run", "not applicable") or r.get("not_run"):
+        return r.get("verdict") or "not run"
     obs = r.get("observed") or {}
     actions = sorted({f"{a[0]}: {a[1]}" for a in (obs.get("actions") or {}).values() if a})
     codes = sorted({str(s.get("code_name") or s.get("code")) for s in obs.get("signals") or []})
