@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -88,6 +89,30 @@ now_ns(void)
 	return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
+/* the SIGBUS the kernel sends the poisoner itself (6.12's madvise), if any */
+static volatile sig_atomic_t own_sigbus_code, own_sigbus_lsb;
+
+static void
+on_own_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+	(void) sig;
+	(void) ctx;
+	own_sigbus_code = si->si_code;
+	own_sigbus_lsb = si->si_addr_lsb;
+}
+
+static int
+catch_own_sigbus(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_own_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, NULL);
+}
+
 static int
 poison_file(const char *path, const char *offset_str)
 {
@@ -124,6 +149,14 @@ poison_file(const char *path, const char *offset_str)
 	(void) page[0];
 	if (lookup_pfn("/proc/self/pagemap", (uint64_t) (uintptr_t) page, &pfn) < 0)
 		return fail("cannot read the pfn of", path);
+	/*
+	 * Linux 6.9 and later (6.12: mm/madvise.c) call memory_failure() with
+	 * MF_ACTION_REQUIRED for MADV_HWPOISON, so the caller, which maps the
+	 * page, gets BUS_MCEERR_AR itself as the syscall returns (6.1: no
+	 * signal to the caller). Caught and said, not died of.
+	 */
+	if (catch_own_sigbus() < 0)
+		return fail("cannot catch SIGBUS for", path);
 	t = now_ns();
 	/*
 	 * EBUSY: memory_failure() poisoned the page and signalled its users
@@ -135,7 +168,11 @@ poison_file(const char *path, const char *offset_str)
 	if (busy && errno != EBUSY)
 		return fail("madvise(MADV_HWPOISON) failed on", path);
 	printf("{\"pfn\":\"0x%" PRIx64 "\",\"offset\":\"0x%" PRIx64 "\",\"time_ns\":%" PRIu64
-	       ",\"isolated\":%s}\n", pfn, offset, t, busy ? "false" : "true");
+	       ",\"isolated\":%s,\"own_sigbus\":", pfn, offset, t, busy ? "false" : "true");
+	if (own_sigbus_code)
+		printf("{\"code\":%d,\"lsb\":%d}}\n", (int) own_sigbus_code, (int) own_sigbus_lsb);
+	else
+		printf("null}\n");
 	/* the page is gone from our mapping: do not touch it again */
 	return 0;
 }
