@@ -186,8 +186,10 @@ e2e: image
 
 hostlab: hostlab-matrix hostlab-full
 
-hostlab-matrix: image qemus
+# and the rows of Debian 13's L1 (6.12, its own QEMU 10.0) beside them
+hostlab-matrix: image qemus kernel-6.12 host-root
 	@run/hostlab --matrix --qemus all
+	@run/hostlab --matrix --l1 debian-13 --qemus debian-10.0
 
 # full.ini with real host errors in the lab, on each guest kernel side by
 # side with the same cases simulated here (run/campaign --errors; one L1

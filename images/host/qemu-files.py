@@ -32,6 +32,18 @@ stripped from the binary (a build tree's is large; L1 unpacks the image
 under TCG). Libraries go to their own paths, as ldd names them: they are
 this host's, and the same file for every QEMU that needs one.
 
+A QEMU with a root of its own (a QEMU built for a newer Debian than this
+host: run through that root's loader by qemu-patches/own-libs-wrapper's
+script, as debian-11.1 is, or a Debian 13 root's own QEMU for the Debian
+13 L1) is staged as it runs: BINARY is the script, with ROOT (the `root`
+next to it) holding usr/bin/qemu-system-x86_64 and usr/lib64's loader. The
+script goes to DIR/bin/qemu-system-x86_64 as it is, and of ROOT, to
+DIR/bin/root, the loader, the binary, the libraries it and its accelerator
+modules load (asked of ROOT's loader: `--list`; every one must be ROOT's)
+and the firmware of usr/share/qemu and usr/share/seabios. Those libraries
+live beside this host's (L1's Python and vmced use Debian 12's) and only
+that QEMU loads them.
+
 Prints one line: what went where.
 """
 import os
@@ -112,12 +124,100 @@ def stage_libraries(stage, path):
     return n
 
 
+LOADER = "usr/lib64/ld-linux-x86-64.so.2"
+LIBDIR = "usr/lib/x86_64-linux-gnu"
+ROOT_FIRMWARE = ("usr/share/qemu", "usr/share/seabios")
+
+
+def own_root(binary):
+    """The root a QEMU runs from with its own libraries, or None: @binary is
+    a script (not ELF) with `root` next to it holding the loader and
+    usr/bin/qemu-system-x86_64 (qemu-patches/own-libs-wrapper)"""
+    with open(binary, "rb") as f:
+        if f.read(4) == b"\x7fELF":
+            return None
+    root = os.path.join(os.path.dirname(binary), "root")
+    for need in (LOADER, "usr/bin/qemu-system-x86_64"):
+        if not os.path.exists(os.path.join(root, need)):
+            die(f"{binary} is not an ELF binary and has no {os.path.join(root, need)}: "
+                "not a QEMU run with its own libraries (qemu-patches/own-libs-wrapper)")
+    return os.path.realpath(root)
+
+
+def root_libraries(root, path, listed=None):
+    """The libraries @path loads, as @root's own loader finds them in
+    @root; @listed: its `--list` output (asked when None). Each as a
+    path relative to @root: one found outside @root (this host's) is an
+    error, as the copy in L1 would not have it"""
+    if listed is None:
+        r = subprocess.run([os.path.join(root, LOADER), "--library-path", os.path.join(root, LIBDIR),
+                            "--list", path], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            die(f"{root}'s loader cannot list what {path} needs: {(r.stderr or r.stdout).strip()[:200]}")
+        listed = r.stdout
+    rels = []
+    for ln in listed.splitlines():
+        if "not found" in ln:
+            die(f"{path} needs {ln.split()[0]}, which {root} lacks")
+        m = re.search(r"=> (/\S+)", ln) or re.match(r"\s*(/\S+)", ln)
+        if not m:
+            continue
+        lib = os.path.realpath(m.group(1))
+        if os.path.basename(lib).startswith("ld-linux"):
+            continue
+        if not lib.startswith(root + "/"):
+            die(f"{path} loads {lib}, which is not in its root {root}")
+        # under the name the loader looks for, in LIBDIR
+        name = os.path.basename(m.group(1))
+        rels.append((lib, f"{LIBDIR}/{name}"))
+    return rels
+
+
+def stage_own_root(stage, where, script, root):
+    """A QEMU that runs with its own root: the script as it is, and what
+    of its root it needs (module docstring)"""
+    dst = f"{where}/bin"
+    os.makedirs(stage + dst, exist_ok=True)
+    stage_file(stage, script, f"{dst}/qemu-system-x86_64", 0o755)
+    in_l1 = f"{dst}/root"
+    stage_file(stage, os.path.join(root, LOADER), f"{in_l1}/{LOADER}", 0o755)
+    binary = os.path.join(root, "usr/bin/qemu-system-x86_64")
+    out = stage + f"{in_l1}/usr/bin/qemu-system-x86_64"
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    if subprocess.run(["objcopy", "--strip-debug", binary, out], capture_output=True).returncode != 0:
+        shutil.copyfile(binary, out)
+    os.chmod(out, 0o755)
+    libs = sum(stage_file(stage, src, f"{in_l1}/{rel}", 0o644) for src, rel in root_libraries(root, binary))
+    mods = 0
+    moddir = os.path.join(root, LIBDIR, "qemu")
+    for name in sorted(os.listdir(moddir)) if os.path.isdir(moddir) else []:
+        if MODULES.match(name):
+            path = os.path.join(moddir, name)
+            mods += stage_file(stage, path, f"{in_l1}/{LIBDIR}/qemu/{name}", 0o644)
+            libs += sum(stage_file(stage, src, f"{in_l1}/{rel}", 0o644) for src, rel in root_libraries(root, path))
+    files = 0
+    for sub in ROOT_FIRMWARE:
+        src = os.path.join(root, sub)
+        for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+            path = os.path.join(src, name)
+            if FIRMWARE.match(name) and os.path.isfile(path) and os.path.getsize(path) <= MAX_FILE:
+                files += stage_file(stage, path, f"{in_l1}/{sub}/{name}", 0o644)
+    # the wrapper names it with -L; an empty one is searched and passed by
+    os.makedirs(stage + f"{in_l1}/usr/lib/ipxe/qemu", exist_ok=True)
+    print(f"{dst}/qemu-system-x86_64: its own root {root} in {in_l1}: {files} firmware file(s), "
+          f"{mods} module(s), {libs} of its own librar(ies)")
+
+
 def main():
     if len(sys.argv) != 4:
         die("usage: qemu-files.py STAGE DIR BINARY")
     stage, where, binary = sys.argv[1], sys.argv[2].rstrip("/"), os.path.realpath(sys.argv[3])
     if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
         die(f"{binary} is not an executable file")
+    root = own_root(binary)
+    if root:
+        stage_own_root(stage, where, binary, root)
+        return
     exec_dir = os.path.dirname(binary)
     bundle_here = os.path.join(exec_dir, "qemu-bundle")
     here = data_dirs(binary)

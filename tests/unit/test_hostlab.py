@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
 """The host lab's reading of L1's page tables (run/lib/vmcelab/lab.py):
 pagemap entries, kpageflags, smaps, L1's THP mode, and when a victim's host
-page does not show what its backing is about (the scenario is not run)."""
+page does not show what its backing is about (the scenario is not run).
+Its L1 hosts by name (l1hosts.py, run/hostlab --l1), and the staging of a
+QEMU that runs with a root of its own (images/host/qemu-files.py), with a
+small root made here of this host's loader, libc and /bin/true."""
+import glob
+import importlib.machinery
+import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
 
-from vmcelab import lab  # noqa: E402
+from vmcelab import l1hosts, lab, paths, qemus  # noqa: E402
+
+TOP = os.path.join(HERE, "..", "..")
+QEMU_FILES = os.path.join(TOP, "images", "host", "qemu-files.py")
 
 SMAPS = """\
 7f0000000000-7f0020000000 rw-p 00000000 00:00 0
@@ -103,6 +115,171 @@ class Backings(unittest.TestCase):
     def test_every_backing_has_its_way(self):
         for b in lab.BACKINGS:
             self.assertTrue(b == "file" or b in lab.HUGETLB or b in ("anon", "thp"), b)
+
+
+
+
+def load_hostlab():
+    """run/hostlab, a script, as a module"""
+    loader = importlib.machinery.SourceFileLoader("hostlab", os.path.join(TOP, "run", "hostlab"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("hostlab", loader))
+    loader.exec_module(module)
+    return module
+
+
+class BuildDir(unittest.TestCase):
+    """A build directory of its own (VMCE_BUILD_DIR)"""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="test-hostlab-")
+        self.old = os.environ.get("VMCE_BUILD_DIR")
+        os.environ["VMCE_BUILD_DIR"] = self.tmp
+
+    def tearDown(self):
+        if self.old is None:
+            del os.environ["VMCE_BUILD_DIR"]
+        else:
+            os.environ["VMCE_BUILD_DIR"] = self.old
+        shutil.rmtree(self.tmp)
+
+    def kernel(self, *rel):
+        d = os.path.join(self.tmp, *rel)
+        os.makedirs(d)
+        for f in ("release", "vmlinux"):
+            with open(os.path.join(d, f), "w") as fh:
+                fh.write("6.12.0-test\n")
+
+
+class L1Hosts(BuildDir):
+    def test_unknown_lists_the_known(self):
+        with self.assertRaises(l1hosts.L1Error) as e:
+            l1hosts.resolve("debian-14")
+        self.assertEqual(str(e.exception), "unknown L1 'debian-14' (known: debian-12, debian-13)")
+
+    def test_default_is_debian_12_with_the_guest_kernel(self):
+        self.kernel("guest-kernel")
+        h = l1hosts.resolve()
+        self.assertEqual((h.name, h.own_qemu, h.root, h.os_release), ("debian-12", "debian-7.2", None, None))
+        self.assertEqual(h.kernel, os.path.join(self.tmp, "guest-kernel", "vmlinux"))
+
+    def test_kernel_missing_says_how(self):
+        with self.assertRaisesRegex(l1hosts.L1Error, r"debian-13 L1's kernel is missing .*make kernel-6.12"):
+            l1hosts.resolve("debian-13")
+
+    def test_root_missing_says_how(self):
+        self.kernel("kernels", "debian-6.12")
+        with self.assertRaises(l1hosts.L1Error) as e:
+            l1hosts.resolve("debian-13")
+        self.assertIn("Debian 13 root is missing", str(e.exception))
+        self.assertIn("run `make host-root`", str(e.exception))
+        self.assertNotIn("\n", str(e.exception))
+
+    def test_debian_13_leaves_out_debian_12s_qemu(self):
+        h = l1hosts.KNOWN["debian-13"]
+        self.assertIn("whose /usr/bin/qemu-system-x86_64 is its own debian-10.0", h.why_not("debian-7.2"))
+        self.assertIsNone(h.why_not("vmce-10.0"))
+        with self.assertRaises(qemus.QemuError):
+            l1hosts.resolve_qemu(h, "debian-7.2")
+        self.assertIsNone(l1hosts.KNOWN["debian-12"].why_not("debian-7.2"))
+
+    def test_own_qemu_script_next_to_a_link_to_the_root(self):
+        self.kernel("kernels", "debian-6.12")
+        root = os.path.join(self.tmp, "images", "debian-13-host", "root")
+        h = l1hosts.KNOWN["debian-13"]
+        script = l1hosts.own_qemu_binary(h)
+        self.assertEqual(script, os.path.join(paths.build_dir(), "qemus", "l1-debian-13", "qemu-system-x86_64"))
+        self.assertEqual(os.readlink(os.path.join(os.path.dirname(script), "root")), root)
+        with open(script) as f:
+            text = f.read()
+        self.assertIn('exec "$root/usr/lib64/ld-linux-x86-64.so.2" --library-path "$lib"', text)
+        self.assertIn("Debian 13's own qemu-system-x86", text)
+        self.assertIsNone(l1hosts.own_qemu_binary(l1hosts.KNOWN["debian-12"]))
+
+
+class Options(unittest.TestCase):
+    def test_l1_option(self):
+        hostlab = load_hostlab()
+        self.assertEqual(hostlab.parser().parse_args(["--l1", "debian-13", "--matrix"]).l1, "debian-13")
+        self.assertIsNone(hostlab.parser().parse_args([]).l1)
+
+    def test_bad_l1_is_one_line_and_status_2(self):
+        r = subprocess.run([os.path.join(TOP, "run", "hostlab"), "--l1", "debian-14", "--list"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "hostlab: error: unknown L1 'debian-14' (known: debian-12, debian-13)\n")
+
+
+def host_loader():
+    found = [p for p in ("/lib64/ld-linux-x86-64.so.2", "/usr/lib64/ld-linux-x86-64.so.2") if os.path.exists(p)]
+    return found[0] if found else None
+
+
+@unittest.skipUnless(host_loader() and shutil.which("objcopy"), "needs the x86_64 loader and objcopy")
+class StageOwnRoot(unittest.TestCase):
+    """qemu-files.py on a QEMU with a root of its own: a root of this
+    host's loader and libc, /bin/true as its "QEMU", one firmware file"""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="test-own-root-")
+        self.root = os.path.join(self.tmp, "q", "root")
+        lib = os.path.join(self.root, "usr", "lib", "x86_64-linux-gnu")
+        for d in (lib, os.path.join(self.root, "usr", "lib64"), os.path.join(self.root, "usr", "bin"),
+                  os.path.join(self.root, "usr", "share", "qemu")):
+            os.makedirs(d)
+        shutil.copy(host_loader(), os.path.join(self.root, "usr", "lib64", "ld-linux-x86-64.so.2"))
+        shutil.copy("/bin/true", os.path.join(self.root, "usr", "bin", "qemu-system-x86_64"))
+        self.libc = glob.glob("/lib/x86_64-linux-gnu/libc.so.6") or glob.glob("/usr/lib/x86_64-linux-gnu/libc.so.6")
+        shutil.copy(self.libc[0], lib)
+        with open(os.path.join(self.root, "usr", "share", "qemu", "pvh.bin"), "wb") as f:
+            f.write(b"\0" * 512)
+        self.script = os.path.join(self.tmp, "q", "qemu-system-x86_64")
+        subprocess.run([os.path.join(TOP, "qemu-patches", "own-libs-wrapper"), self.script, "a test QEMU"],
+                       check=True)
+        self.stage = os.path.join(self.tmp, "stage")
+        os.makedirs(self.stage)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def stage_it(self):
+        return subprocess.run([sys.executable, QEMU_FILES, self.stage, "/opt/qemus/own", self.script],
+                              capture_output=True, text=True)
+
+    def test_staged_with_its_root_and_runs_from_there(self):
+        r = self.stage_it()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1 firmware file(s), 0 module(s), 1 of its own librar(ies)", r.stdout)
+        where = os.path.join(self.stage, "opt", "qemus", "own", "bin")
+        for rel in ("qemu-system-x86_64", "root/usr/lib64/ld-linux-x86-64.so.2", "root/usr/bin/qemu-system-x86_64",
+                    "root/usr/lib/x86_64-linux-gnu/libc.so.6", "root/usr/share/qemu/pvh.bin"):
+            self.assertTrue(os.path.isfile(os.path.join(where, rel)), rel)
+        # the script as it was: it finds the staged root next to itself
+        with open(self.script) as a, open(os.path.join(where, "qemu-system-x86_64")) as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual(subprocess.run([os.path.join(where, "qemu-system-x86_64"), "--version"]).returncode, 0)
+        # nothing staged at this host's own paths
+        self.assertFalse(os.path.exists(os.path.join(self.stage, "lib")))
+
+    def test_a_library_from_outside_the_root_is_refused(self):
+        os.unlink(os.path.join(self.root, "usr", "lib", "x86_64-linux-gnu", "libc.so.6"))
+        r = self.stage_it()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"qemu-files: .*(libc.so.6|not in its root)")
+
+    def test_a_script_without_a_root_is_refused(self):
+        shutil.rmtree(self.root)
+        r = self.stage_it()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not a QEMU run with its own libraries", r.stderr)
+
+    def test_hostlab_stages_it(self):
+        hostlab = load_hostlab()
+
+        class Q:
+            label, binary = "own", self.script
+        self.assertIsNone(hostlab.lab_cannot_stage(Q))
+        shutil.rmtree(self.root)
+        self.assertIn("no root of its own", hostlab.lab_cannot_stage(Q))
 
 
 if __name__ == "__main__":

@@ -318,8 +318,14 @@ def _probe(path):
     return _probed[key]
 
 
-def _known(k):
-    path = k.locate()
+def resolve_known_at(name, path):
+    """Known QEMU @name found at @path rather than where KNOWN locates it (a
+    host lab L1's own QEMU: l1hosts.py): checked and judged as @name"""
+    return _known(KNOWN[name], path)
+
+
+def _known(k, path=None):
+    path = path or k.locate()
     if not os.path.exists(path):
         raise QemuError(f"QEMU {k.name} is missing at {path}: run `{k.how}`")
     first, version, x86, _ = _probe(path)
