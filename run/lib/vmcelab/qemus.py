@@ -26,7 +26,8 @@ QEMU handle the signal (vmced's policy `pass`, the `forwarder = qemu` rows).
 BEHAVIOUR has one entry per known QEMU, each read from that QEMU's source
 (11.1's source answers 404 at Debian: its rows are read from the public
 index's system/cpus.c after 10.0 and from Debian's 11.1.3 binary itself,
-its symbols and messages, and its TCG row measured by qemus.ini):
+its symbols and messages; its TCG row measured by qemus.ini, its amd_kvm and
+reset rows by the host lab, in the Debian 13 L1):
 
 - tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2, 10.0 and 11.1 build
   kvm_on_sigbus()/kvm_on_sigbus_vcpu() in whatever the accelerator, and
@@ -65,10 +66,12 @@ BEHAVIOUR = {
     "vmce-7.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="read"),
     "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
     "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
-    # TCG measured (run/campaigns/qemus.ini); the KVM rows read, not measured
-    # by the host lab: 11.1.3 has the succor and overflow-recov flags,
-    # qemu_ram_remap() with ram_block_discard_range(), kvm_hwpoisoned_mem()
-    # and its "Can't migrate this vm with hardware poisoned memory"
+    # TCG measured (run/campaigns/qemus.ini); amd_kvm and reset measured in
+    # the host lab's Debian 13 L1 (run/hostlab --l1 debian-13 --qemu
+    # debian-11.1 --accel kvm --forwarder qemu: AO and AR recovered, the
+    # rebooted guest back clean, the page punched out); migration read:
+    # 11.1.3 has kvm_hwpoisoned_mem() and its "Can't migrate this vm with
+    # hardware poisoned memory"
     "debian-11.1": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
 }
 
