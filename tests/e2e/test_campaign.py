@@ -327,7 +327,7 @@ specs = {
     "no-guest.ini": ("[campaign]\nname = b\n[case c]\nguest = nosuch\n", "no-guest.ini:4:"),
     "unknown-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = debian-7.2, debian-8.2\n[case c]\n",
                          "unknown-qemu.ini:4: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                         "debian-10.0, vmce-10.0, debian-11.1, or a PATH to a qemu-system-x86_64)"),
+                         "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"),
     "not-a-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = /bin/true\n[case c]\n",
                        "not-a-qemu.ini:4: /bin/true is not a QEMU"),
     "too-old.ini": ("[campaign]\nname = b\n[guest amd]\nqemu = debian-7.2\ncpu = EPYC,succor=on\n[case c]\n",

@@ -297,7 +297,7 @@ class Qemus(Files):
     def test_bad_qemus(self):
         msg = self.error("[guest g]\nmem = 512M\nqemu = debian-7.2, debian-8.2\n[case c]\n")
         self.assertTrue(msg.startswith("test.ini:3: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                                       "debian-10.0, vmce-10.0, debian-11.1, or a PATH to a qemu-system-x86_64)"), msg)
+                                       "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"), msg)
         with self.assertRaises(SpecError) as cm:
             self.parse("[case c]\n", qemus=["debian-7.2", "qemu-8"])
         self.assertTrue(str(cm.exception).startswith("test.ini: --qemus: unknown QEMU 'qemu-8'"), cm.exception)

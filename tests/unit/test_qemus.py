@@ -79,7 +79,8 @@ class Resolve(unittest.TestCase):
 
     def test_the_other_known_ones_when_built(self):
         for name, version, series in (("vmce-7.2", (7, 2), True), ("debian-10.0", (10, 0), False),
-                                      ("vmce-10.0", (10, 0), True), ("debian-11.1", (11, 1), False)):
+                                      ("vmce-10.0", (10, 0), True), ("vmce-10.2", (10, 2), True),
+                                      ("debian-11.1", (11, 1), False)):
             q = built(name)
             if q is None:
                 continue  # not built here (yet): test_missing_from_the_build says what then
@@ -89,13 +90,14 @@ class Resolve(unittest.TestCase):
         with self.assertRaises(qemus.QemuError) as cm:
             qemus.resolve("debian-8.2")
         self.assertEqual(str(cm.exception), "unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                                            "debian-10.0, vmce-10.0, debian-11.1, or a PATH to a "
+                                            "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a "
                                             "qemu-system-x86_64)")
 
     def test_missing_from_the_build(self):
         os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
         for name, how in (("vmce-7.2", "make qemu"), ("debian-10.0", "make qemus"),
-                          ("vmce-10.0", "make qemus"), ("debian-11.1", "make qemus")):
+                          ("vmce-10.0", "make qemus"), ("vmce-10.2", "make qemus"),
+                          ("debian-11.1", "make qemus")):
             with self.assertRaises(qemus.QemuError) as cm:
                 qemus.resolve(name)
             self.assertRegex(str(cm.exception), rf"^QEMU {name} is missing at {self.tmp}/build/qemus/{name}/"
@@ -161,7 +163,8 @@ class Resolve(unittest.TestCase):
                                       ((9, 1), False, "debian-10.0"), ((10, 2), False, "debian-10.0"),
                                       ((11, 0), False, "debian-11.1"), ((12, 1), False, "debian-11.1"),
                                       ((6, 2), True, "vmce-7.2"), ((9, 2), True, "vmce-10.0"),
-                                      ((11, 1), True, "vmce-10.0")):
+                                      ((10, 1), True, "vmce-10.0"), ((10, 2), True, "vmce-10.2"),
+                                      ((11, 1), True, "vmce-10.2")):
             self.assertEqual(qemus.nearest_table(version, series), want, (version, series))
 
     def test_too_old_for_a_feature(self):
@@ -171,8 +174,8 @@ class Resolve(unittest.TestCase):
             q.require("succor", "-cpu EPYC,succor=on")
         msg = str(cm.exception)
         self.assertRegex(msg, r"^QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor \(-cpu EPYC,succor=on\)")
-        self.assertIn("needs QEMU 9.1 or vmce's series (vmce-7.2, vmce-10.0)", msg)
-        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0", "debian-11.1"):
+        self.assertIn("needs QEMU 9.1 or vmce's series (vmce-7.2, vmce-10.0, vmce-10.2)", msg)
+        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0", "vmce-10.2", "debian-11.1"):
             other = built(name)
             if other is not None:
                 other.require("succor")  # no error

@@ -1,4 +1,4 @@
-"""QEMUs by name, like guest kernels: the five vmce knows, or one of your own.
+"""QEMUs by name, like guest kernels: the six vmce knows, or one of your own.
 
   debian-7.2   Debian 12's qemu-system-x86 (installed by run/install-deps)
   vmce-7.2     Debian 12's QEMU source with qemu-patches/7.2/, built here once
@@ -10,6 +10,9 @@
                trixie) it is that host's own qemu-system-x86, the same 10.0
   vmce-10.0    Debian 13's QEMU 10.0 source with qemu-patches/10.0/, built
                here once per machine (`make qemus`: qemu-patches/build --base 10.0)
+  vmce-10.2    Debian's QEMU 10.2 source (sid's 10.2.2) with qemu-patches/10.2/,
+               built here once per machine (`make qemus`: qemu-patches/build
+               --base 10.2)
   debian-11.1  Debian 13's trixie-backports qemu-system-x86 (11.1.3), built for
                a newer libc than Debian 12's: downloaded with the packages it
                depends on into a private root, never installed, and run
@@ -29,11 +32,11 @@ index's system/cpus.c after 10.0 and from Debian's 11.1.3 binary itself,
 its symbols and messages; its TCG row measured by qemus.ini, its amd_kvm and
 reset rows by the host lab, in the Debian 13 L1):
 
-- tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2, 10.0 and 11.1 build
-  kvm_on_sigbus()/kvm_on_sigbus_vcpu() in whatever the accelerator, and
-  sigbus_handler() (softmmu/cpus.c, system/cpus.c) calls them: with no KVM
-  state they fail and QEMU aborts ("abort"). vmce's 0005 forwards it into
-  the guest as KVM does ("forward").
+- tcg_sigbus: a BUS_MCEERR_AO/AR under TCG. QEMU 7.2, 10.0, 10.2 and 11.1
+  build kvm_on_sigbus()/kvm_on_sigbus_vcpu() in whatever the accelerator,
+  and sigbus_handler() (softmmu/cpus.c, system/cpus.c) calls them: with no
+  KVM state they fail and QEMU aborts ("abort"). vmce's 0005 forwards it
+  into the guest as KVM does ("forward").
 - amd_kvm: on an AMD KVM host kvm_amd strips MCG_SER_P from every guest, so
   an AMD guest recovers only with the SUCCOR CPUID bit and AMD encodings.
   QEMU 7.2 has neither: it injects Intel-style and the guest panics
@@ -66,6 +69,10 @@ BEHAVIOUR = {
     "vmce-7.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="read"),
     "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
     "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
+    # read from Debian's 10.2.2 source: sigbus_handler(), the SUCCOR flags,
+    # qemu_ram_remap() and migrate_prepare()'s refusal are 10.0's; with
+    # 0005 the refusal covers TCG's forwarded errors too
+    "vmce-10.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
     # TCG measured (run/campaigns/qemus.ini); amd_kvm and reset measured in
     # the host lab's Debian 13 L1 (run/hostlab --l1 debian-13 --qemu
     # debian-11.1 --accel kvm --forwarder qemu: AO and AR recovered, the
@@ -135,6 +142,8 @@ KNOWN = {k.name: k for k in (
     Known("debian-10.0", (10, 0), False, "make qemus", _debian_10_0),
     Known("vmce-10.0", (10, 0), True, "make qemus",
           lambda: _cached("vmce-10.0", "build", "qemu-system-x86_64")),
+    Known("vmce-10.2", (10, 2), True, "make qemus",
+          lambda: _cached("vmce-10.2", "build", "qemu-system-x86_64")),
     # the script that runs it with its own libraries (qemu-patches/fetch)
     Known("debian-11.1", (11, 1), False, "make qemus",
           lambda: _cached("debian-11.1", "qemu-system-x86_64")),
@@ -177,7 +186,7 @@ class Qemu:
             return
         what, since, series = FEATURES[feature]
         who = " or ".join(([f"QEMU {since[0]}.{since[1]}"] if since else [])
-                          + (["vmce's series (vmce-7.2, vmce-10.0)"] if series else []))
+                          + (["vmce's series (vmce-7.2, vmce-10.0, vmce-10.2)"] if series else []))
         raise QemuError(f"QEMU {self.label} ({'.'.join(map(str, self.version))}) is too old for {feature}"
                         f"{' (' + why + ')' if why else ''}: {what} needs {who}")
 
