@@ -96,7 +96,7 @@ class Resolve(unittest.TestCase):
             with self.assertRaises(kernels.KernelError) as cm:
                 kernels.resolve(name)
             self.assertEqual(str(cm.exception), f"{name} is a QEMU, not a guest kernel (known kernels: "
-                             "debian-6.1, vmce-6.1, debian-6.12, vmce-6.12, debian-7.3, or a PATH to a "
+                             "debian-6.1, vmce-6.1, debian-6.12, vmce-6.12, debian-7.3, vmce-7.3, or a PATH to a "
                              "kernel dir or a bzImage/vmlinux)")
 
     def test_a_kernel_is_not_a_qemu(self):
@@ -214,6 +214,17 @@ class Expectations(unittest.TestCase):
         self.assertIn("debian-7.3", expect.MADVISE_IS_AR)
         k = kernels.resolve("debian-7.3")
         self.assertEqual((k.table, k.nearest, k.release), ("debian-7.3", None, "7.3.4+deb13-amd64"))
+
+    def test_vmce_7_3_differs_from_debian_7_3_as_vmce_6_12_from_debian_6_12(self):
+        # the same two fixes (guest-kernel/patches/7.3/): mlocked pages named
+        # as such, the KSM page's aftermath survived
+        def differs(a, b):
+            return {page: TABLES[a][page] for page in TABLES[a] if TABLES[a][page] != TABLES[b][page]}
+        self.assertEqual(differs("vmce-7.3", "debian-7.3"), differs("vmce-6.12", "debian-6.12"))
+        self.assertEqual(set(differs("vmce-7.3", "debian-7.3")), {"ksm", "mlock-clean", "mlock-dirty"})
+        self.assertEqual(expect.SELFTESTS["ksm-scan"]["vmce-7.3"][0], set())
+        self.assertIn("vmce-7.3", expect.MADVISE_IS_AR)
+        self.assertIn("vmce-7.3", expect.PANIC_ON_UNRECOVERABLE)
 
     def test_panic_on_unrecoverable_where_the_kernel_has_it(self):
         c = self.campaign("kernel = debian-6.12, debian-7.3\n[case p]\nguest = g\npage = slab\n"

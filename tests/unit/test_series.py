@@ -82,6 +82,16 @@ class NewFile(unittest.TestCase):
         self.assertIn('#include "../kselftest.h"', text)
         self.assertIn("ksft_set_plan(2 * TESTS_PER_INJECT);", text)
 
+    def test_one_selftest_for_6_12_and_7_3(self):
+        # the guest's copy is taken from 6.12's 0003 (images/guest-tools):
+        # 7.3's posts the same file
+        name = "0003-selftests-mm-add-a-test-of-ksmd-and-a-hwpoisoned-KSM.patch"
+        texts = []
+        for base in ("6.12", "7.3"):
+            with open(os.path.join(GK, "patches", base, name)) as f:
+                texts.append(new_file.new_file(f.read(), "tools/testing/selftests/mm/ksm_hwpoison.c"))
+        self.assertEqual(texts[0], texts[1])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

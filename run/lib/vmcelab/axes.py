@@ -7,4 +7,4 @@ qemus.py may not import kernels.py, so the kernel names it needs live here;
 kernels.py asserts they are its KNOWN.
 """
 
-KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12", "debian-7.3")
+KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12", "debian-7.3", "vmce-7.3")

@@ -2,7 +2,7 @@
 kernel, and the verdict on what it did.
 
 One table per kernel vmce knows (TABLES: debian-6.1, vmce-6.1, debian-6.12,
-vmce-6.12, debian-7.3),
+vmce-6.12, debian-7.3, vmce-7.3),
 each read from that kernel's mm/memory-failure.c and checked against the
 guest. Linux 6.1's, the first:
 - the page type and result come from identify_page_state(), which names the
@@ -141,6 +141,21 @@ LINUX_7_3_NOTES.update({
     "pagetable": "a page table is kernel-owned like slab: \"reserved kernel page\" (6.12: \"get "
                  "hwpoison page\")",
 })
+# vmce-7.3: trixie-backports' 7.3 source with guest-kernel/patches/7.3/
+# (the 6.12 series rewritten against 7.3's mm/memory-failure.c and
+# mm/ksm.c: each patch's message says why). Where it differs from Debian's
+# 7.3: the same two defects as on 6.12 (0002: ksmd parks a hwpoisoned KSM
+# page's stable node, its scan passes the page by; 0001: mlocked pages)
+VMCE_7_3 = dict(LINUX_7_3, **VMCE_FIXES)
+VMCE_7_3_NOTES = {
+    "ksm": "as Debian's 7.3, every mapper of the KSM page is signalled; vmce's 0002 takes the "
+           "hwpoisoned page's node out of KSM's stable tree the first time ksmd meets it, so the "
+           "next KSM workload with the same data merges without ksmd reading the page",
+    "mlock-clean": "vmce's 0001 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+    "mlock-dirty": "vmce's 0001 names the page by the flags saved before unmapping, when "
+                   "PG_mlocked was still set: an mlocked page",
+}
 
 # The series' kernel selftests, run in the guest as they are (page =
 # ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
@@ -171,6 +186,8 @@ SELFTESTS = {
                        "chained with it"),
         "vmce-6.12": (set(), "vmce's 0002 parks the hwpoisoned page's stable node the first time "
                              "ksmd meets it: nothing compares with it again"),
+        "vmce-7.3": (set(), "vmce's 0002, rewritten for 7.3, parks the hwpoisoned page's stable node "
+                            "the first time ksmd meets it: nothing compares with it again"),
     },
 }
 SELFTEST_PROGRAMS = {"ksm-scan": "ksm_hwpoison"}
@@ -221,7 +238,7 @@ NO_HANDLER_NOTE = ("this kernel has no HWPOISON handler (no CONFIG_MEMORY_FAILUR
 # mm/memory-failure.c): set to 1, action_result() panics on what it reports
 # as MF_MSG_KERNEL ("reserved kernel page") with MF_IGNORED, and on nothing
 # else. A case that sets it is not applicable on a kernel without it.
-PANIC_ON_UNRECOVERABLE = {"debian-7.3"}
+PANIC_ON_UNRECOVERABLE = {"debian-7.3", "vmce-7.3"}
 UNRECOVERABLE = ("reserved kernel page", "Ignored")
 NOT_APPLICABLE = "not-applicable"
 # the verdicts a run ends well with: a case not applicable to a kernel is said, not failed
@@ -230,7 +247,7 @@ JUDGED_OK = ("pass", "not applicable")
 # kernels whose MADV_HWPOISON is an action-required error for the process
 # that asks (madvise_inject_error() passes MF_ACTION_REQUIRED): it gets
 # BUS_MCEERR_AR as if it had consumed the page, others early kill as usual
-MADVISE_IS_AR = {"debian-6.12", "vmce-6.12", "debian-7.3"}
+MADVISE_IS_AR = {"debian-6.12", "vmce-6.12", "debian-7.3", "vmce-7.3"}
 
 # how the aftermath is brought about, and what is expected of it
 AFTERMATH = {
@@ -401,11 +418,12 @@ class Expectation:
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
 TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12,
-          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3}
+          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3, "vmce-7.3": VMCE_7_3}
 TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
                "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}, "vmce-6.12": {**NOTES, **LINUX_6_12_NOTES,
                                                                            **VMCE_6_12_NOTES},
-               "debian-7.3": {**NOTES, **LINUX_7_3_NOTES}}
+               "debian-7.3": {**NOTES, **LINUX_7_3_NOTES},
+               "vmce-7.3": {**NOTES, **LINUX_7_3_NOTES, **VMCE_7_3_NOTES}}
 
 
 def table_of(case):

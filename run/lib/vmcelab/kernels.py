@@ -1,4 +1,4 @@
-"""Guest kernels by name: the five vmce knows, or an operator's own.
+"""Guest kernels by name: the six vmce knows, or an operator's own.
 
   debian-6.1   Debian 12's kernel image, downloaded (guest-kernel/fetch)
   vmce-6.1     the same source with guest-kernel/patches/6.1/, built here
@@ -10,6 +10,9 @@
   debian-7.3   trixie-backports' kernel image (Linux 7.3, split into the
                linux-image, -binary, -modules and -base packages), downloaded
                (guest-kernel/fetch --suite trixie-backports)
+  vmce-7.3     the same 7.3 source (linux-source-7.3) with
+               guest-kernel/patches/7.3/, built here (guest-kernel/build
+               --base 7.3; make kernel-src-7.3, not part of make kernels)
   PATH         a kernel dir (guest-kernel/README.md), or a bzImage/vmlinux
                file with its config beside it (config-RELEASE) and its modules
                in ../lib/modules/RELEASE (or ../usr/lib/..., or this host's
@@ -56,6 +59,8 @@ KNOWN = {k.name: k for k in (
           "make kernel-src", (6, 12)),
     Known("debian-7.3", os.path.join("kernels", "debian-7.3"), "guest-debian-7.3.cpio.gz",
           "make kernel-7.3", (7, 3)),
+    Known("vmce-7.3", os.path.join("kernels", "vmce-7.3"), "guest-vmce-7.3.cpio.gz",
+          "make kernel-src-7.3", (7, 3)),
 )}
 NAMES = tuple(KNOWN)
 # qemus.py cannot import this module (it is a layer below): it checks a
