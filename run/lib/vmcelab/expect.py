@@ -105,15 +105,23 @@ LINUX_6_12_NOTES = {
 # it differs from Debian's 6.12: the two defects 6.12 still has (0002:
 # ksmd parks a hwpoisoned KSM page's stable node; 0001: mlocked pages)
 VMCE_6_12 = dict(LINUX_6_12, **VMCE_FIXES)
-VMCE_6_12_NOTES = {
-    "ksm": "as Debian's 6.12, every mapper of the KSM page is signalled; vmce's 0002 takes the "
-           "hwpoisoned page's node out of KSM's stable tree the first time ksmd meets it, so the "
-           "next KSM workload with the same data merges without ksmd reading the page",
-    "mlock-clean": "vmce's 0001 names the page by the flags saved before unmapping, when "
-                   "PG_mlocked was still set: an mlocked page",
-    "mlock-dirty": "vmce's 0001 names the page by the flags saved before unmapping, when "
-                   "PG_mlocked was still set: an mlocked page",
-}
+
+
+def _vmce_series_notes(base):
+    """What vmce's 0001 and 0002 change on Debian's @base (6.12, 7.3: the
+    same two fixes, each written against its base)"""
+    mlocked = ("vmce's 0001 names the page by the flags saved before unmapping, when "
+               "PG_mlocked was still set: an mlocked page")
+    return {
+        "ksm": f"as Debian's {base}, every mapper of the KSM page is signalled; vmce's 0002 takes the "
+               "hwpoisoned page's node out of KSM's stable tree the first time ksmd meets it, so the "
+               "next KSM workload with the same data merges without ksmd reading the page",
+        "mlock-clean": mlocked,
+        "mlock-dirty": mlocked,
+    }
+
+
+VMCE_6_12_NOTES = _vmce_series_notes("6.12")
 
 # debian-7.3: trixie-backports' kernel (7.3.4), read from linux-source-7.3's
 # mm/memory-failure.c, mm/ksm.c and mm/madvise.c, and measured (full.ini,
@@ -147,15 +155,7 @@ LINUX_7_3_NOTES.update({
 # 7.3: the same two defects as on 6.12 (0002: ksmd parks a hwpoisoned KSM
 # page's stable node, its scan passes the page by; 0001: mlocked pages)
 VMCE_7_3 = dict(LINUX_7_3, **VMCE_FIXES)
-VMCE_7_3_NOTES = {
-    "ksm": "as Debian's 7.3, every mapper of the KSM page is signalled; vmce's 0002 takes the "
-           "hwpoisoned page's node out of KSM's stable tree the first time ksmd meets it, so the "
-           "next KSM workload with the same data merges without ksmd reading the page",
-    "mlock-clean": "vmce's 0001 names the page by the flags saved before unmapping, when "
-                   "PG_mlocked was still set: an mlocked page",
-    "mlock-dirty": "vmce's 0001 names the page by the flags saved before unmapping, when "
-                   "PG_mlocked was still set: an mlocked page",
-}
+VMCE_7_3_NOTES = _vmce_series_notes("7.3")
 
 # The series' kernel selftests, run in the guest as they are (page =
 # ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
