@@ -5,7 +5,7 @@ cache that looks built, so that the next run starts clean.
 
   a series that does not apply   the patch named, with the file it fails on;
                                  the half-patched tree removed
-  a series naming a missing patch, an unknown base
+  a series naming a missing patch, an unknown base, the retired base 7.2
   no network for the source or the package (unshare --net): what to get
 
 The real cache is used where the source is needed (`make qemus` fetched it
@@ -92,6 +92,13 @@ res = run(os.path.join(HERE, "build"), "--base", "10.0", "--series", series, "--
 one_error_line(res, ("0001-not-here.patch", "not there"), "a series naming a patch that is not there")
 res = run(os.path.join(HERE, "build"), "--base", "9.9", "--out", os.path.join(work, "o3"))
 one_error_line(res, ("unknown base '9.9'",), "an unknown base")
+# the retired base: where the series went, nothing built or linked
+before = trees("7.2")
+res = run(os.path.join(HERE, "build"), "--base", "7.2", "--out", os.path.join(work, "o4"))
+one_error_line(res, ("7.2 series was retired", "git show 0093f79:qemu-patches/7.2/series", "--base 10.0"),
+               "the retired base 7.2")
+tap.ok(trees("7.2") == before and not os.path.lexists(os.path.join(work, "o4")),
+       "the retired base 7.2: nothing new in the cache, no link made")
 
 # -- no network: the source (build) and the package (fetch), into an empty
 # cache; the machine's apt lists are there (make qemus), the mirror is not
