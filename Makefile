@@ -20,9 +20,9 @@ help:
 	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery;"
 	@echo "              then the quick campaign and its report"
 	@echo "make check    every test (unit, fuzz corpus replay, end to end; unit and forwarding"
-	@echo "              again under ASan and UBSan), but the retiring 7.2 series' end-to-end runs"
-	@echo "make check-all  make check, the retiring 7.2 series' end-to-end runs (suite retiring),"
-	@echo "              with every QEMU and kernel built (make qemus, make kernels-all)"
+	@echo "              again under ASan and UBSan), but suite check-all (what needs vmce-10.2)"
+	@echo "make check-all  make check and suite check-all (the QEMU series' checks and end-to-end"
+	@echo "              runs on vmce-10.2), with every QEMU and kernel built (make qemus, make kernels-all)"
 	@echo "make build    vmced, vmcectl, the guest tools and the tests (meson, in $(MESON_DIR))"
 	@echo "make image    Debian's guest kernel, the guest initramfs and the data disk (make with no"
 	@echo "              goal: build and image)"
@@ -43,8 +43,8 @@ help:
 	@echo "make bench-storm  10^5 errors into one guest through inject-mce: errors/s with nothing"
 	@echo "              lost, vmced's RSS as it goes, the guest's verdict"
 	@echo "make deb      the Debian packages in build/deb, and lintian on them (cached per machine)"
-	@echo "make qemu     vmce-7.2: Debian 12's QEMU source with qemu-patches/7.2/ (cached per machine)"
-	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), vmce-7.2, debian-10.0"
+	@echo "make qemu     vmce-10.0: Debian 13's QEMU 10.0 source with qemu-patches/10.0/ (cached per machine)"
+	@echo "make qemus    every QEMU vmce knows by name: debian-7.2 (installed), debian-10.0"
 	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
 	@echo "              with qemu-patches/10.0/), vmce-10.2 (sid's 10.2 source with qemu-patches/10.2/),"
 	@echo "              debian-11.1 (trixie-backports' package with its own libraries; cached per machine)"
@@ -153,13 +153,13 @@ $(BUILD)/images/disk.img: images/mkdisk
 	@mkdir -p $(dir $@)
 	@images/mkdisk --out $@
 
-# QEMU by name (run/lib/vmcelab/qemus.py): vmce-7.2, vmce-10.0 and vmce-10.2
-# are Debian's source with qemu-patches/BASE/, debian-10.0 is bookworm-backports'
+# QEMU by name (run/lib/vmcelab/qemus.py): vmce-10.0 and vmce-10.2 are
+# Debian's source with qemu-patches/BASE/, debian-10.0 is bookworm-backports'
 # binary package unpacked, debian-11.1 trixie-backports' with the libraries it
 # needs (newer than Debian 12's); each kept once per machine in
-# /var/cache/vmce/qemu
-qemu: deps
-	@qemu-patches/build --base 7.2 --out $(BUILD)/qemus/vmce-7.2 >/dev/null
+# /var/cache/vmce/qemu. make qemu is vmce-10.0, the series' base in make
+# check (vmce-7.2 was retired in part 20: qemu-patches/README.md)
+qemu: qemu-10.0
 
 qemu-10.0: deps
 	@qemu-patches/build --base 10.0 --out $(BUILD)/qemus/vmce-10.0 >/dev/null
@@ -175,7 +175,7 @@ qemu-debian-11.1: deps
 
 # make check's QEMUs: all but vmce-10.2, whose cold build make check's time
 # has no room for (its tests do not ask for it)
-qemus-check: qemu qemu-debian-10.0 qemu-10.0 qemu-debian-11.1
+qemus-check: qemu-debian-10.0 qemu-10.0 qemu-debian-11.1
 
 qemus: qemus-check qemu-10.2
 
@@ -187,11 +187,10 @@ demo: image
 
 # (the guest images build after the kernels and QEMUs, not beside them:
 # beside vmce-6.1's make -j2 they slowed it by more than they take alone)
-# the QEMU 7.2 series is retiring (qemu-patches/README.md): its end-to-end
-# runs, the same scenarios vmce-10.0 runs in make check, are in make
-# check-all only; its build and qtests stay in make check until it goes
+# suite check-all is what needs a build make check has no room for
+# (vmce-10.2's series checks and end-to-end runs: tests/meson.build)
 check: kernels qemus-check guest-image host-root deb
-	meson test -C $(MESON_DIR) --print-errorlogs --no-suite retiring $(TESTFLAGS)
+	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
 check-all: kernels-all qemus guest-image host-root deb
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)

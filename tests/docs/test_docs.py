@@ -81,7 +81,7 @@ NOT_IN_HELP = {
     "help": "make help itself",
     "deps": "run/install-deps, which every goal that needs packages runs first",
     "kernel": "Debian's 6.1 guest kernel alone: make image makes it",
-    "qemu-10.0": "a part of make qemus (vmce-10.0 alone)",
+    "qemu-10.0": "make qemu under its base's name (vmce-10.0 alone)",
     "qemu-10.2": "a part of make qemus (vmce-10.2 alone)",
     "qemus-check": "make qemus without vmce-10.2: the QEMUs make check builds",
     "qemu-debian-10.0": "a part of make qemus (debian-10.0 alone)",

@@ -239,7 +239,7 @@ else:
 # here: Debian's die of them, vmce's forward them into the guest
 QEMUS_INI = os.path.join(paths.ROOT, "run", "campaigns", "qemus.ini")
 by_qemu = []
-for name in ("debian-7.2", "debian-10.0", "vmce-7.2", "vmce-10.0", "debian-11.1"):
+for name in ("debian-7.2", "debian-10.0", "vmce-10.0", "vmce-10.2", "debian-11.1"):
     q, why = built(name)
     if q:
         by_qemu.append(name)
@@ -326,8 +326,11 @@ specs = {
                          "no-hugepages.ini:7: page hugetlb needs hugepages"),
     "no-guest.ini": ("[campaign]\nname = b\n[case c]\nguest = nosuch\n", "no-guest.ini:4:"),
     "unknown-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = debian-7.2, debian-8.2\n[case c]\n",
-                         "unknown-qemu.ini:4: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                         "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"),
+                         "unknown-qemu.ini:4: unknown QEMU 'debian-8.2' (known: debian-7.2, debian-10.0, "
+                         "vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"),
+    "retired-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = vmce-7.2\n[case c]\n",
+                         "retired-qemu.ini:4: QEMU vmce-7.2 was retired in part 20: its series is in git at "
+                         "0093f79"),
     "not-a-qemu.ini": ("[campaign]\nname = b\n[guest g]\nqemu = /bin/true\n[case c]\n",
                        "not-a-qemu.ini:4: /bin/true is not a QEMU"),
     "too-old.ini": ("[campaign]\nname = b\n[guest amd]\nqemu = debian-7.2\ncpu = EPYC,succor=on\n[case c]\n",
@@ -357,10 +360,10 @@ empty = os.path.join(bad, "no-qemus-built")
 os.makedirs(empty, exist_ok=True)
 env = dict(os.environ, VMCE_BUILD_DIR=empty, VMCE_KERNEL=paths.kernel(), VMCE_INITRD=paths.initrd(),
            VMCE_DISK=paths.disk())
-r = subprocess.run([sys.executable, CAMPAIGN, quick, "--qemus", "vmce-7.2", "--out", os.path.join(bad, "out")],
+r = subprocess.run([sys.executable, CAMPAIGN, quick, "--qemus", "vmce-10.0", "--out", os.path.join(bad, "out")],
                    capture_output=True, text=True, timeout=60, env=env)
 lines = r.stderr.strip().splitlines()
-tap.ok(r.returncode == 2 and len(lines) == 1 and re.search(r"QEMU vmce-7\.2 is missing at \S+: run `make qemu`$",
+tap.ok(r.returncode == 2 and len(lines) == 1 and re.search(r"QEMU vmce-10\.0 is missing at \S+: run `make qemu`$",
                                                             lines[0]) and not r.stdout,
        "a QEMU not built: exit 2, one line saying what to run to make it", diag=f"rc {r.returncode}: {r.stderr}")
 

@@ -23,7 +23,7 @@ from vmcelab.kernels import KernelError, resolve
 
 BUS_MCEERR_AO = 5
 NAME = "e2e-hotplug"
-# QEMU with qemu-patches/ (e2e-hotplug-vmce-7.2, e2e-hotplug-vmce-10.0)
+# QEMU with qemu-patches/ (e2e-hotplug-vmce-10.0, e2e-hotplug-vmce-10.2)
 PATCHED = os.environ.get("VMCE_EXPECT_INJECT") == "qmp"
 
 tap = Tap()

@@ -5,7 +5,8 @@ cache that looks built, so that the next run starts clean.
 
   a series that does not apply   the patch named, with the file it fails on;
                                  the half-patched tree removed
-  a series naming a missing patch, an unknown base, a base with no series
+  a series naming a missing patch, an unknown base, a base with no series,
+  the retired base 7.2
   no network for the source or the package (unshare --net): what to get
   a source the archive answers 404 for (QEMU 11.1's in sid, part 20): named
                                  as such, not taken for a network failure
@@ -96,6 +97,13 @@ res = run(os.path.join(HERE, "build"), "--base", "9.9", "--out", os.path.join(wo
 one_error_line(res, ("unknown base '9.9'",), "an unknown base")
 res = run(os.path.join(HERE, "build"), "--base", "11.1", "--out", os.path.join(work, "o6"))
 one_error_line(res, ("no series for 11.1", "--series DIR"), "a base vmce has no series for (11.1), without --series")
+# the retired base: where the series went, nothing built or linked
+before = trees("7.2")
+res = run(os.path.join(HERE, "build"), "--base", "7.2", "--out", os.path.join(work, "o7"))
+one_error_line(res, ("7.2 series was retired", "git show 0093f79:qemu-patches/7.2/series", "--base 10.0"),
+               "the retired base 7.2")
+tap.ok(trees("7.2") == before and not os.path.lexists(os.path.join(work, "o7")),
+       "the retired base 7.2: nothing new in the cache, no link made")
 
 # -- no network: the source (build) and the package (fetch), into an empty
 # cache; the machine's apt lists are there (make qemus), the mirror is not

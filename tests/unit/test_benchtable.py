@@ -24,7 +24,7 @@ TAIL = {"tail": {
                                      "qemu_us": s(1100, 5000), "held_us": s(14, 400)},
             "ar": {"latency_us": s(1800, 5900), "to_monitor_us": s(200, 900),
                    "qemu_us": s(1600, 5000), "held_us": s(1500, 4000)}},
-    "inject-mce": {"measured": False, "why": "build/qemus/vmce-7.2/build/qemu-system-x86_64 is not "
+    "inject-mce": {"measured": False, "why": "build/qemus/vmce-10.0/build/qemu-system-x86_64 is not "
                                              "built (make qemu)"}}}
 def ov(ratios, bound, stops=None):
     xs = sorted(ratios)

@@ -243,13 +243,13 @@ def built(name):
 class Qemus(Files):
     """QEMU as an axis: `qemu` in a [guest], --qemus, forwarder = qemu, cpu.
     The QEMUs are real binaries: Debian's 7.2 (always installed here), and
-    debian-10.0 or vmce-7.2 where `make qemus` built them (tests that need
+    debian-10.0 or vmce-10.0 where `make qemus` built them (tests that need
     one say so and skip without it)"""
 
     def other(self):
         """A second real QEMU: a known one if built, else Debian's 7.2 by a
         path of its own (a QEMU vmce judges as the nearest known one)"""
-        for name in ("debian-10.0", "vmce-7.2"):
+        for name in ("debian-10.0", "vmce-10.0"):
             if built(name):
                 return name
         link = os.path.join(self.tmp, "qemu-system-x86_64")
@@ -296,8 +296,12 @@ class Qemus(Files):
 
     def test_bad_qemus(self):
         msg = self.error("[guest g]\nmem = 512M\nqemu = debian-7.2, debian-8.2\n[case c]\n")
-        self.assertTrue(msg.startswith("test.ini:3: unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                                       "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"), msg)
+        self.assertTrue(msg.startswith("test.ini:3: unknown QEMU 'debian-8.2' (known: debian-7.2, debian-10.0, "
+                                       "vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a qemu-system-x86_64)"), msg)
+        # a name vmce knew once: where it went, and what to use
+        msg = self.error("[guest g]\nqemu = vmce-7.2\n[case c]\n")
+        self.assertRegex(msg, r"^test\.ini:2: QEMU vmce-7\.2 was retired in part 20: its series is in git at "
+                              r"0093f79 .*; use vmce-10\.0 or vmce-10\.2$")
         with self.assertRaises(SpecError) as cm:
             self.parse("[case c]\n", qemus=["debian-7.2", "qemu-8"])
         self.assertTrue(str(cm.exception).startswith("test.ini: --qemus: unknown QEMU 'qemu-8'"), cm.exception)
@@ -311,13 +315,13 @@ class Qemus(Files):
         saved = os.environ.get("VMCE_BUILD_DIR")
         os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "empty-build")
         try:
-            msg = self.error("[guest g]\n# patched\nqemu = vmce-7.2\n[case c]\n")
+            msg = self.error("[guest g]\n# patched\nqemu = vmce-10.0\n[case c]\n")
         finally:
             if saved is None:
                 os.environ.pop("VMCE_BUILD_DIR")
             else:
                 os.environ["VMCE_BUILD_DIR"] = saved
-        self.assertRegex(msg, r"^test\.ini:3: QEMU vmce-7\.2 is missing at \S+: run `make qemu`$")
+        self.assertRegex(msg, r"^test\.ini:3: QEMU vmce-10\.0 is missing at \S+: run `make qemu`$")
 
     def test_cpu(self):
         c = self.parse("[guest g]\n[case c]\n")
@@ -333,7 +337,7 @@ class Qemus(Files):
                               r"\(-cpu EPYC,succor=on\): .* needs QEMU 9\.1 or vmce's series")
         self.assertIn("test.ini:2: 'EPYC succor' is not a -cpu model",
                       self.error("[guest g]\ncpu = EPYC succor\n[case c]\n"))
-        for name in ("debian-10.0", "vmce-7.2"):
+        for name in ("debian-10.0", "vmce-10.0"):
             if built(name):
                 c = self.parse(f"[guest amd]\nqemu = {name}\naccel = kvm\ncpu = EPYC,succor=on\n[case c]\n")
                 self.assertEqual(c.cases[0].cpu, "EPYC,succor=on")
@@ -384,14 +388,14 @@ class Qemus(Files):
         self.assertFalse(_ends_guest(self.parse("[case c]\n").cases[0]))
 
     def test_a_qemu_that_forwards_is_judged_by_the_kernel(self):
-        q = built("vmce-7.2")
+        q = built("vmce-10.0")
         if q is None:
-            self.skipTest("vmce-7.2 is not built here (make qemu)")
-        c = self.parse("[case c]\nforwarder = qemu\n", qemus=["vmce-7.2"])
+            self.skipTest("vmce-10.0 is not built here (make qemu)")
+        c = self.parse("[case c]\nforwarder = qemu\n", qemus=["vmce-10.0"])
         case = c.cases[0]
         exp = expectation(case)
         self.assertEqual((exp.guest, exp.qemu[0], exp.action), ("alive", "forwards", ("dirty LRU page", "Recovered")))
-        self.assertIn("QEMU (vmce-7.2) forwards it itself", exp.summary)
+        self.assertIn("QEMU (vmce-10.0) forwards it itself", exp.summary)
         self.assertIn("0005", exp.note)
 
     def test_a_qemu_by_path_is_judged_as_the_nearest_and_every_verdict_says_so(self):

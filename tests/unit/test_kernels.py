@@ -299,8 +299,8 @@ class Expectations(unittest.TestCase):
 
     def test_a_qemu_named_as_a_kernel_in_a_file_or_on_the_command_line(self):
         with self.assertRaises(SpecError) as cm:
-            self.campaign("kernel = debian-6.1, vmce-7.2")
-        self.assertRegex(str(cm.exception), r"k\.ini:6: vmce-7\.2 is a QEMU, not a guest kernel \(known kernels: ")
+            self.campaign("kernel = debian-6.1, vmce-10.0")
+        self.assertRegex(str(cm.exception), r"k\.ini:6: vmce-10\.0 is a QEMU, not a guest kernel \(known kernels: ")
         path = self.campaign("kernel = debian-6.1").path
         with self.assertRaises(SpecError) as cm:
             Campaign.load(path, kernels=["debian-10.0"])

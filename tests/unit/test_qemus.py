@@ -78,9 +78,8 @@ class Resolve(unittest.TestCase):
         self.assertEqual(qemus.resolve().binary, q.binary)
 
     def test_the_other_known_ones_when_built(self):
-        for name, version, series in (("vmce-7.2", (7, 2), True), ("debian-10.0", (10, 0), False),
-                                      ("vmce-10.0", (10, 0), True), ("vmce-10.2", (10, 2), True),
-                                      ("debian-11.1", (11, 1), False)):
+        for name, version, series in (("debian-10.0", (10, 0), False), ("vmce-10.0", (10, 0), True),
+                                      ("vmce-10.2", (10, 2), True), ("debian-11.1", (11, 1), False)):
             q = built(name)
             if q is None:
                 continue  # not built here (yet): test_missing_from_the_build says what then
@@ -89,14 +88,30 @@ class Resolve(unittest.TestCase):
     def test_unknown_name(self):
         with self.assertRaises(qemus.QemuError) as cm:
             qemus.resolve("debian-8.2")
-        self.assertEqual(str(cm.exception), "unknown QEMU 'debian-8.2' (known: debian-7.2, vmce-7.2, "
-                                            "debian-10.0, vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a "
+        self.assertEqual(str(cm.exception), "unknown QEMU 'debian-8.2' (known: debian-7.2, debian-10.0, "
+                                            "vmce-10.0, vmce-10.2, debian-11.1, or a PATH to a "
                                             "qemu-system-x86_64)")
+
+    def test_a_retired_name(self):
+        """vmce-7.2 (part 20): one line saying where its series went and
+        what to use, by name and through $VMCE_QEMU; `all` leaves it out"""
+        want = ("QEMU vmce-7.2 was retired in part 20: its series is in git at 0093f79 (git show "
+                "0093f79:qemu-patches/7.2/series; qemu-patches/README.md says why); use vmce-10.0 or vmce-10.2")
+        for ask in (lambda: qemus.resolve("vmce-7.2"), lambda: qemus.binary("vmce-7.2")):
+            with self.assertRaises(qemus.QemuError) as cm:
+                ask()
+            self.assertEqual(str(cm.exception), want)
+        os.environ["VMCE_QEMU"] = "vmce-7.2"
+        with self.assertRaises(qemus.QemuError) as cm:
+            qemus.resolve()
+        self.assertEqual(str(cm.exception), want)
+        self.assertNotIn("vmce-7.2", qemus.NAMES)
+        self.assertNotIn("vmce-7.2", qemus.BEHAVIOUR)
 
     def test_missing_from_the_build(self):
         os.environ["VMCE_BUILD_DIR"] = os.path.join(self.tmp, "build")
-        for name, how in (("vmce-7.2", "make qemu"), ("debian-10.0", "make qemus"),
-                          ("vmce-10.0", "make qemus"), ("vmce-10.2", "make qemus"),
+        for name, how in (("debian-10.0", "make qemus"),
+                          ("vmce-10.0", "make qemu"), ("vmce-10.2", "make qemus"),
                           ("debian-11.1", "make qemus")):
             with self.assertRaises(qemus.QemuError) as cm:
                 qemus.resolve(name)
@@ -112,7 +127,7 @@ class Resolve(unittest.TestCase):
             self.assertEqual(q.label, f"{link} (as debian-7.2)")
         self.assertTrue(qemus.slug(link).startswith("qemu-"))
         self.assertNotIn("/", qemus.slug(link))
-        self.assertEqual(qemus.slug("vmce-7.2"), "vmce-7.2")
+        self.assertEqual(qemus.slug("vmce-10.0"), "vmce-10.0")
 
     def test_not_a_qemu(self):
         for path, said in (("/bin/true", "/bin/true is not a QEMU: --version said"),
@@ -162,7 +177,9 @@ class Resolve(unittest.TestCase):
         for version, series, want in (((7, 1), False, "debian-7.2"), ((8, 2), False, "debian-7.2"),
                                       ((9, 1), False, "debian-10.0"), ((10, 2), False, "debian-10.0"),
                                       ((11, 0), False, "debian-11.1"), ((12, 1), False, "debian-11.1"),
-                                      ((6, 2), True, "vmce-7.2"), ((9, 2), True, "vmce-10.0"),
+                                      # a build of the retired 7.2 series, by PATH: vmce-10.0's
+                                      # table (which refuses a migration its 7.2 did not)
+                                      ((7, 2), True, "vmce-10.0"), ((9, 2), True, "vmce-10.0"),
                                       ((10, 1), True, "vmce-10.0"), ((10, 2), True, "vmce-10.2"),
                                       ((11, 1), True, "vmce-10.2")):
             self.assertEqual(qemus.nearest_table(version, series), want, (version, series))
@@ -174,8 +191,8 @@ class Resolve(unittest.TestCase):
             q.require("succor", "-cpu EPYC,succor=on")
         msg = str(cm.exception)
         self.assertRegex(msg, r"^QEMU debian-7\.2 \(7\.2[^)]*\) is too old for succor \(-cpu EPYC,succor=on\)")
-        self.assertIn("needs QEMU 9.1 or vmce's series (vmce-7.2, vmce-10.0, vmce-10.2)", msg)
-        for name in ("vmce-7.2", "debian-10.0", "vmce-10.0", "vmce-10.2", "debian-11.1"):
+        self.assertIn("needs QEMU 9.1 or vmce's series (vmce-10.0, vmce-10.2)", msg)
+        for name in ("debian-10.0", "vmce-10.0", "vmce-10.2", "debian-11.1"):
             other = built(name)
             if other is not None:
                 other.require("succor")  # no error
@@ -290,8 +307,8 @@ class WhatQemuDoes(unittest.TestCase):
             ("vmced", "kvm", set(), "debian-7.2", AMD, None),
             ("qemu", "tcg", set(), "debian-7.2", None, QEMU_DIES),
             ("qemu", "tcg", set(), "debian-10.0", None, QEMU_DIES),
-            ("qemu", "tcg", set(), "vmce-7.2", None, QEMU_FORWARDS),
             ("qemu", "tcg", set(), "vmce-10.0", None, QEMU_FORWARDS),
+            ("qemu", "tcg", set(), "vmce-10.2", None, QEMU_FORWARDS),
             ("qemu", "tcg", set(), "debian-11.1", None, QEMU_DIES),
             ("qemu", "kvm", {"succor"}, "debian-11.1", AMD, QEMU_FORWARDS),
             ("qemu", "kvm", set(), "debian-11.1", AMD, QEMU_GUEST_PANICS),
@@ -300,8 +317,8 @@ class WhatQemuDoes(unittest.TestCase):
             ("qemu", "kvm", {"succor"}, "debian-7.2", AMD, QEMU_GUEST_PANICS),
             ("qemu", "kvm", set(), "debian-10.0", AMD, QEMU_GUEST_PANICS),
             ("qemu", "kvm", {"succor"}, "debian-10.0", AMD, QEMU_FORWARDS),
-            ("qemu", "kvm", {"succor"}, "vmce-7.2", AMD, QEMU_FORWARDS),
-            ("qemu", "kvm", set(), "vmce-7.2", None, None),  # a host vmce knows nothing of
+            ("qemu", "kvm", {"succor"}, "vmce-10.0", AMD, QEMU_FORWARDS),
+            ("qemu", "kvm", set(), "vmce-10.0", None, None),  # a host vmce knows nothing of
         ]
         for forwarder, accel, flags, name, vendor, want in rows:
             got = qemu_handles(forwarder, accel, flags, B[name], vendor)

@@ -341,7 +341,7 @@ class Report(unittest.TestCase):
 
 RELEASES = {"debian-7.2": "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)",
             "debian-10.0": "10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)",
-            "vmce-7.2": "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"}
+            "vmce-10.0": "10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)"}
 
 
 def under(qemu, r, kernel=None, forwarder=None, **obs):
@@ -366,7 +366,7 @@ def under(qemu, r, kernel=None, forwarder=None, **obs):
 
 class Qemus(unittest.TestCase):
     """The same cases under several QEMUs: Debian's 7.2 and 10.0 die of a
-    host error they handle themselves under TCG, vmce's 7.2 forwards it"""
+    host error they handle themselves under TCG, vmce's 10.0 forwards it"""
 
     def setUp(self):
         _, by, _, _ = recorded()
@@ -378,15 +378,15 @@ class Qemus(unittest.TestCase):
                                "said": "qemu-system-x86_64: ../../util/qemu-thread-posix.c:87: "
                                        "qemu_mutex_lock_impl: Assertion `mutex->initialized' failed."})
         self.results = []
-        for q in ("debian-7.2", "debian-10.0", "vmce-7.2"):
+        for q in ("debian-7.2", "debian-10.0", "vmce-10.0"):
             self.results.append(under(q, self.pc))  # forwarded by vmced: the same everywhere
             self.results.append(under(q, self.ksm))
-            by_qemu = under(q, self.pc, forwarder="qemu", **(died if q != "vmce-7.2" else {}))
-            by_qemu["expected"] = dict(by_qemu["expected"] or {}, qemu="dies" if q != "vmce-7.2" else "forwards",
+            by_qemu = under(q, self.pc, forwarder="qemu", **(died if q != "vmce-10.0" else {}))
+            by_qemu["expected"] = dict(by_qemu["expected"] or {}, qemu="dies" if q != "vmce-10.0" else "forwards",
                                        qemu_table=q)
             self.results.append(by_qemu)
         self.meta = {"name": "qemus", "qemus": [{"name": q, "release": RELEASES[q], "table": q, "nearest": None}
-                                                for q in ("debian-7.2", "debian-10.0", "vmce-7.2")]}
+                                                for q in ("debian-7.2", "debian-10.0", "vmce-10.0")]}
 
     def test_a_sentence_per_qemu(self):
         page = render(self.meta, self.results, [])
@@ -395,13 +395,13 @@ class Qemus(unittest.TestCase):
             self.assertIn(f"Guest kernel debian-6.1 (6.1.0-57-amd64) under QEMU {q} ({RELEASES[q]}) survives "
                           "1 of 3 error kinds; it panics on: ksm (ksmd reads the page); QEMU dies on: "
                           "anon-dirty AO by QEMU (QEMU killed by signal 6 (SIGABRT)).", s)
-        self.assertIn("Guest kernel debian-6.1 (6.1.0-57-amd64) under QEMU vmce-7.2 (7.2.22 (Debian "
-                      "1:7.2+dfsg-7+deb12u18+b3)) survives 2 of 3 error kinds; it panics on: ksm", s)
+        self.assertIn("Guest kernel debian-6.1 (6.1.0-57-amd64) under QEMU vmce-10.0 (10.0.13 (Debian "
+                      "1:10.0.13+ds-0+deb13u1)) survives 2 of 3 error kinds; it panics on: ksm", s)
         self.assertEqual(len(summary_text(self.results)), 3)
         # the run names every QEMU with its release
         meta = re.search(r'<p class="meta">(.*?)</p>', page).group(1)
         self.assertIn(html.escape(f"QEMU debian-7.2 ({RELEASES['debian-7.2']}), debian-10.0 "
-                                  f"({RELEASES['debian-10.0']}), vmce-7.2 ({RELEASES['vmce-7.2']})"), meta)
+                                  f"({RELEASES['debian-10.0']}), vmce-10.0 ({RELEASES['vmce-10.0']})"), meta)
         # and without the meta (a results file rendered again), from the records
         self.assertIn("debian-10.0 (10.0.2 (Debian", re.search(r'<p class="meta">(.*?)</p>',
                                                                render({}, self.results, [])).group(1))
@@ -409,7 +409,7 @@ class Qemus(unittest.TestCase):
     def test_page_type_by_qemu(self):
         m = qemu_matrix_html(self.results)
         self.assertIn("page \\ QEMU", m)
-        for q in ("debian-7.2", "debian-10.0", "vmce-7.2"):
+        for q in ("debian-7.2", "debian-10.0", "vmce-10.0"):
             self.assertIn(f">QEMU {q}</th>", m)
         row = re.search(r'<th class="row" title="anon-dirty">anon-dirty</th>(.*?)</tr>', m).group(1)
         cells = re.findall(r"<td>(.*?)</td>", row)
@@ -426,7 +426,7 @@ class Qemus(unittest.TestCase):
 
     def test_side_by_side_and_what_differs(self):
         side = variants_section(self.results)
-        self.assertIn("<th>QEMU debian-7.2</th><th>QEMU debian-10.0</th><th>QEMU vmce-7.2</th>", side)
+        self.assertIn("<th>QEMU debian-7.2</th><th>QEMU debian-10.0</th><th>QEMU vmce-10.0</th>", side)
         self.assertIn("on each of the QEMUs", side)
         differs = re.findall(r"<li>(.*?)</li>", side)
         self.assertEqual(len(differs), 1, "only the case QEMU handled itself differs")
@@ -434,7 +434,7 @@ class Qemus(unittest.TestCase):
         self.assertIn("QEMU debian-7.2: <i>QEMU died</i> (no recovery action · no signal · QEMU killed by signal 6 "
                       "(SIGABRT): qemu-system-x86_64: ../../util/qemu-thread-posix.c:87: qemu_mutex_lock_impl: "
                       "Assertion `mutex-&gt;initialized&#x27; failed.)", differs[0])
-        self.assertIn("QEMU vmce-7.2: <i>process killed (AO)</i>", differs[0])
+        self.assertIn("QEMU vmce-10.0: <i>process killed (AO)</i>", differs[0])
         # the evidence says how QEMU ended
         page = render(self.meta, self.results, [])
         self.assertIn("QEMU killed by signal 6 (SIGABRT); its last word: qemu-system-x86_64:", page)

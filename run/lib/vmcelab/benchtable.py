@@ -37,7 +37,7 @@ def machine():
         versions[name] = qemus.version_line(binary) if os.path.exists(binary) else None
     return {"host": platform.node(), "cores": os.cpu_count(), "cpu_model": model,
             "kernel": platform.release(), "qemu": qemus.version_line(qemus.binary()),
-            "qemu_patched": versions["vmce-7.2"], "qemus": versions}
+            "qemu_patched": versions["vmce-10.0"], "qemus": versions}
 
 
 class Table:

@@ -17,8 +17,8 @@ Debian 13 host (qemus.py: debian-10.0 is the host's own
 /usr/bin/qemu-system-x86_64 there): L1 gets the root's /etc/os-release, so
 qemus.py in L1 reads it as Debian 13 and finds debian-10.0 at /usr/bin,
 where the lab links it. debian-7.2, Debian 12's QEMU at that same path, is
-not a Debian 13 host's and is left out. The other QEMUs (vmce-7.2,
-vmce-10.0, debian-11.1, a PATH) go into either L1 as they are.
+not a Debian 13 host's and is left out. The other QEMUs (vmce-10.0,
+vmce-10.2, debian-11.1, a PATH) go into either L1 as they are.
 """
 import os
 import subprocess

@@ -1,15 +1,14 @@
-"""QEMUs by name, like guest kernels: the six vmce knows, or one of your own.
+"""QEMUs by name, like guest kernels: the five vmce knows, or one of your own.
 
   debian-7.2   Debian 12's qemu-system-x86 (installed by run/install-deps)
-  vmce-7.2     Debian 12's QEMU source with qemu-patches/7.2/, built here once
-               per machine (`make qemu`: qemu-patches/build --base 7.2)
   debian-10.0  Debian 12's bookworm-backports qemu-system-x86 (10.0.2),
                downloaded and unpacked with its data files, never installed
                (`make qemus`: qemu-patches/fetch); it runs with Debian 12's
                own libraries. On a Debian 13 host (run/fleet up --suite
                trixie) it is that host's own qemu-system-x86, the same 10.0
   vmce-10.0    Debian 13's QEMU 10.0 source with qemu-patches/10.0/, built
-               here once per machine (`make qemus`: qemu-patches/build --base 10.0)
+               here once per machine (`make qemu`, `make qemus`:
+               qemu-patches/build --base 10.0)
   vmce-10.2    Debian's QEMU 10.2 source (sid's 10.2.2) with qemu-patches/10.2/,
                built here once per machine (`make qemus`: qemu-patches/build
                --base 10.2)
@@ -22,6 +21,9 @@
                version is read, and it is judged by the nearest known QEMU's
                behaviour (a vmce-* one when it has the series' inject-mce), and
                every verdict says so
+
+vmce-7.2 (Debian 12's source with the 7.2 series) was retired in part 20:
+asked for by name, it says where the series is (RETIRED).
 
 What a QEMU does *by itself* with a host memory error differs by version,
 and that is what a campaign or the host lab expects of it when vmced lets
@@ -40,15 +42,15 @@ reset rows by the host lab, in the Debian 13 L1):
 - amd_kvm: on an AMD KVM host kvm_amd strips MCG_SER_P from every guest, so
   an AMD guest recovers only with the SUCCOR CPUID bit and AMD encodings.
   QEMU 7.2 has neither: it injects Intel-style and the guest panics
-  ("panic"). 9.1 has both (2ba8b7ee6358, 4b77512b2782), as has vmce's 7.2
-  series (0004): the guest recovers when its CPU model has `succor=on`
-  ("recover").
+  ("panic"). 9.1 has both (2ba8b7ee6358, 4b77512b2782), as had vmce's
+  retired 7.2 series (0004): the guest recovers when its CPU model has
+  `succor=on` ("recover").
 - reset: at a guest reset QEMU maps a fresh page where it knows of a
   poisoned one (kvm_unpoison_all() -> qemu_ram_remap()). 7.2 maps the same
   file again, so for shared memory the same poisoned page comes back and the
   next boot consumes it ("remap-same"); 10.0 discards the page first
-  (3e05dedb9f3a, ram_block_discard_range()), as vmce's 7.2 0006 does
-  ("discard"). QEMU knows only the pages it handled itself: those vmced
+  (3e05dedb9f3a, ram_block_discard_range()), as the retired 7.2 series'
+  0006 did ("discard"). QEMU knows only the pages it handled itself: those vmced
   forwarded are vmced's to replace (reset-guard).
 - migration: 9.0 refuses to migrate a guest with poisoned memory it knows of
   (06152b89db64, kvm_hwpoisoned_mem()): "refuse"; before, the migration
@@ -66,7 +68,6 @@ DEFAULT = "debian-7.2"
 # what each known QEMU does by itself (module docstring)
 BEHAVIOUR = {
     "debian-7.2": dict(tcg_sigbus="abort", amd_kvm="panic", reset="remap-same", migration="read"),
-    "vmce-7.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="read"),
     "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
     "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
     # read from Debian's 10.2.2 source: sigbus_handler(), the SUCCOR flags,
@@ -137,10 +138,8 @@ def _debian_10_0():
 KNOWN = {k.name: k for k in (
     Known("debian-7.2", (7, 2), False, "run/install-deps (Debian 12's qemu-system-x86)",
           lambda: SYSTEM),
-    Known("vmce-7.2", (7, 2), True, "make qemu",
-          lambda: _cached("vmce-7.2", "build", "qemu-system-x86_64")),
     Known("debian-10.0", (10, 0), False, "make qemus", _debian_10_0),
-    Known("vmce-10.0", (10, 0), True, "make qemus",
+    Known("vmce-10.0", (10, 0), True, "make qemu",
           lambda: _cached("vmce-10.0", "build", "qemu-system-x86_64")),
     Known("vmce-10.2", (10, 2), True, "make qemus",
           lambda: _cached("vmce-10.2", "build", "qemu-system-x86_64")),
@@ -149,6 +148,12 @@ KNOWN = {k.name: k for k in (
           lambda: _cached("debian-11.1", "qemu-system-x86_64")),
 )}
 NAMES = tuple(KNOWN)
+
+# names vmce knew once: what became of them, in one line
+RETIRED = {
+    "vmce-7.2": "QEMU vmce-7.2 was retired in part 20: its series is in git at 0093f79 (git show "
+                "0093f79:qemu-patches/7.2/series; qemu-patches/README.md says why); use vmce-10.0 or vmce-10.2",
+}
 
 
 class Qemu:
@@ -186,7 +191,7 @@ class Qemu:
             return
         what, since, series = FEATURES[feature]
         who = " or ".join(([f"QEMU {since[0]}.{since[1]}"] if since else [])
-                          + (["vmce's series (vmce-7.2, vmce-10.0, vmce-10.2)"] if series else []))
+                          + (["vmce's series (vmce-10.0, vmce-10.2)"] if series else []))
         raise QemuError(f"QEMU {self.label} ({'.'.join(map(str, self.version))}) is too old for {feature}"
                         f"{' (' + why + ')' if why else ''}: {what} needs {who}")
 
@@ -228,6 +233,8 @@ def resolve(value=None):
 
 
 def _unknown(value):
+    if value in RETIRED:
+        return QemuError(RETIRED[value])
     known = f"{', '.join(NAMES)}, or a PATH to a qemu-system-x86_64"
     # a kernel's name is not a QEMU's: debian-7.2 is a QEMU, debian-7.3 a kernel
     if value in axes.KERNELS:

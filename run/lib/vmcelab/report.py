@@ -387,7 +387,7 @@ def variants_of(results):
 
 
 def _variant_label(v):
-    """"vmce-6.1 · QEMU vmce-7.2 @ h1": what varies, in words"""
+    """"vmce-6.1 · QEMU vmce-10.0 @ h1": what varies, in words"""
     kernel, qemu, host = v
     label = " · ".join(x for x in (kernel, f"QEMU {qemu}" if qemu else None) if x)
     return f"{label} @ {host}" if label and host else (label or host or "")
