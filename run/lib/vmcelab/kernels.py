@@ -56,7 +56,7 @@ KNOWN = {k.name: k for k in (
     Known("debian-6.12", os.path.join("kernels", "debian-6.12"), "guest-debian-6.12.cpio.gz",
           "make kernel-6.12", (6, 12)),
     Known("vmce-6.12", os.path.join("kernels", "vmce-6.12"), "guest-vmce-6.12.cpio.gz",
-          "make kernel-src", (6, 12)),
+          "make kernel-src-6.12", (6, 12)),
     Known("debian-7.3", os.path.join("kernels", "debian-7.3"), "guest-debian-7.3.cpio.gz",
           "make kernel-7.3", (7, 3)),
     Known("vmce-7.3", os.path.join("kernels", "vmce-7.3"), "guest-vmce-7.3.cpio.gz",
