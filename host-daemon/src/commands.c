@@ -9,7 +9,7 @@
  *   detach        {vm}
  *   set-policy    {vm, policy?, migration?, hugepage?}
  *                                     forward, ignore-ao, pass, stop or force;
- *                                     refuse or allow-zero
+ *                                     carry or refuse
  *   poison        {vm, gpa|hva, kind?, trigger?, cpu?, lsb?, timeout-ms?}
  *   inject        {vm, gpa, kind?, cpu?}
  *   translate     {vm, gpa|hva}
@@ -267,7 +267,7 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
 {
   VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
   VmcePolicy policy = VMCE_POLICY_FORWARD;
-  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
+  VmceMigrationPolicy migration = VMCE_MIGRATION_CARRY;
   const gchar *migration_str = vmce_json_object_get_string_opt (args, "migration");
   const gchar *hugepage_str = vmce_json_object_get_string_opt (args, "hugepage");
   VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_ONE;
@@ -286,7 +286,7 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
   }
   if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
-                                "'migration' must be refuse or allow-zero, not \"%s\"",
+                                "'migration' must be carry or refuse, not \"%s\"",
                                 migration_str);
     return;
   }

@@ -126,7 +126,7 @@ vmce_config_migration (GKeyFile *kf,
 
   if (!vmce_migration_policy_from_string (g_strstrip (value), migration))
     return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "migration"),
-                             "migration must be refuse or allow-zero, not '%s'", value);
+                             "migration must be carry or refuse, not '%s'", value);
   return TRUE;
 }
 
@@ -220,7 +220,7 @@ vmce_config_load_domain (VmceConfig *self,
                          GError **error)
 {
   VmcePolicy policy = VMCE_POLICY_FORWARD;
-  VmceMigrationPolicy migration = VMCE_MIGRATION_REFUSE;
+  VmceMigrationPolicy migration = VMCE_MIGRATION_CARRY;
   VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_ONE;
 
   if (!vmce_config_check_keys (kf, lines, self->path, group, domain_keys, error))

@@ -419,8 +419,6 @@ vmce_daemon_vm_qemu_event (VmceVm *vm,
     vmce_forward_qemu_event (vm, data);
   else if (g_strcmp0 (name, "MIGRATION") == 0 && data != NULL)
     vmce_migration_guard_on_event (vm, data);
-  else if (g_strcmp0 (name, "RESUME") == 0)
-    vmce_migration_guard_on_resume (vm);
   else if (g_strcmp0 (name, "RESET") == 0)
     vmce_reset_guard_on_reset (vm, data, time_us);
 }
@@ -432,6 +430,7 @@ vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_d
 
   /* after it has its seq: the loss's record names it */
   vmce_hugepage_loss_on_event (vm, ev);
+  vmce_migration_guard_on_error (vm, ev);
   return json;
 }
 
@@ -479,6 +478,7 @@ vmce_daemon_vm_gone (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer u
 {
   if (was_ready)
     vmce_daemon_keep_poisoned (user_data, vm, exited);
+  vmce_migration_guard_on_detach (vm);
   vmce_daemon_remove_vm (user_data, vm);
 }
 

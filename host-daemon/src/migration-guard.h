@@ -1,6 +1,7 @@
 /*
- * A migration of a VM with poisoned memory: neither a dead QEMU nor bad
- * data carried silently to the destination.
+ * A migration of a VM with poisoned memory: neither a dead QEMU, nor a
+ * page that reaches the destination as data, nor one the guest can read
+ * as zeros.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -14,41 +15,48 @@
 
 typedef enum {
   VMCE_MIGRATION_ACT_NONE,
-  VMCE_MIGRATION_ACT_REFUSE,    /* it starts with poisoned pages: cancel it */
-  VMCE_MIGRATION_ACT_ALLOW,     /* ... and goes on (allow-zero) */
-  VMCE_MIGRATION_ACT_HAND_OVER, /* it completed: the destination gets the zeroed pages marked */
-  VMCE_MIGRATION_ACT_TAKE_BACK, /* it failed or was cancelled: the zeroed pages go away again */
-  VMCE_MIGRATION_ACT_LOADED,    /* a destination has loaded its state */
+  VMCE_MIGRATION_ACT_REFUSE,        /* it starts with poisoned pages, policy refuse: cancel it */
+  VMCE_MIGRATION_ACT_NO_DESTINATION, /* ... policy carry, and nobody to carry them to: cancel it */
+  VMCE_MIGRATION_ACT_HAND_OVER,     /* ... a destination vmced watches: the pages go to it */
+  VMCE_MIGRATION_ACT_HANDED_OVER,   /* it completed: the destination holds the pages */
+  VMCE_MIGRATION_ACT_ENDED,         /* it failed or was cancelled: the source runs on as it was */
+  VMCE_MIGRATION_ACT_INCOMING,      /* a destination's own status */
 } VmceMigrationAction;
 
 /* What a MIGRATION event from @was to @status means, from the facts alone:
  * whether this QEMU is a loading destination, the policy, its poisoned
- * host pages, and those the migration thread was given zeroed */
+ * host pages, whether a destination this vmced watches is there, and
+ * whether a hand-over is under way */
 VmceMigrationAction vmce_migration_decide (const gchar *was,
                                            const gchar *status,
                                            gboolean incoming,
                                            VmceMigrationPolicy policy,
                                            guint n_poisoned,
-                                           guint n_zeroed);
-/* Whether a thread's read of a page is the migration's to be given a
- * zeroed page: while one runs on this (source) QEMU, not a vCPU, a page
- * poisoned on the host */
-gboolean vmce_migration_takes_read (const gchar *status,
+                                           gboolean has_destination,
+                                           gboolean handing_over);
+/* Whether a thread's read of a page is the migration's, to be lent the
+ * page (migration-lend.c): while this (source) QEMU hands its pages over
+ * (or a refused migration still runs), not a vCPU, a page poisoned on the
+ * host */
+gboolean vmce_migration_takes_read (gboolean carrying,
                                     gboolean incoming,
                                     gboolean vcpu,
                                     gboolean poisoned);
 
-/* QEMU's MIGRATION event */
 /* What the operator chose for @vm's migrations (config, vmcectl set) */
 VmceMigrationPolicy vmce_migration_guard_get_policy (VmceVm *vm);
 void vmce_migration_guard_set_policy (VmceVm *vm, VmceMigrationPolicy policy);
+/* QEMU's MIGRATION event */
 void vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data);
-/* QEMU's RESUME event: a destination that runs now is told of its pages */
-void vmce_migration_guard_on_resume (VmceVm *vm);
+/* A memory error vmced handled on @vm: during a hand-over, its page goes
+ * to the destination too */
+void vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev);
+/* @vm's session ends (QEMU exited, vmced detaches) */
+void vmce_migration_guard_on_detach (VmceVm *vm);
 
-/* A memory-error stop of a thread that is not a vCPU: while a migration
- * runs, its thread reading a poisoned page. Takes the stop and returns
- * TRUE if so: the thread is given a zeroed page to read. */
+/* A memory-error stop of a thread that is not a vCPU: while a hand-over
+ * runs, the migration reading a poisoned page. Takes the stop and returns
+ * TRUE if so. */
 gboolean vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop);
 
 /* What migrating this VM would do now, for vmcectl vm */

@@ -165,6 +165,22 @@ vmce_poison_set_add_lost (GHashTable *set, guint64 gpa, guint64 hva, gboolean si
   return p;
 }
 
+VmcePoisonedPage *
+vmce_poison_set_add_migrated (GHashTable *set, const VmcePoisonedPage *source, guint64 hva)
+{
+  VmcePoisonedPage *p = vmce_poison_set_add_unreported (set, source->gpa, hva, source->simulated);
+
+  if (p == NULL)
+    return NULL;
+  p->kind = source->kind;
+  p->time_us = source->time_us;
+  p->result = source->result;
+  p->count = source->count;
+  p->lost_with = source->lost_with;
+  p->migrated = TRUE;
+  return p;
+}
+
 guint
 vmce_poison_set_add_loss_record (GHashTable *set, JsonObject *record)
 {
@@ -298,8 +314,12 @@ vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
     json_builder_set_member_name (b, "lost_with");
     json_builder_add_int_value (b, (gint64) p->lost_with);
   }
-  if (p->zeroed_for_migration) {
-    json_builder_set_member_name (b, "zeroed_for_migration");
+  if (p->lent > 0) {
+    json_builder_set_member_name (b, "lent_to_migration");
+    json_builder_add_int_value (b, p->lent);
+  }
+  if (p->migrated) {
+    json_builder_set_member_name (b, "migrated");
     json_builder_add_boolean_value (b, TRUE);
   }
   json_builder_end_object (b);

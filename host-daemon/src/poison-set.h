@@ -28,8 +28,11 @@ typedef struct {
   guint refaults;   /* AR again after its machine check was in */
   guint64 last_seq; /* the journal record of its last error */
   gboolean restored; /* rebuilt from the journal after a vmced restart */
-  /* given a zeroed page for a migration to read (migration = allow-zero) */
-  gboolean zeroed_for_migration;
+  /* lent to a migration's thread as a zeroed page, poisoned again since
+   * (migration-lend.c): how many times in this migration */
+  guint lent;
+  /* brought by a migration from its source QEMU (migration-incoming.c) */
+  gboolean migrated;
   /* found in QEMU's page table, with no journal record (poison-scan.c) */
   gboolean found_in_qemu;
   /* lost with a huge page on the host: the seq of the error that showed
@@ -62,6 +65,12 @@ VmcePoisonedPage *vmce_poison_set_add_lost (GHashTable *set,
                                             guint64 hva,
                                             gboolean simulated,
                                             guint64 lost_with);
+/* A page a migration brought, poisoned on its source: told or not
+ * (@lost_with != 0 and @count 0: a lost huge page's page never reported),
+ * as it was there. Returns NULL if the set knows the page already. */
+VmcePoisonedPage *vmce_poison_set_add_migrated (GHashTable *set,
+                                                const VmcePoisonedPage *source,
+                                                guint64 hva);
 /* The pages of a huge-page-loss journal record (hugepage-loss.c), as
  * add_lost() put them in when the loss happened: what a restarted vmced
  * rebuilds. Returns how many it added; a record without per-range HVAs

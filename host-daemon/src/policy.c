@@ -63,8 +63,8 @@ vmce_policy_choices (void)
 }
 
 static const gchar *const vmce_migration_policy_names[] = {
+  [VMCE_MIGRATION_CARRY] = "carry",
   [VMCE_MIGRATION_REFUSE] = "refuse",
-  [VMCE_MIGRATION_ALLOW_ZERO] = "allow-zero",
 };
 
 const gchar *
@@ -79,6 +79,10 @@ vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy
 {
   gint i = vmce_name_index (vmce_migration_policy_names, G_N_ELEMENTS (vmce_migration_policy_names), str);
 
+  /* part 21's carry does what allow-zero promised, safely: a vmced.conf
+   * written before keeps working */
+  if (g_strcmp0 (str, "allow-zero") == 0)
+    i = VMCE_MIGRATION_CARRY;
   if (i < 0)
     return FALSE;
   *policy = (VmceMigrationPolicy) i;

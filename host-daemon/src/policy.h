@@ -27,8 +27,8 @@ const gchar *vmce_policy_choices (void);
 
 /* What vmced does when a VM with poisoned memory is migrated */
 typedef enum {
-  VMCE_MIGRATION_REFUSE,     /* cancel it, say why */
-  VMCE_MIGRATION_ALLOW_ZERO, /* let it go: zeroed pages, marked poisoned on arrival */
+  VMCE_MIGRATION_CARRY,  /* the pages go with it, poisoned on a destination vmced watches */
+  VMCE_MIGRATION_REFUSE, /* cancel it, say why */
 } VmceMigrationPolicy;
 
 const gchar *vmce_migration_policy_to_string (VmceMigrationPolicy policy);

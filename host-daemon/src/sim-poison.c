@@ -470,7 +470,7 @@ vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id)
      * into it (signals below SIGRTMIN do not queue): ask for the next */
     if (!g_queue_is_empty (queue) && syscall (SYS_tgkill, vmce_vm_get_pid (vm), tid, SIGBUS) < 0)
       g_warning ("vm %s: tgkill %d: %s", vmce_vm_get_name (vm), tid, g_strerror (errno));
-  } else if (info->si_signo == SIGSEGV &&
+  } else if ((info->si_signo == SIGSEGV || (info->si_signo == SIGBUS && info->si_code == BUS_ADRERR)) &&
              vmce_sim_is_protected (vm, (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK)) {
     guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
 

@@ -599,7 +599,7 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
   g_autofree gchar *hugepage = NULL;
   GOptionEntry entries[] = {
     { "migration", 0, 0, G_OPTION_ARG_STRING, &migration,
-      "A migration of the VM while it has poisoned memory: refuse or allow-zero", "POLICY" },
+      "A migration of the VM while it has poisoned memory: carry or refuse", "POLICY" },
     { "hugepage", 0, 0, G_OPTION_ARG_STRING, &hugepage,
       "A huge page of its RAM lost on the host: tell the guest the page hit (one) or every "
       "page of it (all)", "POLICY" },
@@ -612,7 +612,7 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
     return EXIT_FAILURE;
   if (argc != 3 && !(argc == 2 && (migration != NULL || hugepage != NULL))) {
     g_printerr ("vmcectl: error: usage: vmcectl policy VM [forward|ignore-ao|pass|stop|force] "
-                "[--migration refuse|allow-zero] [--hugepage one|all]\n");
+                "[--migration carry|refuse] [--hugepage one|all]\n");
     return EXIT_FAILURE;
   }
   json_object_set_string_member (args, "vm", argv[1]);
@@ -910,7 +910,7 @@ static const struct {
     "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
   { "policy", vmcectl_cmd_policy,
-    "VM [forward|ignore-ao|pass|stop|force] [--migration refuse|allow-zero] [--hugepage one|all]: what to "
+    "VM [forward|ignore-ao|pass|stop|force] [--migration carry|refuse] [--hugepage one|all]: what to "
     "do with its errors, with a migration while it has poisoned memory, and with a lost huge page" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "

@@ -198,7 +198,7 @@ vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
     { "policy", 0, 0, G_OPTION_ARG_STRING, &a->policy_str,
       "What to do with its memory errors: forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "migration", 0, 0, G_OPTION_ARG_STRING, &a->migration_str,
-      "A migration of a VM with poisoned memory: refuse (default) or allow-zero", "POLICY" },
+      "A migration of a VM with poisoned memory: carry (default) or refuse", "POLICY" },
     { "hugepage", 0, 0, G_OPTION_ARG_STRING, &a->hugepage_str,
       "A huge page of guest RAM lost on the host: tell the guest the page hit (one, default) "
       "or every page of it (all)", "POLICY" },
@@ -273,7 +273,7 @@ vmced_check_args (VmcedArgs *a, GError **error)
     why = "--domain and --all-domains need --connect URI";
   else if (a->migration_str != NULL &&
            !vmce_migration_policy_from_string (a->migration_str, &a->migration))
-    why = "--migration must be refuse or allow-zero";
+    why = "--migration must be carry or refuse";
   else if (a->hugepage_str != NULL && !vmce_hugepage_policy_from_string (a->hugepage_str, &a->hugepage))
     why = "--hugepage must be one or all";
   if (why != NULL) {
@@ -448,7 +448,7 @@ int
 main (int argc, char **argv)
 {
   g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT,
-                             .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_REFUSE,
+                             .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_CARRY,
                              .hugepage = VMCE_HUGEPAGE_ONE };
   g_autoptr(GError) error = NULL;
   sigset_t mask;

@@ -15,11 +15,11 @@ LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
              "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
-                 "poison-scan poison-index page-replace rom-blobs control ctl-connect agent-client"),
+                 "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client"),
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
-    ("simulator", "sim-poison"),
-    ("forwarder and guards", "forward reset-guard migration-guard hugepage-loss"),
+    ("simulator", "sim-poison vcpu-hold"),
+    ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss"),
     ("daemon", "daemon"),
     ("commands", "commands libvirt-watch"),
     ("programs", "vmced vmcectl"),

@@ -31,7 +31,7 @@ test_config_good (void)
                                          "inject-gap-ms = 5\n"
                                          "realtime-priority = 1\n"
                                          "policy = ignore-ao\n"
-                                         "migration = allow-zero\n"
+                                         "migration = refuse\n"
                                          "hugepage = all\n"
                                          "\n"
                                          "[libvirt]\n"
@@ -40,7 +40,7 @@ test_config_good (void)
                                          "\n"
                                          "[domain web2]\n"
                                          "policy = stop\n"
-                                         "migration = refuse\n"
+                                         "migration = carry\n"
                                          "hugepage = one\n");
   g_autoptr(GError) error = NULL;
   g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
@@ -57,10 +57,10 @@ test_config_good (void)
   g_assert_cmpint (vmce_config_policy_for (config, "web1", VMCE_POLICY_FORWARD), ==,
                    VMCE_POLICY_IGNORE_AO);
   g_assert_cmpint (vmce_config_policy_for (NULL, "web1", VMCE_POLICY_PASS), ==, VMCE_POLICY_PASS);
-  g_assert_cmpint (vmce_config_migration_for (config, "web1", VMCE_MIGRATION_REFUSE), ==,
-                   VMCE_MIGRATION_ALLOW_ZERO);
-  g_assert_cmpint (vmce_config_migration_for (config, "web2", VMCE_MIGRATION_ALLOW_ZERO), ==,
+  g_assert_cmpint (vmce_config_migration_for (config, "web1", VMCE_MIGRATION_CARRY), ==,
                    VMCE_MIGRATION_REFUSE);
+  g_assert_cmpint (vmce_config_migration_for (config, "web2", VMCE_MIGRATION_REFUSE), ==,
+                   VMCE_MIGRATION_CARRY);
   g_assert_cmpint (vmce_config_hugepage_for (config, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ALL);
   g_assert_cmpint (vmce_config_hugepage_for (config, "web2", VMCE_HUGEPAGE_ALL), ==, VMCE_HUGEPAGE_ONE);
   g_assert_cmpint (vmce_config_hugepage_for (NULL, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ONE);
@@ -95,7 +95,7 @@ test_config_errors (void)
   expect_error ("[libvirt]\nall-domains = true\n", "1: [libvirt] needs uri");
   expect_error ("[vmced]\npolicy = forward\n[domain web]\npolicy = maybe\n", "4: policy must be");
   expect_error ("[vmced]\nthis line is not a key\n", "2: ");
-  expect_error ("[vmced]\nmigration = zero\n", "2: migration must be refuse or allow-zero");
+  expect_error ("[vmced]\nmigration = zero\n", "2: migration must be carry or refuse");
   expect_error ("[domain web]\n\nmigration = yes\n", "3: migration must be");
   expect_error ("[vmced]\nhugepage = every\n", "2: hugepage must be one or all, not 'every'");
   expect_error ("[domain web]\n\n\nhugepage = 2M\n", "4: hugepage must be one or all");

@@ -8,39 +8,48 @@
 #include "migration-guard.h"
 
 #define REFUSE VMCE_MIGRATION_REFUSE
-#define ZERO VMCE_MIGRATION_ALLOW_ZERO
+#define CARRY VMCE_MIGRATION_CARRY
 
 typedef struct {
   const gchar *was, *status;
   gboolean incoming;
   VmceMigrationPolicy policy;
-  guint poisoned, zeroed;
+  guint poisoned;
+  gboolean destination, handing_over;
   VmceMigrationAction want;
 } Row;
 
 static const Row rows[] = {
-  /* it starts */
-  { NULL, "setup", FALSE, REFUSE, 1, 0, VMCE_MIGRATION_ACT_REFUSE },
-  { "completed", "setup", FALSE, REFUSE, 2, 0, VMCE_MIGRATION_ACT_REFUSE },
-  { "none", "active", FALSE, REFUSE, 1, 0, VMCE_MIGRATION_ACT_REFUSE },
-  { NULL, "setup", FALSE, ZERO, 1, 0, VMCE_MIGRATION_ACT_ALLOW },
-  { NULL, "setup", FALSE, REFUSE, 0, 0, VMCE_MIGRATION_ACT_NONE },
+  /* it starts: refuse */
+  { NULL, "setup", FALSE, REFUSE, 1, FALSE, FALSE, VMCE_MIGRATION_ACT_REFUSE },
+  { "completed", "setup", FALSE, REFUSE, 2, TRUE, FALSE, VMCE_MIGRATION_ACT_REFUSE },
+  { "none", "active", FALSE, REFUSE, 1, FALSE, FALSE, VMCE_MIGRATION_ACT_REFUSE },
+  /* ... carry: to a destination vmced watches, or not at all */
+  { NULL, "setup", FALSE, CARRY, 1, TRUE, FALSE, VMCE_MIGRATION_ACT_HAND_OVER },
+  { NULL, "setup", FALSE, CARRY, 3, FALSE, FALSE, VMCE_MIGRATION_ACT_NO_DESTINATION },
+  /* nothing poisoned yet: a destination still waits for an error that may come */
+  { NULL, "setup", FALSE, CARRY, 0, TRUE, FALSE, VMCE_MIGRATION_ACT_HAND_OVER },
+  { NULL, "setup", FALSE, CARRY, 0, FALSE, FALSE, VMCE_MIGRATION_ACT_NONE },
+  { NULL, "setup", FALSE, REFUSE, 0, TRUE, FALSE, VMCE_MIGRATION_ACT_HAND_OVER },
+  { NULL, "setup", FALSE, REFUSE, 0, FALSE, FALSE, VMCE_MIGRATION_ACT_NONE },
   /* it goes on */
-  { "setup", "active", FALSE, REFUSE, 1, 0, VMCE_MIGRATION_ACT_NONE },
-  { "active", "device", FALSE, ZERO, 1, 1, VMCE_MIGRATION_ACT_NONE },
-  { "active", "cancelling", FALSE, REFUSE, 1, 1, VMCE_MIGRATION_ACT_NONE },
+  { "setup", "active", FALSE, CARRY, 1, TRUE, TRUE, VMCE_MIGRATION_ACT_NONE },
+  { "active", "device", FALSE, CARRY, 1, FALSE, TRUE, VMCE_MIGRATION_ACT_NONE },
+  { "active", "cancelling", FALSE, REFUSE, 1, FALSE, FALSE, VMCE_MIGRATION_ACT_NONE },
   /* it ends */
-  { "active", "completed", FALSE, ZERO, 1, 1, VMCE_MIGRATION_ACT_HAND_OVER },
-  { "device", "completed", FALSE, ZERO, 1, 0, VMCE_MIGRATION_ACT_NONE },
-  { "cancelling", "cancelled", FALSE, REFUSE, 1, 1, VMCE_MIGRATION_ACT_TAKE_BACK },
-  { "active", "failed", FALSE, ZERO, 3, 2, VMCE_MIGRATION_ACT_TAKE_BACK },
-  { "cancelling", "cancelled", FALSE, REFUSE, 1, 0, VMCE_MIGRATION_ACT_NONE },
+  { "device", "completed", FALSE, CARRY, 1, FALSE, TRUE, VMCE_MIGRATION_ACT_HANDED_OVER },
+  { "device", "completed", FALSE, CARRY, 0, FALSE, TRUE, VMCE_MIGRATION_ACT_HANDED_OVER },
+  { "active", "failed", FALSE, CARRY, 3, FALSE, TRUE, VMCE_MIGRATION_ACT_ENDED },
+  { "cancelling", "cancelled", FALSE, CARRY, 1, FALSE, TRUE, VMCE_MIGRATION_ACT_ENDED },
+  /* ... a refused one, or one with nothing to hand over */
+  { "cancelling", "cancelled", FALSE, REFUSE, 1, FALSE, FALSE, VMCE_MIGRATION_ACT_NONE },
+  { "active", "completed", FALSE, CARRY, 0, FALSE, FALSE, VMCE_MIGRATION_ACT_NONE },
   /* a second end event changes nothing */
-  { "completed", "completed", FALSE, ZERO, 1, 1, VMCE_MIGRATION_ACT_NONE },
-  /* a destination's own events */
-  { NULL, "setup", TRUE, REFUSE, 1, 0, VMCE_MIGRATION_ACT_NONE },
-  { "active", "completed", TRUE, ZERO, 0, 0, VMCE_MIGRATION_ACT_LOADED },
-  { "active", "failed", TRUE, ZERO, 0, 0, VMCE_MIGRATION_ACT_NONE },
+  { "completed", "completed", FALSE, CARRY, 1, FALSE, TRUE, VMCE_MIGRATION_ACT_NONE },
+  /* a destination's own events are its own */
+  { NULL, "setup", TRUE, REFUSE, 1, FALSE, FALSE, VMCE_MIGRATION_ACT_INCOMING },
+  { "active", "completed", TRUE, CARRY, 0, FALSE, FALSE, VMCE_MIGRATION_ACT_INCOMING },
+  { "active", "failed", TRUE, CARRY, 0, FALSE, FALSE, VMCE_MIGRATION_ACT_INCOMING },
 };
 
 static void
@@ -49,7 +58,7 @@ test_migration_decide (void)
   for (guint i = 0; i < G_N_ELEMENTS (rows); i++) {
     const Row *r = &rows[i];
     VmceMigrationAction got = vmce_migration_decide (r->was, r->status, r->incoming, r->policy,
-                                                     r->poisoned, r->zeroed);
+                                                     r->poisoned, r->destination, r->handing_over);
     if (got != r->want)
       g_error ("row %u (%s -> %s): got %d, want %d", i, r->was, r->status, got, r->want);
   }
@@ -58,14 +67,12 @@ test_migration_decide (void)
 static void
 test_migration_takes_read (void)
 {
-  /* status, incoming, vcpu, poisoned -> the migration's */
-  g_assert_true (vmce_migration_takes_read ("active", FALSE, FALSE, TRUE));
-  g_assert_true (vmce_migration_takes_read ("setup", FALSE, FALSE, TRUE));
-  g_assert_false (vmce_migration_takes_read ("active", FALSE, TRUE, TRUE));   /* the guest's own */
-  g_assert_false (vmce_migration_takes_read ("active", FALSE, FALSE, FALSE)); /* a fresh error */
-  g_assert_false (vmce_migration_takes_read ("active", TRUE, FALSE, TRUE));   /* a destination */
-  g_assert_false (vmce_migration_takes_read ("completed", FALSE, FALSE, TRUE));
-  g_assert_false (vmce_migration_takes_read (NULL, FALSE, FALSE, TRUE));
+  /* handing over, incoming, vcpu, poisoned -> the migration's */
+  g_assert_true (vmce_migration_takes_read (TRUE, FALSE, FALSE, TRUE));
+  g_assert_false (vmce_migration_takes_read (TRUE, FALSE, TRUE, TRUE));   /* the guest's own */
+  g_assert_false (vmce_migration_takes_read (TRUE, FALSE, FALSE, FALSE)); /* a fresh error */
+  g_assert_false (vmce_migration_takes_read (TRUE, TRUE, FALSE, TRUE));   /* a destination */
+  g_assert_false (vmce_migration_takes_read (FALSE, FALSE, FALSE, TRUE)); /* no migration, or refused */
 }
 
 int

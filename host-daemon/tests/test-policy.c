@@ -42,12 +42,18 @@ test_migration_policy (void)
 {
   VmceMigrationPolicy m = VMCE_MIGRATION_REFUSE;
 
+  g_assert_true (vmce_migration_policy_from_string ("carry", &m));
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_CARRY);
+  g_assert_true (vmce_migration_policy_from_string ("refuse", &m));
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_REFUSE);
+  /* the name before part 21, in vmced.conf files written then */
   g_assert_true (vmce_migration_policy_from_string ("allow-zero", &m));
-  g_assert_cmpint (m, ==, VMCE_MIGRATION_ALLOW_ZERO);
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_CARRY);
   g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_REFUSE), ==, "refuse");
+  g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_CARRY), ==, "carry");
   g_assert_false (vmce_migration_policy_from_string ("allow", &m));
-  g_assert_cmpint (m, ==, VMCE_MIGRATION_ALLOW_ZERO);
-  g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_ALLOW_ZERO + 1), ==, "unknown");
+  g_assert_cmpint (m, ==, VMCE_MIGRATION_CARRY);
+  g_assert_cmpstr (vmce_migration_policy_to_string (VMCE_MIGRATION_REFUSE + 1), ==, "unknown");
 }
 
 static void

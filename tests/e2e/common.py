@@ -1,5 +1,6 @@
 """Shared pieces of the end-to-end tests: a real QEMU, the real guest
 kernel, a real vmced with real ptrace. Nothing here is a fake."""
+import ctypes
 import os
 import re
 import subprocess
@@ -18,7 +19,7 @@ from tap import Tap  # noqa: E402
 __all__ = ["Tap", "Vm", "Vmced", "paths", "prerequisites", "wait_for", "workdir",
            "PRIVATE_LIBVIRTD", "private_libvirtd", "Virsh",
            "start_victim", "victim_status", "wait_sigbus", "wait_kmsg", "thread_states",
-           "gpa2hva"]
+           "gpa2hva", "qemu_reads"]
 
 
 def prerequisites(tap):
@@ -118,3 +119,22 @@ def gpa2hva(vm, gpa):
         text = q.hmp(f"gpa2hva {gpa:#x}")
     m = re.search(r"is (0x[0-9a-f]+)", text)
     return int(m.group(1), 16) if m else None
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def qemu_reads(hva, pid):
+    """Whether QEMU @pid can read its page at @hva: process_vm_readv, which
+    honours the page's protection and fails on a poisoned page (unlike
+    /proc/PID/mem, which a debugger uses to read through PROT_NONE)"""
+    if hva is None:
+        return False
+    buf = ctypes.create_string_buffer(8)
+    local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+    remote = _Iovec(hva & ~0xfff, 8)
+    return _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == 8

@@ -1,0 +1,263 @@
+/*
+ * A poisoned page lent to a migration's thread (see migration-lend.h).
+ *
+ * QEMU's migration thread (or a multifd thread) reads every page of guest
+ * RAM, and a poisoned one kills QEMU: the thread blocks SIGBUS, so the
+ * kernel delivers it at its default action. Debian's QEMUs cannot be told
+ * to skip a page, so vmced gives the thread what the destination is to get
+ * (a zeroed page, which QEMU sends as a zero page: the destination holds
+ * it poisoned, migration-incoming.c) and keeps the guest from seeing it:
+ *  1. every vCPU is held (vcpu-hold.c);
+ *  2. the page is replaced by a zeroed one (page-replace.c) and the thread
+ *     goes on;
+ *  3. a moment later the page is poisoned again (poison-mark.c, or
+ *     PROT_NONE under TCG without it) and the vCPUs go on.
+ * A vCPU therefore never reads the zeros. If the thread had not finished
+ * with the page in that moment, it faults on it again and is lent it
+ * again for twice as long; after VMCE_LEND_TRIES the migration is
+ * cancelled rather than the guest held on. One page at a time: a thread
+ * that stops meanwhile waits its turn, still stopped.
+ *
+ * Copyright (C) 2026 The vmce authors
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define G_LOG_DOMAIN "vmce-migration"
+
+#include <sys/mman.h>
+
+#include "json-util.h"
+#include "migration-lend.h"
+#include "page-replace.h"
+#include "page.h"
+#include "poison-mark.h"
+#include "remote-syscall.h"
+#include "sim-poison.h"
+#include "vcpu-hold.h"
+
+#define VMCE_LEND_FIRST_MS 2
+#define VMCE_LEND_TRIES 8
+
+typedef struct {
+  pid_t tid;
+  guint64 hva;
+  guint64 gpa;
+} VmceLendStop;
+
+typedef struct {
+  GQueue waiting;      /* of VmceLendStop */
+  VmceLendStop *current;
+  VmceVcpuHold *hold;
+  guint timer;
+  guint n_lent;        /* pages, in this migration */
+  gint64 held_us;      /* the vCPUs held for lending, summed */
+  gboolean gave_up;
+} VmceLender;
+
+GQuark vmce_migration_lend_quark (void);
+G_DEFINE_QUARK (vmce-migration-lend, vmce_migration_lend)
+
+static void
+vmce_lender_free (VmceLender *l)
+{
+  g_queue_clear_full (&l->waiting, g_free);
+  g_clear_pointer (&l->current, g_free);
+  g_clear_handle_id (&l->timer, g_source_remove);
+  g_clear_pointer (&l->hold, vmce_vcpu_hold_release);
+  g_free (l);
+}
+
+static VmceLender *
+vmce_lender_new (void)
+{
+  VmceLender *l = g_new0 (VmceLender, 1);
+
+  g_queue_init (&l->waiting);
+  return l;
+}
+
+static VmceLender *
+vmce_lender (VmceVm *vm)
+{
+  return vmce_vm_ensure_layer_data (vm, vmce_migration_lend_quark (), (VmceLayerNewFunc) vmce_lender_new,
+                                    (GDestroyNotify) vmce_lender_free);
+}
+
+static void vmce_lend_next (VmceVm *vm);
+
+static void
+vmce_lend_journal (VmceVm *vm, VmcePoisonedPage *p, guint delay_ms, const gchar *how)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *detail = g_strdup_printf ("the migration read it as a zeroed page with the vCPUs held, "
+                                              "poisoned again after %u ms (%s)",
+                                              delay_ms, how);
+
+  json_builder_begin_object (b);
+  vmce_vm_begin_record (vm, b, "page-replaced");
+  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  json_builder_set_member_name (b, "still_poisoned");
+  json_builder_add_boolean_value (b, TRUE);
+  json_builder_set_member_name (b, "lent_to_migration");
+  json_builder_add_boolean_value (b, TRUE);
+  json_builder_set_member_name (b, "detail");
+  json_builder_add_string_value (b, detail);
+  json_builder_set_member_name (b, "how");
+  json_builder_add_string_value (b, how);
+  json_builder_end_object (b);
+  record = json_builder_get_root (b);
+  vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
+}
+
+/* The page poisoned again, in a held vCPU's thread */
+static gboolean
+vmce_lend_poison_again (VmceVm *vm, pid_t tid, guint64 hva, guint64 gpa, const gchar **how, GError **error)
+{
+  if (vmce_poison_mark_unsupported () == NULL) {
+    if (!vmce_poison_mark (vmce_vm_get_pid (vm), tid, hva, error))
+      return FALSE;
+    *how = "UFFDIO_POISON";
+  } else {
+    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, hva & VMCE_PAGE_MASK, VMCE_PAGE_SIZE, PROT_NONE, error))
+      return FALSE;
+    *how = "PROT_NONE";
+  }
+  vmce_sim_adopt_page (vm, hva, gpa);
+  return TRUE;
+}
+
+static void
+vmce_lend_cancel_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VmceVm) vm = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+
+  if (ret == NULL)
+    g_warning ("vm %s: cannot cancel the migration: %s", vmce_vm_get_name (vm), error->message);
+}
+
+static gboolean
+vmce_lend_timeout_cb (gpointer user_data)
+{
+  VmceVm *vm = user_data;
+  VmceLender *l = vmce_lender (vm);
+  VmceLendStop *s = l->current;
+  VmcePoisonedPage *p = vmce_vm_find_poisoned (vm, s->gpa);
+  g_autoptr(GError) error = NULL;
+  const gchar *how = NULL;
+
+  l->timer = 0;
+  if (!vmce_lend_poison_again (vm, vmce_vcpu_hold_get_tid (l->hold), s->hva, s->gpa, &how, &error)) {
+    /* the guest would read zeros where it had a machine check: the
+     * migration goes, not the promise */
+    g_warning ("vm %s: the page at GPA 0x%" G_GINT64_MODIFIER "x cannot be poisoned again after the "
+               "migration read it (%s): the migration is cancelled",
+               vmce_vm_get_name (vm), s->gpa, error->message);
+    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_lend_cancel_cb,
+                                   vmce_vm_ref (vm));
+  } else if (p != NULL && p->lent == 1) {
+    vmce_lend_journal (vm, p, VMCE_LEND_FIRST_MS, how);
+  }
+  l->held_us += vmce_vcpu_hold_get_age_us (l->hold);
+  g_clear_pointer (&l->hold, vmce_vcpu_hold_release);
+  g_clear_pointer (&l->current, g_free);
+  vmce_lend_next (vm);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+vmce_lend_held_cb (VmceVm *vm, VmceVcpuHold *hold, gpointer user_data)
+{
+  VmceLender *l = vmce_lender (vm);
+  VmceLendStop *s = l->current;
+  VmcePoisonedPage *p = vmce_vm_find_poisoned (vm, s->gpa);
+  g_autoptr(VmceVmaTable) vmas = NULL;
+  g_autoptr(GError) error = NULL;
+  VmcePageReplace r = { 0 };
+  guint delay_ms;
+
+  if (l->hold != hold)
+    return; /* ready inside vmce_vcpu_hold_new(): vmce_lend_next() goes on */
+  vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
+  if (p == NULL || vmas == NULL ||
+      !vmce_page_replace (vmce_vm_get_pid (vm), s->tid, vmas, s->hva, &r, &error)) {
+    g_warning ("vm %s: the migration read the poisoned page at GPA 0x%" G_GINT64_MODIFIER
+               "x, which cannot be lent to it: %s",
+               vmce_vm_get_name (vm), s->gpa, error != NULL ? error->message : "the page is not known");
+    vmce_page_replace_clear (&r);
+    /* as without vmced: QEMU takes its signal */
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), s->tid, SIGBUS);
+    g_clear_pointer (&l->hold, vmce_vcpu_hold_release);
+    g_clear_pointer (&l->current, g_free);
+    vmce_lend_next (vm);
+    return;
+  }
+  vmce_page_replace_clear (&r);
+  vmce_sim_forget_page (vm, s->hva, "the page was lent to the migration");
+  if (p->lent++ == 0)
+    l->n_lent++;
+  /* again and again: it had not finished with the page */
+  delay_ms = VMCE_LEND_FIRST_MS << MIN (p->lent - 1, 16u);
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), s->tid, 0);
+  l->timer = g_timeout_add (delay_ms, vmce_lend_timeout_cb, vm);
+}
+
+static void
+vmce_lend_next (VmceVm *vm)
+{
+  VmceLender *l = vmce_lender (vm);
+
+  if (l->current != NULL || g_queue_is_empty (&l->waiting))
+    return;
+  l->current = g_queue_pop_head (&l->waiting);
+  l->hold = vmce_vcpu_hold_new (vm, vmce_lend_held_cb, NULL);
+  if (vmce_vcpu_hold_is_ready (l->hold))
+    vmce_lend_held_cb (vm, l->hold, NULL);
+}
+
+void
+vmce_migration_lend (VmceVm *vm, const VmceStop *stop, VmcePoisonedPage *p)
+{
+  VmceLender *l = vmce_lender (vm);
+  VmceLendStop *s = g_new0 (VmceLendStop, 1);
+
+  s->tid = stop->tid;
+  s->hva = (guint64) (guintptr) stop->info.si_addr;
+  s->gpa = p->gpa;
+  if (p->lent >= VMCE_LEND_TRIES && !l->gave_up) {
+    l->gave_up = TRUE;
+    g_warning ("vm %s: the migration read the page at GPA 0x%" G_GINT64_MODIFIER "x %u times without "
+               "getting past it: the migration is cancelled",
+               vmce_vm_get_name (vm), p->gpa, p->lent);
+    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_lend_cancel_cb,
+                                   vmce_vm_ref (vm));
+  }
+  g_queue_push_tail (&l->waiting, s);
+  vmce_lend_next (vm);
+}
+
+void
+vmce_migration_lend_reset (VmceVm *vm)
+{
+  VmceLender *l = vmce_lender (vm);
+  GHashTableIter iter;
+  gpointer value;
+
+  /* a thread still waiting its turn is lent its page all the same: let go
+   * now it would read the poisoned page, and QEMU would die of it */
+  if (l->current != NULL || !g_queue_is_empty (&l->waiting))
+    return;
+  l->n_lent = 0;
+  l->held_us = 0;
+  l->gave_up = FALSE;
+  g_hash_table_iter_init (&iter, vmce_vm_get_poisoned (vm));
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    ((VmcePoisonedPage *) value)->lent = 0;
+}
+
+guint
+vmce_migration_lend_count (VmceVm *vm)
+{
+  return vmce_lender (vm)->n_lent;
+}

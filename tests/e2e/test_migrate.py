@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Live migration of a guest with poisoned memory (migration = carry, the
+default): two QEMUs on one host, one vmced watching both (simulated host
+errors, a 512 MiB TCG guest, real vmced, real ptrace, real migration).
+
+In order: a page told to the guest (AO, its victim killed) and a page the
+guest consumed (AR, its victim killed) are carried to a second QEMU, with
+an error arriving while the migration runs; the destination must hold all
+three poisoned before its vCPUs run, its guest's HardwareCorrupted as it
+was and its victims' fates the same. Then the guest goes back the other
+way, and that QEMU is killed half-way through loading: the source must run
+on with its pages as they were. Each end journals what it did; no QEMU
+thread is left stopped.
+"""
+import json
+import os
+import signal
+import time
+
+from common import (Tap, Vm, Vmced, gpa2hva, prerequisites, qemu_reads, start_victim, thread_states,
+                    victim_status, wait_for, wait_sigbus, workdir)
+
+BUS_MCEERR_AR = 4
+BUS_MCEERR_AO = 5
+NAME = "e2e-migrate"
+MiB = 1 << 20
+
+tap = Tap()
+prerequisites(tap)
+work = workdir("migrate")
+vms = {}
+daemon = None
+
+
+def journal():
+    with open(daemon.journal) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def records(since, vm=None, type_=None, action=None):
+    return [r for r in journal()[since:]
+            if (vm is None or r.get("vm") == vm) and (type_ is None or r["type"] == type_)
+            and (action is None or r.get("action") == action)]
+
+
+def attach(name, vm):
+    daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", name,
+               "--agent", vm.vmced_agent_path)
+
+
+def start_destination(name):
+    dst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, name), incoming_uri="defer")
+    vms[name] = dst
+    wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
+    time.sleep(0.2)
+    attach(name, dst)
+    return dst
+
+
+def migrate(src, dst, sock, mbps=None, during=None):
+    """Starts the migration from @src to @dst over unix socket @sock, runs
+    @during while it runs, and returns its final status"""
+    with dst.qmp() as qd:
+        qd.execute("migrate-incoming", uri=f"unix:{sock}")
+    with src.qmp() as q:
+        if mbps is not None:
+            q.execute("migrate-set-parameters", **{"max-bandwidth": mbps * MiB})
+        q.execute("migrate", uri=f"unix:{sock}")
+        if during is not None:
+            during()
+        return wait_for(lambda: (lambda s: s if s in ("cancelled", "failed", "completed") else None)(
+            q.execute("query-migrate").get("status")), 180)
+
+
+def no_thread_stopped(vm):
+    return vm.alive() and "t" not in thread_states(vm.pid).values()
+
+
+def case_carry():
+    """A told page and a consumed page, and one poisoned mid-migration, go
+    to the destination poisoned"""
+    src = vms["src"]
+    agent = src.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+    told = start_victim(agent, mode="idle")
+    ev = daemon.poison("src", "--guest-pid", str(told["pid"]), "--guest-va", told["va"], "--kind", "ao")
+    tap.eq(ev.get("result"), "injected", "source: AO on the told page injected")
+    tap.ok(wait_sigbus(agent, told["pid"]) is not None, "source: the told page's victim got its SIGBUS")
+    consumed = start_victim(agent, mode="read")
+    ev = daemon.poison("src", "--guest-pid", str(consumed["pid"]), "--guest-va", consumed["va"], "--kind", "ar")
+    tap.eq(ev.get("result"), "injected", "source: AR on the consumed page injected")
+    sig = wait_sigbus(agent, consumed["pid"])
+    tap.ok(sig is not None and sig["code"] == BUS_MCEERR_AR, "source: the consumer got BUS_MCEERR_AR", diag=sig)
+    late = start_victim(agent, mode="idle")
+    hc_source = agent.hardware_corrupted_kb()
+    dst = start_destination("dst")
+    since = len(journal())
+    mid = {}
+
+    def poison_mid():
+        # an error while the RAM goes (the bandwidth cap keeps it going for seconds)
+        time.sleep(1.0)
+        mid["ev"] = daemon.poison("src", "--guest-pid", str(late["pid"]), "--guest-va", late["va"],
+                                  "--kind", "ao")
+    t0 = time.monotonic()
+    status = migrate(src, dst, os.path.join(work, "m1.sock"), mbps=16, during=poison_mid)
+    took = time.monotonic() - t0
+    tap.eq(status, "completed", f"the migration completed ({took:.1f} s)")
+    tap.eq(mid.get("ev", {}).get("result"), "injected", "an AO during the migration was injected on the source")
+    pages = [told["gpa_int"], consumed["gpa_int"], late["gpa_int"]]
+    handed = wait_for(lambda: records(since, "src", "migration", "handed-over"), 20) or [{}]
+    got = {int(p, 16) for r in records(since, "src", "migration", "handing-over") for p in r["pages"]}
+    tap.ok(set(pages) <= got, "source: its journal hands all three pages over", diag=sorted(map(hex, got)))
+    tap.eq(handed[0].get("destination"), "dst", "source: the hand-over record names the destination")
+    lent = [r for r in records(since, "src", "page-replaced") if r.get("lent_to_migration")]
+    tap.ok(lent and all(r["still_poisoned"] for r in lent),
+           f"source: the migration read {len(lent)} poisoned page(s) as zeroed pages lent with the vCPUs held",
+           diag=records(since, "src"))
+    received = wait_for(lambda: records(since, "dst", "migration", "received"), 20) or [{}]
+    r = received[0]
+    tap.ok(r.get("marked") == 3 and {int(p["gpa"], 16) for p in r.get("pages", [])} == set(pages),
+           f"destination: its journal says all three poisoned before its vCPUs ran ({r.get('how')}, "
+           f"vCPUs held {r.get('held_us', 0) / 1000:.0f} ms)", diag=r)
+    tap.ok(r.get("how") in ("UFFDIO_POISON", "PROT_NONE (no UFFDIO_POISON in this kernel)"),
+           "destination: marked by the kernel's own poison marker where it has one", diag=r.get("how"))
+    dst.wait_ready(60)
+    for what, gpa in (("told", pages[0]), ("consumed", pages[1]), ("mid-migration", pages[2])):
+        tap.ok(not qemu_reads(gpa2hva(dst, gpa), dst.pid),
+               f"destination: the {what} page at GPA {gpa:#x} is poisoned in its QEMU")
+    info = daemon.ctl_json("vm", "dst")
+    known = {int(p["gpa"], 16): p for p in info["poisoned"]}
+    tap.ok(all(g in known and known[g].get("migrated") for g in pages),
+           "destination: vmcectl vm lists the three pages, migrated", diag=info["poisoned"])
+    tap.eq(dst.agent.hardware_corrupted_kb(), hc_source + 4,
+           "destination: HardwareCorrupted as on the source (plus the mid-migration page), nothing told again")
+    st_told = victim_status(dst.agent, told["pid"])
+    st_cons = victim_status(dst.agent, consumed["pid"])
+    tap.ok(st_told and not st_told["alive"] and st_told["sigbus"]["code"] == BUS_MCEERR_AO,
+           "destination: the told page's victim is as it was, killed by BUS_MCEERR_AO", diag=st_told)
+    tap.ok(st_cons and not st_cons["alive"] and st_cons["sigbus"]["code"] == BUS_MCEERR_AR,
+           "destination: the consumer is as it was, killed by BUS_MCEERR_AR", diag=st_cons)
+    sig = wait_sigbus(dst.agent, late["pid"])
+    tap.ok(sig is not None and int(sig["addr"], 16) == late["va_int"],
+           "destination: the mid-migration page's victim got its SIGBUS at its own VA", diag=sig)
+    tap.ok(no_thread_stopped(src) and no_thread_stopped(dst),
+           "both QEMUs alive, no thread left stopped on either")
+    return dst, pages
+
+
+def case_failed(src, pages):
+    """Back the other way, the destination killed half-way through its load:
+    the source runs on with its pages poisoned"""
+    dst = start_destination("back")
+    since = len(journal())
+    box = {}
+
+    def kill_dst():
+        time.sleep(1.0)
+        os.kill(dst.pid, signal.SIGKILL)
+        box["killed"] = True
+    status = migrate(src, dst, os.path.join(work, "m2.sock"), mbps=32, during=kill_dst)
+    tap.eq(status, "failed", "the destination QEMU killed mid-load: the migration failed")
+    ended = wait_for(lambda: records(since, "dst", "migration", "ended"), 20) or [{}]
+    tap.ok({int(p, 16) for p in ended[0].get("pages", [])} == set(pages),
+           "source: the journal says it runs on, naming every page as it was", diag=ended[0])
+    tap.ok(all(not qemu_reads(gpa2hva(src, g), src.pid) for g in pages),
+           "source: all three pages still poisoned in its QEMU")
+    info = daemon.ctl_json("vm", "dst")
+    tap.eq(len([p for p in info["poisoned"] if int(p["gpa"], 16) in pages]), 3,
+           "source: vmcectl vm still lists all three pages")
+    tap.ok(src.agent.call("ping") is not None and no_thread_stopped(src),
+           "source: the guest runs on, no QEMU thread left stopped")
+
+
+def case_no_destination(src):
+    """Nobody to carry the pages to: refused before anything moves"""
+    since = len(journal())
+    with src.qmp() as q:
+        q.execute("migrate", uri="exec:cat > /dev/null")
+        status = wait_for(lambda: (lambda s: s if s in ("cancelled", "failed", "completed") else None)(
+            q.execute("query-migrate").get("status")), 60)
+    tap.eq(status, "cancelled", "no destination vmced watches: vmced cancelled the migration")
+    recs = wait_for(lambda: records(since, "dst", "migration", "refused"), 10) or [{}]
+    tap.ok("no destination QEMU this vmced watches" in recs[0].get("detail", ""),
+           "no destination: the journal says why", diag=recs)
+    lines = [ln for ln in daemon.log_text().splitlines() if "migration refused" in ln]
+    tap.eq(len(lines), 1, "no destination: one line in vmced's log")
+    tap.ok(no_thread_stopped(src), "no destination: QEMU runs on, no thread left stopped")
+
+
+try:
+    vms["src"] = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "src"))
+    vms["src"].wait_ready()
+    daemon = Vmced(os.path.join(work, "vmced"),
+                   args=["--pid", str(vms["src"].pid), "--qmp", vms["src"].vmced_qmp_path, "--name", "src",
+                         "--agent", vms["src"].vmced_agent_path])
+    daemon.wait_attached("src")
+    result = {}
+    tap.case("carry", lambda: result.update(zip(("dst", "pages"), case_carry())))
+    if result.get("dst") is not None:
+        # the guest lives on the destination now, vmced knows it as "dst"
+        tap.case("migration failed", lambda: case_failed(result["dst"], result["pages"]))
+        tap.case("no destination", lambda: case_no_destination(result["dst"]))
+finally:
+    if daemon is not None:
+        tap.eq(daemon.stop(), 0, "vmced stops cleanly on SIGTERM")
+    for vm in vms.values():
+        vm.stop()
+tap.done()
