@@ -15,6 +15,7 @@
 #include <libxml/xpath.h>
 
 #include "error.h"
+#include "libvirt-carry.h"
 #include "libvirt-monitor.h"
 #include "libvirt-watch.h"
 #include "log-writer.h"
@@ -47,6 +48,7 @@ struct _VmceLibvirtWatch {
    * their domain be and touch nothing of it */
   GCancellable *cancellable;
   gboolean closing;
+  VmceLibvirtCarry *carry; /* the domains' poisoned pages in their metadata */
 };
 
 static gboolean vmce_libvirt_watch_connect (VmceLibvirtWatch *self, GError **error);
@@ -201,6 +203,9 @@ vmce_domain_attached_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   else if (vm != NULL)
     g_message ("domain %s (%s): attached through libvirt", att->name,
                vmce_vm_get_uuid (vm) != NULL ? vmce_vm_get_uuid (vm) : "?");
+  /* a migration's destination: the pages the domain brought */
+  if (vm != NULL && !g_cancellable_is_cancelled (att->cancellable))
+    vmce_libvirt_carry_attached (att->watch->carry, vm, att->dom);
   vmce_domain_attach_free (att);
 }
 
@@ -345,9 +350,10 @@ vmce_lifecycle_cb (virConnectPtr conn, virDomainPtr dom, int event, int detail, 
     vmce_libvirt_watch_detach_domain (self, name, vmce_stopped_why (detail));
     break;
   case VIR_DOMAIN_EVENT_SUSPENDED:
-    /* leaving for another host: let QEMU go while it still runs */
-    if (detail == VIR_DOMAIN_EVENT_SUSPENDED_MIGRATED)
-      vmce_libvirt_watch_detach_domain (self, name, "domain migrating away");
+    /* a domain leaving for another host (SUSPENDED_MIGRATED) stays watched
+     * until its migration has completed or failed: a page read then, an
+     * error then, and a failed migration are still vmced's to answer for
+     * (migration-guard.c); libvirt stops it when it has gone */
     break;
   default:
     break;
@@ -438,6 +444,7 @@ vmce_close_cb (virConnectPtr conn, int reason, void *opaque)
       vmce_vm_detach (vm, "libvirt connection lost");
   }
   self->conn = NULL;
+  vmce_libvirt_carry_set_connection (self->carry, NULL);
   self->lifecycle_callback = -1;
   self->device_added_callback = -1;
   self->device_removed_callback = -1;
@@ -461,6 +468,7 @@ vmce_libvirt_watch_connect (VmceLibvirtWatch *self, GError **error)
   /* a libvirtd that goes away is noticed within seconds, not at the next call */
   (void) virConnectSetKeepAlive (conn, 2, 3);
   self->conn = conn;
+  vmce_libvirt_carry_set_connection (self->carry, conn);
   virConnectRegisterCloseCallback (conn, vmce_close_cb, self, NULL);
   self->lifecycle_callback =
     virConnectDomainEventRegisterAny (conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
@@ -471,6 +479,7 @@ vmce_libvirt_watch_connect (VmceLibvirtWatch *self, GError **error)
     virConnectUnregisterCloseCallback (conn, vmce_close_cb);
     virConnectClose (conn);
     self->conn = NULL;
+    vmce_libvirt_carry_set_connection (self->carry, NULL);
     return FALSE;
   }
   /* without them vmced still learns of new memory from QEMU, later */
@@ -518,6 +527,7 @@ vmce_libvirt_watch_new (VmceDaemon *daemon,
   self->device_removed_callback = -1;
   self->attaching = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
+  self->carry = vmce_libvirt_carry_new (daemon);
   if (!vmce_libvirt_watch_connect (self, &local)) {
     if (!wait) {
       g_propagate_error (error, g_steal_pointer (&local));
@@ -549,6 +559,7 @@ vmce_libvirt_watch_free (VmceLibvirtWatch *self)
     return;
   self->closing = TRUE;
   g_cancellable_cancel (self->cancellable);
+  g_clear_pointer (&self->carry, vmce_libvirt_carry_free);
   if (self->reconnect_source != 0)
     g_source_remove (self->reconnect_source);
   if (self->conn != NULL) {

@@ -44,8 +44,10 @@ typedef struct {
   VmceMigrationPolicy policy;
   gchar *status;        /* of the last MIGRATION event, or NULL */
   gboolean refused;
-  VmceVm *destination;  /* while handing over */
+  gboolean carrying;    /* a hand-over is under way */
+  VmceVm *destination;  /* ... to a QEMU this vmced watches; NULL: its libvirt domain carries them */
   gint64 started_us;
+  gint domain_holds;    /* pages its libvirt domain's metadata holds now, -1: none written */
   VmceVm *last_destination; /* of the last hand-over that completed */
   gint64 completed_us;
 } VmceMigrationGuard;
@@ -65,7 +67,10 @@ vmce_migration_guard_free (VmceMigrationGuard *g)
 static VmceMigrationGuard *
 vmce_migration_guard_new (void)
 {
-  return g_new0 (VmceMigrationGuard, 1);
+  VmceMigrationGuard *g = g_new0 (VmceMigrationGuard, 1);
+
+  g->domain_holds = -1;
+  return g;
 }
 
 static VmceMigrationGuard *
@@ -160,6 +165,7 @@ vmce_migration_journal (VmceVm *vm, const gchar *action, const gchar *status, GP
     json_builder_add_string_value (b, destination);
   }
   vmce_json_builder_add_int (b, "lent", vmce_migration_lend_count (vm));
+  vmce_json_builder_add_int (b, "lent_held_us", vmce_migration_lend_held_us (vm));
   json_builder_set_member_name (b, "detail");
   json_builder_add_string_value (b, detail);
   json_builder_end_object (b);
@@ -228,6 +234,14 @@ vmce_migration_cannot_hold (VmceVm *source, VmceVm *destination)
          "(Linux 6.6 added it)";
 }
 
+/* The destination's name for the journal */
+static const gchar *
+vmce_migration_destination_name (VmceMigrationGuard *g)
+{
+  return g->destination != NULL ? vmce_vm_get_name (g->destination) : VMCE_MIGRATION_BY_DOMAIN;
+}
+
+/* @dst: a QEMU this vmced watches; NULL: the libvirt domain carries them */
 static void
 vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, VmceVm *dst)
 {
@@ -241,42 +255,51 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
     return;
   }
   g_clear_pointer (&g->destination, vmce_vm_unref);
-  g->destination = vmce_vm_ref (dst);
+  g->destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
+  g->carrying = TRUE;
   g->started_us = g_get_monotonic_time ();
   vmce_migration_lend_reset (vm);
-  detail = g_strdup_printf ("%u poisoned page(s) handed to the destination, vm %s (watched by this vmced): "
-                            "held poisoned there before its vCPUs run",
-                            pages->len, vmce_vm_get_name (dst));
+  if (dst != NULL)
+    detail = g_strdup_printf ("%u poisoned page(s) handed to the destination, vm %s (watched by this vmced): "
+                              "held poisoned there before its vCPUs run",
+                              pages->len, vmce_vm_get_name (dst));
+  else
+    detail = g_strdup_printf ("%u poisoned page(s) go with the libvirt domain (its vmce metadata): the "
+                              "destination host's vmced holds them poisoned before its vCPUs run",
+                              pages->len);
   g_message ("vm %s: %s", vmce_vm_get_name (vm), detail);
-  vmce_migration_journal (vm, "handing-over", status, pages, vmce_vm_get_name (dst), detail);
-  vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), pages);
+  vmce_migration_journal (vm, "handing-over", status, pages, vmce_migration_destination_name (g), detail);
+  if (dst != NULL)
+    vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), pages);
 }
 
 static void
 vmce_migration_end (VmceVm *vm, const gchar *status, GPtrArray *pages, gboolean completed)
 {
   VmceMigrationGuard *g = vmce_migration_guard (vm);
+  g_autofree gchar *to = g_strdup (vmce_migration_destination_name (g));
   g_autoptr(VmceVm) dst = g_steal_pointer (&g->destination);
   g_autofree gchar *detail = NULL;
 
+  g->carrying = FALSE;
   if (completed) {
-    detail = g_strdup_printf ("the migration to vm %s completed in %.1f s: it holds the %u poisoned page(s), "
+    detail = g_strdup_printf ("the migration to %s completed in %.1f s: it holds the %u poisoned page(s), "
                               "%u of them read by the migration as zeroed pages",
-                              vmce_vm_get_name (dst), (g_get_monotonic_time () - g->started_us) / 1e6,
-                              pages->len, vmce_migration_lend_count (vm));
+                              to, (g_get_monotonic_time () - g->started_us) / 1e6, pages->len,
+                              vmce_migration_lend_count (vm));
     g_message ("vm %s: %s", vmce_vm_get_name (vm), detail);
-    vmce_migration_journal (vm, "handed-over", status, pages, vmce_vm_get_name (dst), detail);
+    vmce_migration_journal (vm, "handed-over", status, pages, to, detail);
     g_clear_pointer (&g->last_destination, vmce_vm_unref);
-    g->last_destination = vmce_vm_ref (dst);
+    g->last_destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
     g->completed_us = g_get_monotonic_time ();
   } else {
-    detail = g_strdup_printf ("the migration to vm %s ended %s: the source runs on, its %u poisoned page(s) "
+    detail = g_strdup_printf ("the migration to %s ended %s: the source runs on, its %u poisoned page(s) "
                               "as they were",
-                              vmce_vm_get_name (dst), status, pages->len);
+                              to, status, pages->len);
     g_message ("vm %s: %s", vmce_vm_get_name (vm), detail);
-    vmce_migration_journal (vm, "ended", status, pages, vmce_vm_get_name (dst), detail);
+    vmce_migration_journal (vm, "ended", status, pages, to, detail);
     /* (a destination QEMU killed mid-load is gone already) */
-    if (vmce_vm_get_state (dst) == VMCE_VM_READY)
+    if (dst != NULL && vmce_vm_get_state (dst) == VMCE_VM_READY)
       vmce_migration_incoming_abandon (dst, status);
   }
   vmce_migration_lend_reset (vm);
@@ -292,11 +315,16 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
   gboolean incoming = vmce_vm_is_incoming (vm) || vmce_migration_incoming_is_receiving (vm);
   VmceVm *dst = NULL;
 
+  gboolean by_domain = FALSE;
+
   g->status = g_strdup (status);
-  if (!incoming && !vmce_migration_is_running (was) && vmce_migration_is_running (status))
+  if (!incoming && !vmce_migration_is_running (was) && vmce_migration_is_running (status)) {
     dst = vmce_migration_find_destination (vm);
-  switch (vmce_migration_decide (was, status, incoming, g->policy, pages->len, dst != NULL,
-                                 g->destination != NULL)) {
+    /* a libvirt domain whose metadata holds every page carries them itself */
+    by_domain = dst == NULL && vmce_vm_get_uuid (vm) != NULL && g->domain_holds == (gint) pages->len;
+  }
+  switch (vmce_migration_decide (was, status, incoming, g->policy, pages->len, dst != NULL || by_domain,
+                                 g->carrying)) {
   case VMCE_MIGRATION_ACT_INCOMING:
     vmce_migration_incoming_on_status (vm, status);
     break;
@@ -305,8 +333,12 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
                                               "migration = carry");
     break;
   case VMCE_MIGRATION_ACT_NO_DESTINATION:
-    vmce_migration_refuse (vm, status, pages, "no destination QEMU this vmced watches is loading a migration "
-                                              "(or more than one is): nobody would hold them poisoned there");
+    vmce_migration_refuse (vm, status, pages,
+                           vmce_vm_get_uuid (vm) != NULL
+                             ? "its libvirt domain's metadata does not hold them all yet (written a moment "
+                               "after each error): migrate again"
+                             : "no destination QEMU this vmced watches is loading a migration (or more than "
+                               "one is): nobody would hold them poisoned there");
     break;
   case VMCE_MIGRATION_ACT_HAND_OVER:
     vmce_migration_hand_over (vm, status, pages, dst);
@@ -332,13 +364,27 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   VmceVm *dst = g->destination;
   VmcePoisonedPage page = { 0 };
 
+  if (!ev->have_gpa || g_strcmp0 (ev->source, "inject") == 0)
+    return;
+  if (dst == NULL && !g->refused && !vmce_vm_is_incoming (vm) && vmce_migration_is_running (g->status)) {
+    /* a migration to another host (its domain's metadata went with it
+     * already), or one nobody takes the pages over in: the destination
+     * would not know the page */
+    g_warning ("vm %s: a memory error at GPA 0x%" G_GINT64_MODIFIER "x during a migration whose destination "
+               "would not know of it: the migration is cancelled (migrate again)",
+               vmce_vm_get_name (vm), ev->gpa);
+    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
+                                   vmce_vm_ref (vm));
+    return;
+  }
+
   /* an error that stopped QEMU before the migration completed, and was
    * done with after it, is the destination's too */
   if (dst == NULL && g->last_destination != NULL && ev->stop_us <= g->completed_us &&
       vmce_vm_get_state (g->last_destination) == VMCE_VM_READY)
     dst = g->last_destination;
   /* (the session records the page only once the event is journaled) */
-  if (dst == NULL || !ev->have_gpa || g_strcmp0 (ev->source, "inject") == 0)
+  if (dst == NULL)
     return;
   page.gpa = ev->gpa & VMCE_PAGE_MASK;
   page.hva = ev->hva & VMCE_PAGE_MASK;
@@ -353,6 +399,12 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   vmce_migration_journal (vm, "handing-over", g->status, one, vmce_vm_get_name (dst),
                           "poisoned during the migration: handed to the destination as well");
   vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), one);
+}
+
+void
+vmce_migration_guard_set_domain_holds (VmceVm *vm, guint n_pages)
+{
+  vmce_migration_guard (vm)->domain_holds = (gint) n_pages;
 }
 
 void
@@ -374,7 +426,7 @@ vmce_migration_guard_signal (VmceVm *vm, const VmceStop *stop)
   VmcePoisonedPage *p = vmce_vm_find_host_poisoned (vm, hva, &gpa);
 
   /* (a refused one may reach a page before its cancel lands) */
-  gboolean carrying = g->destination != NULL || (g->refused && vmce_migration_is_running (g->status));
+  gboolean carrying = g->carrying || (g->refused && vmce_migration_is_running (g->status));
 
   if (!vmce_migration_takes_read (carrying, vmce_vm_is_incoming (vm),
                                   vmce_vm_find_vcpu_by_tid (vm, stop->tid) != NULL, p != NULL))
@@ -396,10 +448,12 @@ vmce_migration_guard_to_json (VmceVm *vm, JsonBuilder *b)
   json_builder_add_string_value (b, g->status != NULL ? g->status : "none");
   json_builder_set_member_name (b, "incoming");
   json_builder_add_boolean_value (b, vmce_vm_is_incoming (vm));
-  if (g->destination != NULL) {
+  if (g->carrying) {
     json_builder_set_member_name (b, "destination");
-    json_builder_add_string_value (b, vmce_vm_get_name (g->destination));
+    json_builder_add_string_value (b, vmce_migration_destination_name (g));
   }
+  if (g->domain_holds >= 0)
+    vmce_json_builder_add_int (b, "domain_metadata_pages", g->domain_holds);
   vmce_migration_incoming_to_json (vm, b);
   json_builder_end_object (b);
 }

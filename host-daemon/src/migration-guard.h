@@ -51,6 +51,12 @@ void vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data);
 /* A memory error vmced handled on @vm: during a hand-over, its page goes
  * to the destination too */
 void vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev);
+/* What the journal calls a destination that is a libvirt domain's metadata */
+#define VMCE_MIGRATION_BY_DOMAIN "its libvirt domain (metadata)"
+/* @vm's libvirt domain's metadata holds @n_pages of its poisoned pages
+ * now (libvirt-carry.c): with all of them, a migration of it may go to
+ * another host */
+void vmce_migration_guard_set_domain_holds (VmceVm *vm, guint n_pages);
 /* @vm's session ends (QEMU exited, vmced detaches) */
 void vmce_migration_guard_on_detach (VmceVm *vm);
 

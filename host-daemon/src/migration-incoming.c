@@ -11,10 +11,12 @@
  * "inmigrate" does only that, as libvirt uses it), puts the marks in when
  * the load has completed, journals them, and then lets the guest run
  * (`cont`), unless QEMU was started with -S, whose owner (libvirt, an
- * operator) resumes it. Holding the vCPU threads with ptrace instead would
- * do under KVM only after the load (QEMU waits for work on each vCPU then)
- * and, for the length of a migration, risks one held with the BQL taken,
- * which stops QEMU's main loop and with it the load (seen under TCG).
+ * operator) resumes it: while the marks go in, the vCPU threads are held
+ * too (vcpu-hold.c), in case the owner resumes it meanwhile. Holding them
+ * with ptrace for the whole load instead would not do: under KVM QEMU
+ * waits for work on each vCPU at its end, and for the length of a
+ * migration one may be held with the BQL taken, which stops QEMU's main
+ * loop and with it the load (seen under TCG).
  * The marks are the kernel's own (UFFDIO_POISON, poison-mark.c): every
  * thread and KVM fault on them. Without it (Linux < 6.6), under TCG a page
  * is taken away (PROT_NONE), as the simulator does; under KVM nothing
@@ -34,6 +36,7 @@
 #include "poison-mark.h"
 #include "remote-syscall.h"
 #include "sim-poison.h"
+#include "vcpu-hold.h"
 
 typedef struct {
   gchar *source;
@@ -42,6 +45,7 @@ typedef struct {
   gboolean resume;      /* ... and lets it run once the marks are in (no -S) */
   gboolean ran_before;  /* the guest was running when they arrived: too late */
   gint64 loaded_us;     /* when its load completed */
+  VmceVcpuHold *hold;   /* from then until the marks are in */
   gboolean late;        /* received after that: the guest may have run */
 } VmceIncoming;
 
@@ -53,6 +57,7 @@ vmce_incoming_free (VmceIncoming *in)
 {
   g_free (in->source);
   g_clear_pointer (&in->pages, g_ptr_array_unref);
+  g_clear_pointer (&in->hold, vmce_vcpu_hold_release);
   g_free (in);
 }
 
@@ -74,6 +79,7 @@ vmce_incoming_reset (VmceIncoming *in)
 {
   g_clear_pointer (&in->source, g_free);
   g_clear_pointer (&in->pages, g_ptr_array_unref);
+  g_clear_pointer (&in->hold, vmce_vcpu_hold_release);
   in->stopped = FALSE;
   in->resume = FALSE;
   in->ran_before = FALSE;
@@ -119,7 +125,7 @@ vmce_incoming_journal (VmceVm *vm, const gchar *action, GPtrArray *pages, guint 
   vmce_vm_emit_record (vm, "MIGRATION", record);
 }
 
-static void vmce_incoming_mark_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data);
+static void vmce_incoming_mark_now (VmceVm *dst);
 
 static void
 vmce_incoming_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -167,10 +173,12 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     in->source = g_strdup (source);
     in->ran_before = vmce_vm_is_running (dst);
     in->resume = !vmce_incoming_started_paused (dst);
-    in->stopped = TRUE;
-    /* while it is "inmigrate", stop only turns its autostart off */
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (dst), "stop", NULL, NULL, vmce_incoming_qmp_cb,
-                                   vmce_vm_ref (dst));
+    /* while it is "inmigrate", stop only turns its autostart off (one
+     * started with -S, as libvirt starts a destination, has none) */
+    in->stopped = in->resume;
+    if (in->stopped)
+      vmce_qmp_client_execute_async (vmce_vm_get_qmp (dst), "stop", NULL, NULL, vmce_incoming_qmp_cb,
+                                     vmce_vm_ref (dst));
   }
   for (guint i = 0; i < pages->len; i++) {
     VmcePoisonedPage *copy = g_memdup2 (g_ptr_array_index (pages, i), sizeof (VmcePoisonedPage));
@@ -178,16 +186,15 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     g_ptr_array_add (added, copy);
   }
   detail = g_strdup_printf ("%u page(s) poisoned on %s to hold poisoned here: %s", added->len, source,
-                            in->late     ? "now, the guest running (the error came as the migration completed)"
+                            in->late     ? "now, the guest already running here (an error as the migration "
+                                           "completed, or a domain this vmced could reach only once libvirt's "
+                                           "migration job had ended)"
                             : in->resume ? "the guest waits for them"
                                          : "the guest waits for them, then for its owner's cont (-S)");
   g_message ("vm %s: %s", vmce_vm_get_name (dst), detail);
   vmce_incoming_journal (dst, "receiving", added, 0, NULL, 0, detail);
-  if (in->late && in->loaded_us == 0) {
-    in->loaded_us = g_get_monotonic_time ();
-    vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (dst), vmce_vm_get_pid (dst), vmce_incoming_mark_cb,
-                                    vmce_vm_ref (dst), (GDestroyNotify) vmce_vm_unref);
-  }
+  if (in->late && in->loaded_us == 0)
+    vmce_incoming_mark_now (dst);
 }
 
 gboolean
@@ -196,80 +203,104 @@ vmce_migration_incoming_is_receiving (VmceVm *dst)
   return vmce_incoming (dst)->pages != NULL;
 }
 
-/* One page poisoned in @dst's memory by @tid's system calls; @how says
- * which way */
-static gboolean
-vmce_incoming_mark_page (VmceVm *dst, pid_t tid, VmcePoisonedPage *p, guint64 *hva, const gchar **how,
-                         GError **error)
-{
-  const VmceRamRange *range = NULL;
-  VmcePoisonedPage *added;
+typedef struct {
+  guint64 hva;
+  VmcePoisonedPage *page;
+} VmceIncomingMark;
 
-  if (!vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (dst), p->gpa, hva, &range)) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "GPA 0x%" G_GINT64_MODIFIER "x is not guest RAM here",
-                 p->gpa);
-    return FALSE;
-  }
-  if (vmce_poison_mark_unsupported () == NULL) {
-    if (!vmce_poison_mark (vmce_vm_get_pid (dst), tid, *hva, error))
-      return FALSE;
-    *how = "UFFDIO_POISON";
-  } else if (!vmce_vm_is_kvm (dst)) {
-    if (!vmce_remote_mprotect (vmce_vm_get_pid (dst), tid, *hva & VMCE_PAGE_MASK, VMCE_PAGE_SIZE, PROT_NONE, error))
-      return FALSE;
-    *how = "PROT_NONE (no UFFDIO_POISON in this kernel)";
-  } else {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "%s", vmce_poison_mark_unsupported ());
-    return FALSE;
-  }
-  /* its fault is a memory error here as it was there */
-  vmce_sim_adopt_page (dst, *hva, p->gpa);
-  added = vmce_poison_set_add_migrated (vmce_vm_get_poisoned (dst), p, *hva);
-  (void) added;
-  return TRUE;
+static gint
+vmce_incoming_mark_cmp (gconstpointer a, gconstpointer b)
+{
+  const VmceIncomingMark *x = a, *y = b;
+
+  return x->hva < y->hva ? -1 : x->hva > y->hva;
 }
 
-/* In a stopped thread of QEMU (its main thread), the guest paused */
-static void
-vmce_incoming_mark_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+/* The pages of [@start, @start + @len) poisoned in @dst's memory by
+ * @tid's system calls; @how says which way */
+static gboolean
+vmce_incoming_mark_run (VmceVm *dst, pid_t tid, guint64 start, guint64 len, const gchar **how, GError **error)
 {
-  /* the op's reference: dropped here, or by the watch if it never runs */
-  g_autoptr(VmceVm) dst = user_data;
-  VmceIncoming *in = vmce_incoming (dst);
-  gint64 paused_us = g_get_monotonic_time () - in->loaded_us;
-  g_autoptr(GString) failed = g_string_new (NULL);
-  g_autofree gchar *detail = NULL;
-  const gchar *how = "none";
+  return vmce_poison_mark_or_protect (vmce_vm_get_pid (dst), tid, start, len, !vmce_vm_is_kvm (dst), how, error);
+}
+
+/* Every page received, poisoned here in runs of pages consecutive in
+ * QEMU's memory (a few system calls per run); returns how many are, and
+ * says why for each that is not in @failed */
+static guint
+vmce_incoming_mark_pages (VmceVm *dst, pid_t tid, GPtrArray *pages, const gchar **how, GString *failed)
+{
+  g_autoptr(GArray) marks = g_array_new (FALSE, FALSE, sizeof (VmceIncomingMark));
   guint marked = 0;
 
-  if (in->pages == NULL)
-    return; /* abandoned meanwhile */
-  for (guint i = 0; i < in->pages->len; i++) {
-    VmcePoisonedPage *p = g_ptr_array_index (in->pages, i);
-    g_autoptr(GError) error = NULL;
-    guint64 hva = 0;
+  for (guint i = 0; i < pages->len; i++) {
+    VmceIncomingMark m = { .page = g_ptr_array_index (pages, i) };
 
-    if (vmce_poison_set_lookup (vmce_vm_get_poisoned (dst), p->gpa) != NULL) {
+    if (vmce_poison_set_lookup (vmce_vm_get_poisoned (dst), m.page->gpa) != NULL) {
       marked++; /* received twice: a second error on the page */
       continue;
     }
-    if (!vmce_incoming_mark_page (dst, tid, p, &hva, &how, &error)) {
-      g_string_append_printf (failed, "%sGPA 0x%" G_GINT64_MODIFIER "x: %s", failed->len > 0 ? "; " : "",
-                              p->gpa, error->message);
+    if (!vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (dst), m.page->gpa, &m.hva, NULL)) {
+      g_string_append_printf (failed, "%sGPA 0x%" G_GINT64_MODIFIER "x: not guest RAM here",
+                              failed->len > 0 ? "; " : "", m.page->gpa);
       continue;
     }
-    marked++;
+    m.hva &= VMCE_PAGE_MASK;
+    g_array_append_val (marks, m);
   }
+  g_array_sort (marks, vmce_incoming_mark_cmp);
+  for (guint i = 0; i < marks->len;) {
+    const VmceIncomingMark *first = &g_array_index (marks, VmceIncomingMark, i);
+    g_autoptr(GError) error = NULL;
+    guint j = i + 1;
+
+    while (j < marks->len &&
+           g_array_index (marks, VmceIncomingMark, j).hva == first->hva + (guint64) (j - i) * VMCE_PAGE_SIZE)
+      j++;
+    if (!vmce_incoming_mark_run (dst, tid, first->hva, (guint64) (j - i) * VMCE_PAGE_SIZE, how, &error)) {
+      g_string_append_printf (failed, "%sGPA 0x%" G_GINT64_MODIFIER "x and %u more: %s",
+                              failed->len > 0 ? "; " : "", first->page->gpa, j - i - 1, error->message);
+      i = j;
+      continue;
+    }
+    for (guint k = i; k < j; k++) {
+      const VmceIncomingMark *m = &g_array_index (marks, VmceIncomingMark, k);
+      /* its fault is a memory error here as it was there */
+      vmce_sim_adopt_page (dst, m->hva, m->page->gpa);
+      vmce_poison_set_add_migrated (vmce_vm_get_poisoned (dst), m->page, m->hva);
+    }
+    marked += j - i;
+    i = j;
+  }
+  return marked;
+}
+
+/* With every vCPU held (the guest paused, and held in case its owner
+ * resumes it meanwhile) */
+static void
+vmce_incoming_held_cb (VmceVm *dst, VmceVcpuHold *hold, gpointer user_data)
+{
+  VmceIncoming *in = vmce_incoming (dst);
+  g_autoptr(GString) failed = g_string_new (NULL);
+  g_autofree gchar *detail = NULL;
+  const gchar *how = "none";
+  gint64 paused_us;
+  guint marked;
+
+  if (in->hold != hold || in->pages == NULL)
+    return; /* ready inside vmce_vcpu_hold_new(): its caller goes on */
+  marked = vmce_incoming_mark_pages (dst, vmce_vcpu_hold_get_tid (hold), in->pages, &how, failed);
+  paused_us = g_get_monotonic_time () - in->loaded_us;
   if (failed->len > 0) {
     detail = g_strdup_printf ("%u of %u page(s) from %s NOT poisoned here: %s", in->pages->len - marked,
                               in->pages->len, in->source, failed->str);
     g_warning ("vm %s: %s", vmce_vm_get_name (dst), detail);
   } else {
     detail = g_strdup_printf ("%u page(s) from %s poisoned here %s", marked, in->source,
-                              in->late         ? "as it ran: the error came as the migration completed"
+                              in->late         ? "after the guest had started here"
                               : in->ran_before ? "(but the guest was running when they arrived)"
                                                : "before the guest ran");
-    g_message ("vm %s: %s (%s; the guest paused %.1f ms for it)", vmce_vm_get_name (dst), detail, how,
+    g_message ("vm %s: %s (%s; the guest waited %.1f ms for it)", vmce_vm_get_name (dst), detail, how,
                paused_us / 1000.0);
   }
   vmce_incoming_journal (dst, "received", in->pages, marked, how, paused_us, detail);
@@ -277,6 +308,18 @@ vmce_incoming_mark_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
     vmce_qmp_client_execute_async (vmce_vm_get_qmp (dst), "cont", NULL, NULL, vmce_incoming_qmp_cb,
                                    vmce_vm_ref (dst));
   vmce_incoming_reset (in);
+}
+
+/* The load is over (or a late page came): hold the vCPUs, then mark */
+static void
+vmce_incoming_mark_now (VmceVm *dst)
+{
+  VmceIncoming *in = vmce_incoming (dst);
+
+  in->loaded_us = g_get_monotonic_time ();
+  in->hold = vmce_vcpu_hold_new (dst, vmce_incoming_held_cb, NULL);
+  if (vmce_vcpu_hold_is_ready (in->hold))
+    vmce_incoming_held_cb (dst, in->hold, NULL);
 }
 
 void
@@ -292,9 +335,7 @@ vmce_migration_incoming_on_status (VmceVm *dst, const gchar *status)
   }
   if (g_strcmp0 (status, "completed") != 0 || in->loaded_us != 0)
     return;
-  in->loaded_us = g_get_monotonic_time ();
-  vmce_ptrace_watch_call_stopped (vmce_vm_get_watch (dst), vmce_vm_get_pid (dst), vmce_incoming_mark_cb,
-                                  vmce_vm_ref (dst), (GDestroyNotify) vmce_vm_unref);
+  vmce_incoming_mark_now (dst);
 }
 
 void

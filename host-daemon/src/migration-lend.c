@@ -15,8 +15,10 @@
  * A vCPU therefore never reads the zeros. If the thread had not finished
  * with the page in that moment, it faults on it again and is lent it
  * again for twice as long; after VMCE_LEND_TRIES the migration is
- * cancelled rather than the guest held on. One page at a time: a thread
- * that stops meanwhile waits its turn, still stopped.
+ * cancelled rather than the guest held on. One lend at a time: a thread
+ * that stops meanwhile waits its turn, still stopped. A lend takes the
+ * poisoned pages that follow the one read too (up to VMCE_LEND_RUN), in a
+ * few system calls: 10^4 of them cost 10 lends, not 10^4.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -36,11 +38,15 @@
 
 #define VMCE_LEND_FIRST_MS 2
 #define VMCE_LEND_TRIES 8
+/* pages lent at once: the poisoned pages that follow the one read, which
+ * the migration reads next (a lost huge page, a storm's run of pages) */
+#define VMCE_LEND_RUN 1024
 
 typedef struct {
   pid_t tid;
-  guint64 hva;
+  guint64 hva; /* the first page of the run, where the thread stopped */
   guint64 gpa;
+  guint n;     /* poisoned pages from there, consecutive in QEMU's memory */
 } VmceLendStop;
 
 typedef struct {
@@ -85,7 +91,7 @@ vmce_lender (VmceVm *vm)
 static void vmce_lend_next (VmceVm *vm);
 
 static void
-vmce_lend_journal (VmceVm *vm, VmcePoisonedPage *p, guint delay_ms, const gchar *how)
+vmce_lend_journal (VmceVm *vm, VmceLendStop *s, guint delay_ms, const gchar *how)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
@@ -95,7 +101,8 @@ vmce_lend_journal (VmceVm *vm, VmcePoisonedPage *p, guint delay_ms, const gchar 
 
   json_builder_begin_object (b);
   vmce_vm_begin_record (vm, b, "page-replaced");
-  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  vmce_json_builder_add_hex (b, "gpa", s->gpa);
+  vmce_json_builder_add_int (b, "pages", s->n);
   json_builder_set_member_name (b, "still_poisoned");
   json_builder_add_boolean_value (b, TRUE);
   json_builder_set_member_name (b, "lent_to_migration");
@@ -109,20 +116,15 @@ vmce_lend_journal (VmceVm *vm, VmcePoisonedPage *p, guint delay_ms, const gchar 
   vmce_vm_emit_record (vm, "PAGE_REPLACED", record);
 }
 
-/* The page poisoned again, in a held vCPU's thread */
+/* The pages poisoned again, in a held vCPU's thread */
 static gboolean
-vmce_lend_poison_again (VmceVm *vm, pid_t tid, guint64 hva, guint64 gpa, const gchar **how, GError **error)
+vmce_lend_poison_again (VmceVm *vm, pid_t tid, VmceLendStop *s, const gchar **how, GError **error)
 {
-  if (vmce_poison_mark_unsupported () == NULL) {
-    if (!vmce_poison_mark (vmce_vm_get_pid (vm), tid, hva, error))
-      return FALSE;
-    *how = "UFFDIO_POISON";
-  } else {
-    if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, hva & VMCE_PAGE_MASK, VMCE_PAGE_SIZE, PROT_NONE, error))
-      return FALSE;
-    *how = "PROT_NONE";
-  }
-  vmce_sim_adopt_page (vm, hva, gpa);
+  if (!vmce_poison_mark_or_protect (vmce_vm_get_pid (vm), tid, s->hva, (guint64) s->n * VMCE_PAGE_SIZE,
+                                    !vmce_vm_is_kvm (vm), how, error))
+    return FALSE;
+  for (guint i = 0; i < s->n; i++)
+    vmce_sim_adopt_page (vm, s->hva + (guint64) i * VMCE_PAGE_SIZE, s->gpa + (guint64) i * VMCE_PAGE_SIZE);
   return TRUE;
 }
 
@@ -148,7 +150,7 @@ vmce_lend_timeout_cb (gpointer user_data)
   const gchar *how = NULL;
 
   l->timer = 0;
-  if (!vmce_lend_poison_again (vm, vmce_vcpu_hold_get_tid (l->hold), s->hva, s->gpa, &how, &error)) {
+  if (!vmce_lend_poison_again (vm, vmce_vcpu_hold_get_tid (l->hold), s, &how, &error)) {
     /* the guest would read zeros where it had a machine check: the
      * migration goes, not the promise */
     g_warning ("vm %s: the page at GPA 0x%" G_GINT64_MODIFIER "x cannot be poisoned again after the "
@@ -157,7 +159,7 @@ vmce_lend_timeout_cb (gpointer user_data)
     vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_lend_cancel_cb,
                                    vmce_vm_ref (vm));
   } else if (p != NULL && p->lent == 1) {
-    vmce_lend_journal (vm, p, VMCE_LEND_FIRST_MS, how);
+    vmce_lend_journal (vm, s, VMCE_LEND_FIRST_MS, how);
   }
   l->held_us += vmce_vcpu_hold_get_age_us (l->hold);
   g_clear_pointer (&l->hold, vmce_vcpu_hold_release);
@@ -181,7 +183,7 @@ vmce_lend_held_cb (VmceVm *vm, VmceVcpuHold *hold, gpointer user_data)
     return; /* ready inside vmce_vcpu_hold_new(): vmce_lend_next() goes on */
   vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
   if (p == NULL || vmas == NULL ||
-      !vmce_page_replace (vmce_vm_get_pid (vm), s->tid, vmas, s->hva, &r, &error)) {
+      !vmce_page_replace_range (vmce_vm_get_pid (vm), s->tid, vmas, s->hva, s->n, &r, &error)) {
     g_warning ("vm %s: the migration read the poisoned page at GPA 0x%" G_GINT64_MODIFIER
                "x, which cannot be lent to it: %s",
                vmce_vm_get_name (vm), s->gpa, error != NULL ? error->message : "the page is not known");
@@ -193,8 +195,15 @@ vmce_lend_held_cb (VmceVm *vm, VmceVcpuHold *hold, gpointer user_data)
     vmce_lend_next (vm);
     return;
   }
+  /* (a run that reached past its mapping is cut there) */
+  s->n = (guint) (r.len / VMCE_PAGE_SIZE);
   vmce_page_replace_clear (&r);
-  vmce_sim_forget_page (vm, s->hva, "the page was lent to the migration");
+  for (guint i = 0; i < s->n; i++) {
+    VmcePoisonedPage *q = vmce_vm_find_poisoned (vm, s->gpa + (guint64) i * VMCE_PAGE_SIZE);
+    vmce_sim_forget_page (vm, s->hva + (guint64) i * VMCE_PAGE_SIZE, "the page was lent to the migration");
+    if (q != NULL && q != p && q->lent++ == 0)
+      l->n_lent++;
+  }
   if (p->lent++ == 0)
     l->n_lent++;
   /* again and again: it had not finished with the page */
@@ -223,8 +232,15 @@ vmce_migration_lend (VmceVm *vm, const VmceStop *stop, VmcePoisonedPage *p)
   VmceLendStop *s = g_new0 (VmceLendStop, 1);
 
   s->tid = stop->tid;
-  s->hva = (guint64) (guintptr) stop->info.si_addr;
+  s->hva = (guint64) (guintptr) stop->info.si_addr & VMCE_PAGE_MASK;
   s->gpa = p->gpa;
+  /* the poisoned pages right after it, in QEMU's memory and the guest's */
+  for (s->n = 1; s->n < VMCE_LEND_RUN; s->n++) {
+    guint64 gpa = 0;
+    VmcePoisonedPage *next = vmce_vm_find_host_poisoned (vm, s->hva + (guint64) s->n * VMCE_PAGE_SIZE, &gpa);
+    if (next == NULL || next->gpa != s->gpa + (guint64) s->n * VMCE_PAGE_SIZE)
+      break;
+  }
   if (p->lent >= VMCE_LEND_TRIES && !l->gave_up) {
     l->gave_up = TRUE;
     g_warning ("vm %s: the migration read the page at GPA 0x%" G_GINT64_MODIFIER "x %u times without "
@@ -260,4 +276,10 @@ guint
 vmce_migration_lend_count (VmceVm *vm)
 {
   return vmce_lender (vm)->n_lent;
+}
+
+gint64
+vmce_migration_lend_held_us (VmceVm *vm)
+{
+  return vmce_lender (vm)->held_us;
 }

@@ -17,3 +17,5 @@ void vmce_migration_lend (VmceVm *vm, const VmceStop *stop, VmcePoisonedPage *p)
 void vmce_migration_lend_reset (VmceVm *vm);
 /* Pages lent in this migration */
 guint vmce_migration_lend_count (VmceVm *vm);
+/* How long the vCPUs were held for it, in this migration */
+gint64 vmce_migration_lend_held_us (VmceVm *vm);

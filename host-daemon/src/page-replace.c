@@ -29,6 +29,7 @@
 #include <sys/uio.h>
 
 #include "page-replace.h"
+#include "page.h"
 #include "remote-syscall.h"
 
 #ifndef MADV_DONTNEED_LOCKED
@@ -107,10 +108,22 @@ vmce_page_replace (pid_t pid,
                    VmcePageReplace *out,
                    GError **error)
 {
+  return vmce_page_replace_range (pid, tid, vmas, hva, 1, out, error);
+}
+
+gboolean
+vmce_page_replace_range (pid_t pid,
+                         pid_t tid,
+                         VmceVmaTable *vmas,
+                         guint64 hva,
+                         guint n_units,
+                         VmcePageReplace *out,
+                         GError **error)
+{
   const VmceVma *vma = vmce_vma_table_lookup (vmas, hva);
   g_autoptr(GString) how = g_string_new (NULL);
   VmceReplacePlan plan;
-  guint64 start;
+  guint64 start, len;
 
   memset (out, 0, sizeof *out);
   if (vma == NULL) {
@@ -121,30 +134,31 @@ vmce_page_replace (pid_t pid,
   /* a poisoned huge page is lost whole: the kernel poisons it all */
   vmce_page_replace_plan (vma, &plan);
   start = hva & ~(plan.unit - 1);
+  len = MIN ((guint64) MAX (n_units, 1u) * plan.unit, vma->end - start);
   out->start = start;
-  out->len = plan.unit;
+  out->len = len;
   out->backing = vmce_vma_describe (vma);
 
   /* PROT_NONE: vmced took the page away (a simulated error, maybe left by
    * a vmced that was killed) */
   if (plan.restore_access) {
-    if (!vmce_remote_mprotect (pid, tid, start, plan.unit, PROT_READ | PROT_WRITE, error))
+    if (!vmce_remote_mprotect (pid, tid, start, len, PROT_READ | PROT_WRITE, error))
       return FALSE;
     g_string_append (how, "mprotect read-write, ");
   }
   if (plan.punch) {
-    if (!vmce_remote_madvise (pid, tid, start, plan.unit, MADV_REMOVE, error)) {
+    if (!vmce_remote_madvise (pid, tid, start, len, MADV_REMOVE, error)) {
       g_prefix_error (error, "cannot punch the page out of %s: ", out->backing);
       return FALSE;
     }
     g_string_append_printf (how, "MADV_REMOVE (hole punched at offset 0x%" G_GINT64_MODIFIER "x), ",
                             vma->offset + (start - vma->start));
   }
-  if (!vmce_page_zap (pid, tid, &plan, start, plan.unit, how, error)) {
+  if (!vmce_page_zap (pid, tid, &plan, start, len, how, error)) {
     g_prefix_error (error, "cannot drop the page from QEMU's page table: ");
     return FALSE;
   }
-  if (!vmce_page_is_readable (pid, start)) {
+  if (!vmce_page_is_readable (pid, start) || !vmce_page_is_readable (pid, start + len - VMCE_PAGE_SIZE)) {
     if (plan.file_data)
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
                    "the page of %s is itself poisoned, and QEMU maps that file privately: "

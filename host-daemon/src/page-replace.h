@@ -47,3 +47,12 @@ gboolean vmce_page_replace (pid_t pid,
                             guint64 hva,
                             VmcePageReplace *out,
                             GError **error);
+/* The same for @n_units pages (or huge pages) from @hva's, as far as its
+ * mapping goes: a few system calls for the lot */
+gboolean vmce_page_replace_range (pid_t pid,
+                                  pid_t tid,
+                                  VmceVmaTable *vmas,
+                                  guint64 hva,
+                                  guint n_units,
+                                  VmcePageReplace *out,
+                                  GError **error);

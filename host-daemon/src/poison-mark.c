@@ -125,10 +125,10 @@ vmce_uffd_of (pid_t pid, pid_t tid, GError **error)
 }
 
 static gboolean
-vmce_uffd_poison (int fd, guint64 page, GError **error)
+vmce_uffd_poison (int fd, guint64 start, guint64 len, GError **error)
 {
-  struct uffdio_register reg = { .range = { page, VMCE_PAGE_SIZE }, .mode = UFFDIO_REGISTER_MODE_MISSING };
-  struct uffdio_poison poison = { .range = { page, VMCE_PAGE_SIZE } };
+  struct uffdio_register reg = { .range = { start, len }, .mode = UFFDIO_REGISTER_MODE_MISSING };
+  struct uffdio_poison poison = { .range = { start, len } };
 
   if (ioctl (fd, UFFDIO_REGISTER, &reg) < 0) {
     int errsv = errno;
@@ -146,14 +146,14 @@ vmce_uffd_poison (int fd, guint64 page, GError **error)
 }
 
 gboolean
-vmce_poison_mark (pid_t pid, pid_t tid, guint64 hva, GError **error)
+vmce_poison_mark_range (pid_t pid, pid_t tid, guint64 start, guint64 len, GError **error)
 {
-  guint64 page = hva & VMCE_PAGE_MASK;
   g_autoptr(VmceVmaTable) vmas = NULL;
   const VmceVma *vma;
   int fd;
   gboolean ok;
 
+  start &= VMCE_PAGE_MASK;
   if (vmce_poison_mark_unsupported () != NULL) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, vmce_poison_mark_unsupported ());
     return FALSE;
@@ -161,19 +161,21 @@ vmce_poison_mark (pid_t pid, pid_t tid, guint64 hva, GError **error)
   vmas = vmce_vma_table_read (pid, error);
   if (vmas == NULL)
     return FALSE;
-  vma = vmce_vma_table_lookup (vmas, page);
-  if (vma == NULL || vma->hugetlb) {
+  vma = vmce_vma_table_lookup (vmas, start);
+  if (vma == NULL || vma->hugetlb || start + len > vma->end) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                 "HVA 0x%" G_GINT64_MODIFIER "x is %s: not a page that can be poisoned alone", page,
-                 vma == NULL ? "not mapped" : "in a hugetlbfs mapping");
+                 "HVA 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x is %s: not pages that can be "
+                 "poisoned alone",
+                 start, start + len - 1,
+                 vma == NULL ? "not mapped" : vma->hugetlb ? "in a hugetlbfs mapping" : "more than one mapping");
     return FALSE;
   }
   /* a marker goes only where no page is (UFFDIO_POISON says EEXIST), and a
    * page vmced took away (PROT_NONE) would fault before the marker counts */
   if ((!vma->readable || !vma->writable) &&
-      !vmce_remote_mprotect (pid, tid, page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE, error))
+      !vmce_remote_mprotect (pid, tid, start, len, PROT_READ | PROT_WRITE, error))
     return FALSE;
-  if (!vmce_remote_madvise (pid, tid, page, VMCE_PAGE_SIZE, MADV_DONTNEED, error))
+  if (!vmce_remote_madvise (pid, tid, start, len, MADV_DONTNEED, error))
     return FALSE;
   fd = vmce_uffd_of (pid, tid, error);
   if (fd < 0)
@@ -182,12 +184,19 @@ vmce_poison_mark (pid_t pid, pid_t tid, guint64 hva, GError **error)
     close (fd);
     return FALSE;
   }
-  ok = vmce_uffd_poison (fd, page, error);
-  /* the last reference: the range is unregistered, the marker stays */
+  ok = vmce_uffd_poison (fd, start, len, error);
+  /* the last reference: the range is unregistered, the markers stay */
   close (fd);
   if (!ok)
-    g_prefix_error (error, "cannot poison the page at HVA 0x%" G_GINT64_MODIFIER "x: ", page);
+    g_prefix_error (error, "cannot poison HVA 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x: ", start,
+                    start + len - 1);
   return ok;
+}
+
+gboolean
+vmce_poison_mark (pid_t pid, pid_t tid, guint64 hva, GError **error)
+{
+  return vmce_poison_mark_range (pid, tid, hva & VMCE_PAGE_MASK, VMCE_PAGE_SIZE, error);
 }
 
 gboolean
@@ -195,4 +204,33 @@ vmce_poison_unmark (pid_t pid, pid_t tid, guint64 hva, GError **error)
 {
   /* zapping the entry drops the marker with it */
   return vmce_remote_madvise (pid, tid, hva & VMCE_PAGE_MASK, VMCE_PAGE_SIZE, MADV_DONTNEED, error);
+}
+
+gboolean
+vmce_poison_mark_or_protect (pid_t pid,
+                             pid_t tid,
+                             guint64 start,
+                             guint64 len,
+                             gboolean may_protect,
+                             const gchar **how,
+                             GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  if (vmce_poison_mark_range (pid, tid, start, len, &local)) {
+    *how = "UFFDIO_POISON";
+    return TRUE;
+  }
+  /* no UFFDIO_POISON in this kernel, or not for this mapping (a file on
+   * disk: userfaultfd takes anonymous memory, shmem and hugetlbfs) */
+  if (!may_protect) {
+    g_propagate_error (error, g_steal_pointer (&local));
+    return FALSE;
+  }
+  g_debug ("pid %d: %s: taking the pages away instead", pid, local->message);
+  if (!vmce_remote_mprotect (pid, tid, start & VMCE_PAGE_MASK, len, PROT_NONE, error))
+    return FALSE;
+  *how = vmce_poison_mark_unsupported () != NULL ? "PROT_NONE (no UFFDIO_POISON in this kernel)"
+                                                 : "PROT_NONE (no UFFDIO_POISON for this mapping)";
+  return TRUE;
 }

@@ -22,7 +22,22 @@ const gchar *vmce_poison_mark_unsupported (void);
  * hugetlbfs mapping cannot be marked alone (the kernel marks whole huge
  * pages): that fails, saying so. */
 gboolean vmce_poison_mark (pid_t pid, pid_t tid, guint64 hva, GError **error);
+/* The same for the pages of [@start, @start + @len), in one mapping: a
+ * few system calls for the lot */
+gboolean vmce_poison_mark_range (pid_t pid, pid_t tid, guint64 start, guint64 len, GError **error);
 
 /* Takes a mark away again: a fresh zeroed page stands there (what QEMU
  * puts in place of a poisoned page at reset) */
 gboolean vmce_poison_unmark (pid_t pid, pid_t tid, guint64 hva, GError **error);
+
+/* mark_range(), or where it cannot be (no UFFDIO_POISON in the kernel, or
+ * for the mapping: a file on disk) and @may_protect (TCG: PROT_NONE is
+ * a memory error for vmced, not for KVM), the pages taken away instead;
+ * @how says which */
+gboolean vmce_poison_mark_or_protect (pid_t pid,
+                                      pid_t tid,
+                                      guint64 start,
+                                      guint64 len,
+                                      gboolean may_protect,
+                                      const gchar **how,
+                                      GError **error);

@@ -12,7 +12,7 @@ import sys
 
 # lowest first; a module is NAME.c with NAME.h
 LAYERS = [
-    ("base", "page policy error json-util mce-encode mce-event decision poison-set proc-info "
+    ("base", "page policy error json-util mce-encode mce-event decision poison-set poison-xml proc-info "
              "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
                  "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client"),
@@ -21,7 +21,7 @@ LAYERS = [
     ("simulator", "sim-poison vcpu-hold"),
     ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss"),
     ("daemon", "daemon"),
-    ("commands", "commands libvirt-watch"),
+    ("commands", "commands libvirt-watch libvirt-carry"),
     ("programs", "vmced vmcectl"),
 ]
 LAYER_OF = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods.split()}

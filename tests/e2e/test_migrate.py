@@ -120,7 +120,7 @@ def case_carry():
     r = received[0]
     tap.ok(r.get("marked") == 3 and {int(p["gpa"], 16) for p in r.get("pages", [])} == set(pages),
            f"destination: its journal says all three poisoned before its vCPUs ran ({r.get('how')}, "
-           f"vCPUs held {r.get('held_us', 0) / 1000:.0f} ms)", diag=r)
+           f"the guest waited {r.get('paused_us', 0) / 1000:.1f} ms)", diag=r)
     tap.ok(r.get("how") in ("UFFDIO_POISON", "PROT_NONE (no UFFDIO_POISON in this kernel)"),
            "destination: marked by the kernel's own poison marker where it has one", diag=r.get("how"))
     dst.wait_ready(60)
