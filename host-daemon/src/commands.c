@@ -16,6 +16,11 @@
  *   guest         {vm, request, timeout-ms?}
  *                                     one request line to the VM's vmce
  *                                     guest agent, relayed: its answer
+ *   migration-pages  {vm}             its poisoned pages, as a destination takes them
+ *   migration-expect {vm, pages}      a QEMU loading a migration is to hold
+ *                                     those poisoned (vmcectl migrate)
+ *   migrate       {vm, uri, to, pages}
+ *                                     QMP migrate, the pages handed to @to
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -30,7 +35,9 @@
 #include "hugepage-loss.h"
 #include "json-util.h"
 #include "migration-guard.h"
+#include "migration-incoming.h"
 #include "page.h"
+#include "poison-xml.h"
 #include "sim-poison.h"
 #include "vm-json.h"
 
@@ -454,6 +461,127 @@ vmce_commands_get_agent (VmceVm *vm)
 }
 
 static void
+vmce_cmd_migration_pages (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  g_autoptr(GPtrArray) pages = NULL;
+  g_autoptr(JsonBuilder) b = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *xml = NULL;
+
+  if (vm == NULL)
+    return;
+  pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
+  xml = vmce_poison_xml_build (vmce_vm_get_name (vm), pages);
+  b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "pages");
+  json_builder_add_string_value (b, xml);
+  vmce_json_builder_add_int (b, "count", pages->len);
+  json_builder_end_object (b);
+  ret = json_builder_get_root (b);
+  vmce_control_request_return (req, ret);
+}
+
+static void
+vmce_cmd_migration_expect (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  const gchar *xml = vmce_json_object_get_string_opt (args, "pages");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) pages = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  g_autofree gchar *from = NULL;
+  g_autofree gchar *who = NULL;
+
+  if (vm == NULL)
+    return;
+  if (xml == NULL || (pages = vmce_poison_xml_parse (xml, &from, &error)) == NULL) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s",
+                                error != NULL ? error->message : "'pages' is missing");
+    return;
+  }
+  if (!vmce_vm_is_incoming (vm)) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "vm %s is not loading a migration (its QEMU waits with -incoming until then)",
+                                vmce_vm_get_name (vm));
+    return;
+  }
+  if (vmce_migration_incoming_is_receiving (vm)) {
+    vmce_control_request_error (req, VMCE_ERROR_BUSY, "vm %s receives another migration's pages already",
+                                vmce_vm_get_name (vm));
+    return;
+  }
+  who = g_strdup_printf ("%s (handed over by vmcectl migrate)", from);
+  vmce_migration_incoming_receive (vm, who, pages);
+  ret = json_node_new (JSON_NODE_OBJECT);
+  json_node_take_object (ret, json_object_new ());
+  json_object_set_int_member (json_node_get_object (ret), "pages", pages->len);
+  vmce_control_request_return (req, ret);
+}
+
+typedef struct {
+  VmceControlRequest *req;
+  VmceVm *vm;
+} VmceCmdMigrate;
+
+static void
+vmce_cmd_migrate_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autofree VmceCmdMigrate *m = user_data;
+  g_autoptr(VmceVm) vm = m->vm;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+
+  if (ret == NULL) {
+    /* nothing moved: the pages handed over are not the next migration's */
+    vmce_migration_guard_expect_external (vm, NULL, 0);
+    vmce_control_request_error (m->req, VMCE_ERROR_GENERIC, "QEMU refused the migration: %s", error->message);
+    return;
+  }
+  vmce_control_request_return (m->req, NULL);
+}
+
+static void
+vmce_cmd_migrate (VmceControlRequest *req, JsonObject *args, gpointer user_data)
+{
+  VmceVm *vm = vmce_commands_get_vm (user_data, req, args);
+  const gchar *uri = vmce_json_object_get_string_opt (args, "uri");
+  const gchar *to = vmce_json_object_get_string_opt (args, "to");
+  g_autoptr(GPtrArray) pages = NULL;
+  g_autoptr(JsonNode) qargs = NULL;
+  gint64 handed = json_object_get_int_member_with_default (args, "pages", -1);
+  VmceCmdMigrate *m;
+
+  if (vm == NULL)
+    return;
+  if (uri == NULL || to == NULL) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'uri' or 'to' is missing");
+    return;
+  }
+  if (vmce_vm_get_uuid (vm) != NULL) {
+    vmce_control_request_error (req, VMCE_ERROR_NOT_SUPPORTED, "vm %s is a libvirt domain: migrate it with "
+                                "virsh migrate (its pages go in its metadata)", vmce_vm_get_name (vm));
+    return;
+  }
+  pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
+  if (handed != (gint64) pages->len) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "vm %s has %u poisoned page(s) now, %" G_GINT64_FORMAT " were handed over: "
+                                "hand them over again", vmce_vm_get_name (vm), pages->len, handed);
+    return;
+  }
+  vmce_migration_guard_expect_external (vm, to, pages->len);
+  qargs = json_node_new (JSON_NODE_OBJECT);
+  json_node_take_object (qargs, json_object_new ());
+  json_object_set_string_member (json_node_get_object (qargs), "uri", uri);
+  m = g_new0 (VmceCmdMigrate, 1);
+  m->req = req;
+  m->vm = vmce_vm_ref (vm);
+  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate", qargs, NULL, vmce_cmd_migrate_cb, m);
+}
+
+static void
 vmce_cmd_guest_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   VmceControlRequest *req = user_data;
@@ -515,6 +643,9 @@ vmce_commands_register (VmceControl *control, VmceDaemon *daemon)
   vmce_control_add_command (control, "set-policy", vmce_cmd_set_policy, daemon);
   vmce_control_add_command (control, "poison", vmce_cmd_poison, daemon);
   vmce_control_add_command (control, "inject", vmce_cmd_inject, daemon);
+  vmce_control_add_command (control, "migration-pages", vmce_cmd_migration_pages, daemon);
+  vmce_control_add_command (control, "migration-expect", vmce_cmd_migration_expect, daemon);
+  vmce_control_add_command (control, "migrate", vmce_cmd_migrate, daemon);
   vmce_control_add_command (control, "translate", vmce_cmd_translate, daemon);
   vmce_control_add_command (control, "guest", vmce_cmd_guest, daemon);
 }

@@ -48,6 +48,9 @@ typedef struct {
   VmceVm *destination;  /* ... to a QEMU this vmced watches; NULL: its libvirt domain carries them */
   gint64 started_us;
   gint domain_holds;    /* pages its libvirt domain's metadata holds now, -1: none written */
+  gchar *external_to;   /* handed over by a client (vmcectl migrate) to this destination ... */
+  guint external_pages; /* ... with this many pages */
+  gchar *carrier;       /* where the pages of the hand-over under way go, for the journal */
   VmceVm *last_destination; /* of the last hand-over that completed */
   gint64 completed_us;
 } VmceMigrationGuard;
@@ -61,6 +64,8 @@ vmce_migration_guard_free (VmceMigrationGuard *g)
   g_free (g->status);
   g_clear_pointer (&g->destination, vmce_vm_unref);
   g_clear_pointer (&g->last_destination, vmce_vm_unref);
+  g_free (g->external_to);
+  g_free (g->carrier);
   g_free (g);
 }
 
@@ -238,7 +243,7 @@ vmce_migration_cannot_hold (VmceVm *source, VmceVm *destination)
 static const gchar *
 vmce_migration_destination_name (VmceMigrationGuard *g)
 {
-  return g->destination != NULL ? vmce_vm_get_name (g->destination) : VMCE_MIGRATION_BY_DOMAIN;
+  return g->carrier != NULL ? g->carrier : "?";
 }
 
 /* @dst: a QEMU this vmced watches; NULL: the libvirt domain carries them */
@@ -257,12 +262,20 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
   g_clear_pointer (&g->destination, vmce_vm_unref);
   g->destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
   g->carrying = TRUE;
+  g_free (g->carrier);
+  g->carrier = g_strdup (dst != NULL               ? vmce_vm_get_name (dst)
+                         : g->external_to != NULL ? g->external_to
+                                                  : VMCE_MIGRATION_BY_DOMAIN);
   g->started_us = g_get_monotonic_time ();
   vmce_migration_lend_reset (vm);
   if (dst != NULL)
     detail = g_strdup_printf ("%u poisoned page(s) handed to the destination, vm %s (watched by this vmced): "
                               "held poisoned there before its vCPUs run",
                               pages->len, vmce_vm_get_name (dst));
+  else if (g->external_to != NULL)
+    detail = g_strdup_printf ("%u poisoned page(s) handed over to %s by a client (vmcectl migrate): its vmced "
+                              "holds them poisoned before its vCPUs run",
+                              pages->len, g->external_to);
   else
     detail = g_strdup_printf ("%u poisoned page(s) go with the libvirt domain (its vmce metadata): the "
                               "destination host's vmced holds them poisoned before its vCPUs run",
@@ -282,6 +295,7 @@ vmce_migration_end (VmceVm *vm, const gchar *status, GPtrArray *pages, gboolean 
   g_autofree gchar *detail = NULL;
 
   g->carrying = FALSE;
+  g_clear_pointer (&g->external_to, g_free);
   if (completed) {
     detail = g_strdup_printf ("the migration to %s completed in %.1f s: it holds the %u poisoned page(s), "
                               "%u of them read by the migration as zeroed pages",
@@ -320,8 +334,10 @@ vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data)
   g->status = g_strdup (status);
   if (!incoming && !vmce_migration_is_running (was) && vmce_migration_is_running (status)) {
     dst = vmce_migration_find_destination (vm);
-    /* a libvirt domain whose metadata holds every page carries them itself */
-    by_domain = dst == NULL && vmce_vm_get_uuid (vm) != NULL && g->domain_holds == (gint) pages->len;
+    /* a libvirt domain whose metadata holds every page carries them itself;
+     * a client that handed them to another vmced (vmcectl migrate) did */
+    by_domain = dst == NULL && ((vmce_vm_get_uuid (vm) != NULL && g->domain_holds == (gint) pages->len) ||
+                                (g->external_to != NULL && g->external_pages == pages->len));
   }
   switch (vmce_migration_decide (was, status, incoming, g->policy, pages->len, dst != NULL || by_domain,
                                  g->carrying)) {
@@ -399,6 +415,16 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   vmce_migration_journal (vm, "handing-over", g->status, one, vmce_vm_get_name (dst),
                           "poisoned during the migration: handed to the destination as well");
   vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), one);
+}
+
+void
+vmce_migration_guard_expect_external (VmceVm *vm, const gchar *to, guint n_pages)
+{
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
+
+  g_free (g->external_to);
+  g->external_to = g_strdup (to);
+  g->external_pages = n_pages;
 }
 
 void

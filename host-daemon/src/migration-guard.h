@@ -57,6 +57,10 @@ void vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev);
  * now (libvirt-carry.c): with all of them, a migration of it may go to
  * another host */
 void vmce_migration_guard_set_domain_holds (VmceVm *vm, guint n_pages);
+/* A client handed @vm's @n_pages poisoned pages to @to, a destination
+ * another vmced watches (vmcectl migrate): the migration it starts next
+ * may go, if the pages are still those; NULL @to takes that back */
+void vmce_migration_guard_expect_external (VmceVm *vm, const gchar *to, guint n_pages);
 /* @vm's session ends (QEMU exited, vmced detaches) */
 void vmce_migration_guard_on_detach (VmceVm *vm);
 

@@ -898,6 +898,110 @@ vmcectl_cmd_translate (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* The source's migration status, waited for until it has ended */
+static const gchar *
+vmcectl_migration_end (VmceCtlConn *c, const gchar *vm, gint timeout_s, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_s * G_USEC_PER_SEC;
+  static gchar status[32];
+
+  while (g_get_monotonic_time () < deadline) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    g_autoptr(JsonNode) ret = NULL;
+    JsonObject *mig;
+    const gchar *st;
+
+    json_object_set_string_member (args, "vm", vm);
+    ret = vmcectl_call (c, "query-vm", args, error);
+    if (ret == NULL)
+      return NULL;
+    mig = json_object_get_object_member (json_node_get_object (ret), "migration");
+    st = mig != NULL ? json_object_get_string_member_with_default (mig, "status", "none") : "none";
+    if (g_strcmp0 (st, "completed") == 0 || g_strcmp0 (st, "failed") == 0 || g_strcmp0 (st, "cancelled") == 0) {
+      g_strlcpy (status, st, sizeof status);
+      return status;
+    }
+    g_usleep (100 * 1000);
+  }
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "the migration of vm %s has not ended after %d s", vm,
+               timeout_s);
+  return NULL;
+}
+
+static int
+vmcectl_cmd_migrate (VmceCtlConn *c, int argc, char **argv)
+{
+  GError *error = NULL;
+  g_autofree gchar *to_vm = NULL;
+  g_autofree gchar *to = NULL;
+  g_autofree gchar *where = NULL;
+  g_autoptr(VmceCtlConn) dst = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonObject) expect = json_object_new ();
+  g_autoptr(JsonObject) go = json_object_new ();
+  g_autoptr(JsonNode) pages = NULL;
+  g_autoptr(JsonNode) ret = NULL;
+  const gchar *status;
+  gint timeout = 600;
+  gint64 n, t0;
+  GOptionEntry entries[] = {
+    { "to-vm", 0, 0, G_OPTION_ARG_STRING, &to_vm, "The destination QEMU, as its vmced names it (it waits "
+      "with -incoming)", "NAME" },
+    { "to", 0, 0, G_OPTION_ARG_STRING, &to, "Its vmced: a socket path or ssh://[user@]host (default: this "
+      "vmced)", "TARGET" },
+    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout, "Seconds to wait for the migration (default 600)", "S" },
+    { NULL },
+  };
+
+  if (!vmcectl_parse ("VM URI - live-migrate a VM to a QEMU another vmced watches, its poisoned pages "
+                      "handed over first", entries, &argc, &argv))
+    return EXIT_FAILURE;
+  if (c == NULL)
+    return EXIT_SUCCESS;
+  if (argc != 3 || to_vm == NULL) {
+    g_printerr ("vmcectl: error: usage: vmcectl migrate VM URI --to-vm NAME [--to TARGET]\n");
+    return EXIT_FAILURE;
+  }
+  /* the destination's vmced takes the pages before anything moves: one
+   * that cannot (no such VM, not loading, no vmced) refuses the lot */
+  dst = to != NULL ? vmce_ctl_conn_open (to, &error) : NULL;
+  if (to != NULL && dst == NULL)
+    return vmcectl_fail (error);
+  json_object_set_string_member (args, "vm", argv[1]);
+  pages = vmcectl_call (c, "migration-pages", args, &error);
+  if (pages == NULL)
+    return vmcectl_fail (error);
+  n = json_object_get_int_member_with_default (json_node_get_object (pages), "count", 0);
+  json_object_set_string_member (expect, "vm", to_vm);
+  json_object_set_string_member (expect, "pages",
+                                 json_object_get_string_member (json_node_get_object (pages), "pages"));
+  ret = vmcectl_call (dst != NULL ? dst : c, "migration-expect", expect, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  where = g_strdup_printf ("vm %s at %s", to_vm, to != NULL ? to : "this vmced");
+  json_object_set_string_member (go, "vm", argv[1]);
+  json_object_set_string_member (go, "uri", argv[2]);
+  json_object_set_string_member (go, "to", where);
+  json_object_set_int_member (go, "pages", n);
+  t0 = g_get_monotonic_time ();
+  g_clear_pointer (&ret, json_node_unref);
+  ret = vmcectl_call (c, "migrate", go, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  status = vmcectl_migration_end (c, argv[1], timeout, &error);
+  if (status == NULL)
+    return vmcectl_fail (error);
+  if (g_strcmp0 (status, "completed") != 0) {
+    g_printerr ("vmcectl: error: the migration of vm %s to %s %s: it runs on where it was, its %" G_GINT64_FORMAT
+                " poisoned page(s) as they were (its vmced's journal says why)\n",
+                argv[1], where, status, n);
+    return EXIT_FAILURE;
+  }
+  g_print ("vm %s: migrated to %s in %.1f s, %" G_GINT64_FORMAT " poisoned page(s) carried\n", argv[1], where,
+           (g_get_monotonic_time () - t0) / 1e6, n);
+  return EXIT_SUCCESS;
+}
+
 static const struct {
   const gchar *name;
   VmcectlCommandFunc func;
@@ -918,6 +1022,9 @@ static const struct {
   { "inject", vmcectl_cmd_inject, "VM --gpa ADDR [--kind ao|ar] [--cpu N]: machine check only" },
   { "translate", vmcectl_cmd_translate, "VM (--gpa|--hva ADDR): where a page is" },
   { "guest", vmcectl_cmd_guest, "VM COMMAND [KEY=VALUE...]: ask the VM's vmce guest agent" },
+  { "migrate", vmcectl_cmd_migrate,
+    "VM URI --to-vm NAME [--to TARGET]: live-migrate it to a QEMU another vmced watches, its poisoned "
+    "pages with it" },
 };
 
 static void

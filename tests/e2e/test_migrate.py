@@ -9,8 +9,11 @@ an error arriving while the migration runs; the destination must hold all
 three poisoned before its vCPUs run, its guest's HardwareCorrupted as it
 was and its victims' fates the same. Then the guest goes back the other
 way, and that QEMU is killed half-way through loading: the source must run
-on with its pages as they were. Each end journals what it did; no QEMU
-thread is left stopped.
+on with its pages as they were. A migration with no destination vmced
+watches is refused. Last, `vmcectl migrate` to a QEMU a second vmced
+watches (another host's, in direct mode): refused for a VM that vmced does
+not know, then done, the pages handed over first. Each end journals what
+it did; no QEMU thread is left stopped.
 """
 import json
 import os
@@ -30,6 +33,7 @@ prerequisites(tap)
 work = workdir("migrate")
 vms = {}
 daemon = None
+daemons = []
 
 
 def journal():
@@ -188,6 +192,46 @@ def case_no_destination(src):
     tap.ok(no_thread_stopped(src), "no destination: QEMU runs on, no thread left stopped")
 
 
+def case_other_vmced(src, pages):
+    """Direct mode, another vmced at the destination (another host's, say):
+    vmcectl migrate hands the pages to it before anything moves"""
+    far = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "far"), incoming_uri="defer")
+    vms["far"] = far
+    wait_for(lambda: os.path.exists(far.vmced_qmp_path), 30)
+    time.sleep(0.2)
+    other = Vmced(os.path.join(work, "vmced-far"),
+                  args=["--pid", str(far.pid), "--qmp", far.vmced_qmp_path, "--name", "far",
+                        "--agent", far.vmced_agent_path])
+    daemons.append(other)
+    other.wait_attached("far")
+    with far.qmp() as qd:
+        qd.execute("migrate-incoming", uri=f"unix:{os.path.join(work, 'm3.sock')}")
+    hc_before = src.agent.hardware_corrupted_kb()
+    with src.qmp() as q:
+        last = q.execute("query-migrate")
+    # bad input first: no such VM there, nothing moves
+    bad = daemon.ctl("migrate", "dst", f"unix:{os.path.join(work, 'm3.sock')}", "--to-vm", "nosuch",
+                     "--to", other.socket, check=False)
+    tap.ok(bad.returncode == 1 and bad.stderr.count("\n") == 1 and "nosuch" in bad.stderr,
+           "vmcectl migrate to a VM the other vmced does not know: one error line", diag=bad.stderr)
+    with src.qmp() as q:
+        tap.eq(q.execute("query-migrate"), last, "... and nothing moved (QEMU's last migration is the one before)")
+    since = len(other.journal_records())
+    r = daemon.ctl("migrate", "dst", f"unix:{os.path.join(work, 'm3.sock')}", "--to-vm", "far",
+                   "--to", other.socket, check=False, timeout=300)
+    tap.ok(r.returncode == 0 and "3 poisoned page(s) carried" in r.stdout,
+           f"vmcectl migrate: {r.stdout.strip()}", diag=r.stderr)
+    got = wait_for(lambda: [x for x in other.journal_records()[since:] if x.get("type") == "migration"
+                            and x.get("action") == "received"], 20) or [{}]
+    tap.ok(got[0].get("marked") == 3, f"the other vmced poisoned the three pages ({got[0].get('detail')})",
+           diag=got)
+    far.wait_ready(60)
+    tap.ok(all(not qemu_reads(gpa2hva(far, g), far.pid) for g in pages),
+           "all three are poisoned in the far QEMU")
+    tap.eq(far.agent.hardware_corrupted_kb(), hc_before, "the far guest's HardwareCorrupted is as it was")
+    tap.ok(no_thread_stopped(far) and no_thread_stopped(src), "no QEMU thread left stopped on either end")
+
+
 try:
     vms["src"] = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "src"))
     vms["src"].wait_ready()
@@ -201,7 +245,10 @@ try:
         # the guest lives on the destination now, vmced knows it as "dst"
         tap.case("migration failed", lambda: case_failed(result["dst"], result["pages"]))
         tap.case("no destination", lambda: case_no_destination(result["dst"]))
+        tap.case("another vmced", lambda: case_other_vmced(result["dst"], result["pages"]))
 finally:
+    for d in daemons:
+        d.stop()
     if daemon is not None:
         tap.eq(daemon.stop(), 0, "vmced stops cleanly on SIGTERM")
     for vm in vms.values():

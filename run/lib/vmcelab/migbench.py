@@ -16,10 +16,12 @@ the source's vCPUs were held while pages were lent.
 """
 import json
 import os
+import subprocess
 import time
 
-from . import qemus
+from . import paths, qemus
 from .daemon import Vmced
+from .libvirt import domain_xml
 from .stats import percentile
 from .storm import DIMM, PAGE, _Storm
 from .vm import Vm
@@ -175,3 +177,81 @@ def _print(out):
         held = f"{s['src_vcpus_held_us'] / 1000:.1f}" if s["src_vcpus_held_us"] is not None else "-"
         print(f"{s['poisoned']:>9} {s['total_ms']:>9} {s['total_ratio'] or '-':>6} {s['downtime_ms']:>12} "
               f"{s['downtime_ratio'] or '-':>6} {waited:>14} {held:>18}")
+
+
+def _create_domain(work, uri, name, mem):
+    state = os.path.join(work, name)
+    os.makedirs(state, exist_ok=True)
+    xml = os.path.join(state, "domain.xml")
+    with open(xml, "w") as f:
+        f.write(domain_xml(name, state, mem=mem, disk="", mem_file=False, vmced_agent_by_libvirt=True))
+    subprocess.run(["virsh", "-q", "-c", uri, "create", xml], check=True, capture_output=True, timeout=120)
+
+
+def _marked(daemon, name):
+    """The destination's received record of @name, waited for"""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rec = next((x for x in daemon.journal_records() if x.get("vm") == name and x.get("type") == "migration"
+                    and x.get("action") == "received"), None)
+        if rec is not None:
+            return {"domain": name, "marked": rec.get("marked"), "how": rec.get("how")}
+        time.sleep(0.2)
+    return {"domain": name, "marked": None, "how": None}
+
+
+def drain_figures(work, n_domains=8, n_poisoned=2, mem="512M"):
+    """A libvirt host of @n_domains TCG guests, @n_poisoned of them with a
+    poisoned page (AO on a page of guest RAM: its kernel recovers it),
+    drained into another (run/virsh/drain): each domain's seconds and the
+    whole drain's, with what each carried. Two private libvirtds on this
+    machine, each with its own vmced (libvirt mode)."""
+    private = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")
+    hosts = {h: os.path.join(work, f"libvirt-{h}") for h in ("a", "b")}
+    uris, daemons, names = {}, {}, [f"vmce-drain{i}" for i in range(n_domains)]
+    out = {"domains": n_domains, "poisoned_domains": n_poisoned, "mem": mem}
+    try:
+        for h, d in hosts.items():
+            r = subprocess.run([private, "start", d], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise RuntimeError(f"private libvirtd: {r.stderr.strip()}")
+            uris[h] = r.stdout.strip()
+            daemons[h] = Vmced(os.path.join(work, f"vmced-{h}"), args=["--connect", uris[h], "--all-domains"])
+        for n in names:
+            _create_domain(work, uris["a"], n, mem)
+        for n in names:
+            daemons["a"].wait_attached(n, timeout=300)
+        time.sleep(5)  # the guests' boot
+        for n in names[:n_poisoned]:
+            ev = daemons["a"].poison(n, "--gpa", hex(0x10000000), "--kind", "ao")
+            if ev.get("result") != "injected":
+                raise RuntimeError(f"{n}: the poison was not injected: {ev}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                daemons["a"].ctl_json("vm", n)["migration"].get("domain_metadata_pages") == 1
+                for n in names[:n_poisoned]):
+            time.sleep(0.1)
+        res = os.path.join(work, "drain.json")
+        t0 = time.monotonic()
+        r = subprocess.run([os.path.join(paths.ROOT, "run", "virsh", "drain"), "--from", uris["a"], "--to", uris["b"],
+                            "--migrateuri", "tcp://127.0.0.1", "--unsafe", "--json", res],
+                           capture_output=True, text=True, timeout=3600)
+        out["seconds"] = round(time.monotonic() - t0, 1)
+        print(r.stdout, end="", flush=True)
+        out["rows"] = json.load(open(res))["domains"] if os.path.exists(res) else []
+        marks = [_marked(daemons["b"], n) for n in names[:n_poisoned]]
+        out["marked_on_destination"] = marks
+        ok = sum(d["migrated"] for d in out["rows"])
+        secs = [d["seconds"] for d in out["rows"]]
+        print(f"drain: {ok} of {n_domains} domains migrated in {out['seconds']} s "
+              f"({', '.join(f'{x:.1f}' for x in secs)} s each); poisoned ones marked on the destination: "
+              + ", ".join(f"{m['domain']} {m['marked']} ({m['how']})" for m in marks), flush=True)
+    finally:
+        for d in daemons.values():
+            d.stop()
+        for h, d in hosts.items():
+            for n in names:
+                if h in uris:
+                    subprocess.run(["virsh", "-q", "-c", uris[h], "destroy", n], capture_output=True, timeout=60)
+            subprocess.run([private, "stop", d], capture_output=True, timeout=120)
+    return out
