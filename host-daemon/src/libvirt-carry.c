@@ -72,17 +72,26 @@ vmce_carry_op_new (VmceLibvirtCarry *self, VmceVm *vm)
   return op;
 }
 
+/* In a worker thread: the op's domain, or NULL with the task returned */
+static virDomainPtr
+vmce_carry_domain (GTask *task, VmceCarryOp *op)
+{
+  virDomainPtr dom = virDomainLookupByUUIDString (op->conn, op->uuid);
+
+  if (dom == NULL)
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "%s", virGetLastErrorMessage ());
+  return dom;
+}
+
 static void
 vmce_carry_write_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   VmceCarryOp *op = data;
-  virDomainPtr dom = virDomainLookupByUUIDString (op->conn, op->uuid);
+  virDomainPtr dom = vmce_carry_domain (task, op);
   int ret;
 
-  if (dom == NULL) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "%s", virGetLastErrorMessage ());
+  if (dom == NULL)
     return;
-  }
   ret = virDomainSetMetadata (dom, VIR_DOMAIN_METADATA_ELEMENT, op->xml, VMCE_POISON_XML_KEY,
                               VMCE_POISON_XML_NS, VIR_DOMAIN_AFFECT_LIVE);
   virDomainFree (dom);
@@ -158,12 +167,10 @@ static void
 vmce_carry_read_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   VmceCarryOp *op = data;
-  virDomainPtr dom = virDomainLookupByUUIDString (op->conn, op->uuid);
+  virDomainPtr dom = vmce_carry_domain (task, op);
 
-  if (dom == NULL) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "%s", virGetLastErrorMessage ());
+  if (dom == NULL)
     return;
-  }
   op->xml = virDomainGetMetadata (dom, VIR_DOMAIN_METADATA_ELEMENT, VMCE_POISON_XML_NS, VIR_DOMAIN_AFFECT_LIVE);
   if (op->xml == NULL && virGetLastErrorCode () != VIR_ERR_NO_DOMAIN_METADATA) {
     g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_FAILED, "%s", virGetLastErrorMessage ());

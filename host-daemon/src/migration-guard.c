@@ -180,18 +180,6 @@ vmce_migration_journal (VmceVm *vm, const gchar *action, const gchar *status, GP
 
 /* --- the source ------------------------------------------------------------------ */
 
-static void
-vmce_migration_cancel_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(VmceVm) vm = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) ret = NULL;
-
-  ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
-  if (ret == NULL)
-    g_warning ("vm %s: cannot cancel the migration: %s", vmce_vm_get_name (vm), error->message);
-}
-
 /* Cancelled before anything moved: one line, a record, and the cancel */
 static void
 vmce_migration_refuse (VmceVm *vm, const gchar *status, GPtrArray *pages, const gchar *why)
@@ -206,8 +194,7 @@ vmce_migration_refuse (VmceVm *vm, const gchar *status, GPtrArray *pages, const 
                    &((VmcePoisonedPage *) g_ptr_array_index (pages, 0))->gpa, 0, "vm %s: %s", vmce_vm_get_name (vm),
                    line);
   vmce_migration_journal (vm, "refused", status, pages, NULL, line);
-  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
-                                 vmce_vm_ref (vm));
+  vmce_vm_execute_or_warn (vm, "migrate_cancel", NULL, "cancel the migration");
 }
 
 static VmceVm *
@@ -389,8 +376,7 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
     g_warning ("vm %s: a memory error at GPA 0x%" G_GINT64_MODIFIER "x during a migration whose destination "
                "would not know of it: the migration is cancelled (migrate again)",
                vmce_vm_get_name (vm), ev->gpa);
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_migration_cancel_cb,
-                                   vmce_vm_ref (vm));
+    vmce_vm_execute_or_warn (vm, "migrate_cancel", NULL, "cancel the migration");
     return;
   }
 

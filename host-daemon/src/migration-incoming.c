@@ -127,17 +127,6 @@ vmce_incoming_journal (VmceVm *vm, const gchar *action, GPtrArray *pages, guint 
 
 static void vmce_incoming_mark_now (VmceVm *dst);
 
-static void
-vmce_incoming_qmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(VmceVm) vm = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
-
-  if (ret == NULL)
-    g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
-}
-
 /* Whether QEMU was started with -S: its owner resumes it */
 static gboolean
 vmce_incoming_started_paused (VmceVm *vm)
@@ -177,8 +166,7 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
      * started with -S, as libvirt starts a destination, has none) */
     in->stopped = in->resume;
     if (in->stopped)
-      vmce_qmp_client_execute_async (vmce_vm_get_qmp (dst), "stop", NULL, NULL, vmce_incoming_qmp_cb,
-                                     vmce_vm_ref (dst));
+      vmce_vm_execute_or_warn (dst, "stop", NULL, "turn its autostart off");
   }
   for (guint i = 0; i < pages->len; i++) {
     VmcePoisonedPage *copy = g_memdup2 (g_ptr_array_index (pages, i), sizeof (VmcePoisonedPage));
@@ -305,8 +293,7 @@ vmce_incoming_held_cb (VmceVm *dst, VmceVcpuHold *hold, gpointer user_data)
   }
   vmce_incoming_journal (dst, "received", in->pages, marked, how, paused_us, detail);
   if (in->resume)
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (dst), "cont", NULL, NULL, vmce_incoming_qmp_cb,
-                                   vmce_vm_ref (dst));
+    vmce_vm_execute_or_warn (dst, "cont", NULL, "let the guest run");
   vmce_incoming_reset (in);
 }
 

@@ -128,17 +128,6 @@ vmce_lend_poison_again (VmceVm *vm, pid_t tid, VmceLendStop *s, const gchar **ho
   return TRUE;
 }
 
-static void
-vmce_lend_cancel_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(VmceVm) vm = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
-
-  if (ret == NULL)
-    g_warning ("vm %s: cannot cancel the migration: %s", vmce_vm_get_name (vm), error->message);
-}
-
 static gboolean
 vmce_lend_timeout_cb (gpointer user_data)
 {
@@ -156,8 +145,7 @@ vmce_lend_timeout_cb (gpointer user_data)
     g_warning ("vm %s: the page at GPA 0x%" G_GINT64_MODIFIER "x cannot be poisoned again after the "
                "migration read it (%s): the migration is cancelled",
                vmce_vm_get_name (vm), s->gpa, error->message);
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_lend_cancel_cb,
-                                   vmce_vm_ref (vm));
+    vmce_vm_execute_or_warn (vm, "migrate_cancel", NULL, "cancel the migration");
   } else if (p != NULL && p->lent == 1) {
     vmce_lend_journal (vm, s, VMCE_LEND_FIRST_MS, how);
   }
@@ -246,8 +234,7 @@ vmce_migration_lend (VmceVm *vm, const VmceStop *stop, VmcePoisonedPage *p)
     g_warning ("vm %s: the migration read the page at GPA 0x%" G_GINT64_MODIFIER "x %u times without "
                "getting past it: the migration is cancelled",
                vmce_vm_get_name (vm), p->gpa, p->lent);
-    vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "migrate_cancel", NULL, NULL, vmce_lend_cancel_cb,
-                                   vmce_vm_ref (vm));
+    vmce_vm_execute_or_warn (vm, "migrate_cancel", NULL, "cancel the migration");
   }
   g_queue_push_tail (&l->waiting, s);
   vmce_lend_next (vm);

@@ -1117,6 +1117,35 @@ vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64 *gpa)
   return p != NULL && p->host_poisoned ? p : NULL;
 }
 
+typedef struct {
+  VmceVm *vm;
+  gchar *what;
+} VmceVmFire;
+
+static void
+vmce_vm_fire_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceVmFire *f = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
+
+  if (ret == NULL)
+    g_warning ("vm %s: cannot %s: %s", f->vm->name, f->what, error->message);
+  vmce_vm_unref (f->vm);
+  g_free (f->what);
+  g_free (f);
+}
+
+void
+vmce_vm_execute_or_warn (VmceVm *self, const gchar *command, JsonNode *args, const gchar *what)
+{
+  VmceVmFire *f = g_new0 (VmceVmFire, 1);
+
+  f->vm = vmce_vm_ref (self);
+  f->what = g_strdup (what);
+  vmce_qmp_client_execute_async (self->qmp, command, args, NULL, vmce_vm_fire_cb, f);
+}
+
 static void
 vmce_vm_stop_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {

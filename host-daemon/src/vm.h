@@ -136,6 +136,9 @@ VmcePoisonedPage *vmce_vm_find_host_poisoned (VmceVm *self, guint64 hva, guint64
 VmcePoisonedPage *vmce_vm_find_poisoned (VmceVm *self, guint64 gpa);
 /* QMP stop; the outcome is logged */
 void vmce_vm_pause (VmceVm *self, const gchar *why);
+/* A QMP command for QEMU, its answer not waited for: a failure is one
+ * warning line, "cannot @what: ..." */
+void vmce_vm_execute_or_warn (VmceVm *self, const gchar *command, JsonNode *args, const gchar *what);
 
 /* What the session knows; the layers above read it, only the session
  * changes it (but for the policy, which is the operator's) */
