@@ -254,7 +254,10 @@ vmce_incoming_mark_pages (VmceVm *dst, pid_t tid, GPtrArray *pages, const gchar 
     for (guint k = i; k < j; k++) {
       const VmceIncomingMark *m = &g_array_index (marks, VmceIncomingMark, k);
       /* its fault is a memory error here as it was there */
-      vmce_sim_adopt_page (dst, m->hva, m->page->gpa);
+      if (g_strcmp0 (*how, "UFFDIO_POISON") == 0)
+        vmce_sim_adopt_marked_page (dst, m->hva, m->page->gpa);
+      else
+        vmce_sim_adopt_page (dst, m->hva, m->page->gpa);
       vmce_poison_set_add_migrated (vmce_vm_get_poisoned (dst), m->page, m->hva);
     }
     marked += j - i;

@@ -123,8 +123,13 @@ vmce_lend_poison_again (VmceVm *vm, pid_t tid, VmceLendStop *s, const gchar **ho
   if (!vmce_poison_mark_or_protect (vmce_vm_get_pid (vm), tid, s->hva, (guint64) s->n * VMCE_PAGE_SIZE,
                                     !vmce_vm_is_kvm (vm), how, error))
     return FALSE;
-  for (guint i = 0; i < s->n; i++)
-    vmce_sim_adopt_page (vm, s->hva + (guint64) i * VMCE_PAGE_SIZE, s->gpa + (guint64) i * VMCE_PAGE_SIZE);
+  for (guint i = 0; i < s->n; i++) {
+    guint64 hva = s->hva + (guint64) i * VMCE_PAGE_SIZE, gpa = s->gpa + (guint64) i * VMCE_PAGE_SIZE;
+    if (g_strcmp0 (*how, "UFFDIO_POISON") == 0)
+      vmce_sim_adopt_marked_page (vm, hva, gpa);
+    else
+      vmce_sim_adopt_page (vm, hva, gpa);
+  }
   return TRUE;
 }
 

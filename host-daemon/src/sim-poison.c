@@ -65,6 +65,7 @@ typedef struct {
 /* The simulator's own, per VM (layer data of the session) */
 typedef struct {
   GHashTable *protected; /* host page -> guest page, both guint64* */
+  GHashTable *marked;    /* of them, the kernel's poison markers (poison-mark.c), not PROT_NONE */
   GHashTable *huge;      /* host page of a lost huge page -> its lsb */
   GHashTable *pending;   /* tid -> GQueue of VmceSimSignal */
   GPtrArray *waiters;    /* of VmceSimWaiter */
@@ -109,6 +110,7 @@ static void
 vmce_simulator_free (VmceSimulator *sim)
 {
   g_hash_table_unref (sim->protected);
+  g_hash_table_unref (sim->marked);
   g_hash_table_unref (sim->huge);
   g_hash_table_unref (sim->pending);
   g_ptr_array_unref (sim->waiters);
@@ -128,6 +130,7 @@ vmce_simulator_new (void)
   VmceSimulator *sim = g_new0 (VmceSimulator, 1);
 
   sim->protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  sim->marked = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   sim->huge = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   sim->pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, vmce_sim_queue_free);
   sim->waiters = g_ptr_array_new ();
@@ -512,10 +515,28 @@ vmce_sim_is_protected (VmceVm *vm, guint64 host_page)
   return sim != NULL && g_hash_table_contains (sim->protected, &host_page);
 }
 
+/* The kernel's poison markers among [@start, @start + @len) dropped (the
+ * pages read zeros then): mprotect() alone leaves a marker in place */
+static gboolean
+vmce_sim_drop_markers (VmceVm *vm, pid_t tid, guint64 start, guint64 len, GError **error)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  for (guint64 page = start; sim != NULL && page < start + len; page += VMCE_PAGE_SIZE) {
+    if (!g_hash_table_contains (sim->marked, &page))
+      continue;
+    if (!vmce_remote_madvise (vmce_vm_get_pid (vm), tid, page, VMCE_PAGE_SIZE, MADV_DONTNEED, error))
+      return FALSE;
+    g_hash_table_remove (sim->marked, &page);
+  }
+  return TRUE;
+}
+
 gboolean
 vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
 {
-  if (!vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, host_page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+  if (!vmce_sim_drop_markers (vm, tid, host_page, VMCE_PAGE_SIZE, error) ||
+      !vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, host_page, VMCE_PAGE_SIZE, PROT_READ | PROT_WRITE,
                              error)) {
     g_prefix_error (error, "cannot give page 0x%" G_GINT64_MODIFIER "x back to QEMU: ",
                     host_page);
@@ -551,6 +572,7 @@ vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
   host_page &= VMCE_PAGE_MASK;
   if (sim == NULL || !g_hash_table_remove (sim->protected, &host_page))
     return;
+  g_hash_table_remove (sim->marked, &host_page);
   g_hash_table_remove (sim->huge, &host_page);
   for (guint i = 0; i < sim->waiters->len;) {
     VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
@@ -561,6 +583,16 @@ vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
     }
     i++;
   }
+}
+
+void
+vmce_sim_adopt_marked_page (VmceVm *vm, guint64 host_page, guint64 gpa)
+{
+  guint64 *key = g_new (guint64, 1);
+
+  vmce_sim_adopt_page (vm, host_page, gpa);
+  *key = host_page & VMCE_PAGE_MASK;
+  g_hash_table_add (vmce_simulator (vm)->marked, key);
 }
 
 void
@@ -620,7 +652,8 @@ vmce_sim_give_back_runs (VmceVm *vm, pid_t tid, guint64 start, guint64 end, GErr
 
     while (j < pages->len && g_array_index (pages, guint64, j) == first + (guint64) (j - i) * VMCE_PAGE_SIZE)
       j++;
-    if (vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, first, (guint64) (j - i) * VMCE_PAGE_SIZE,
+    if (vmce_sim_drop_markers (vm, tid, first, (guint64) (j - i) * VMCE_PAGE_SIZE, &local) &&
+        vmce_remote_mprotect (vmce_vm_get_pid (vm), tid, first, (guint64) (j - i) * VMCE_PAGE_SIZE,
                               PROT_READ | PROT_WRITE, &local)) {
       for (guint k = i; k < j; k++) {
         g_hash_table_remove (sim->protected, &g_array_index (pages, guint64, k));
@@ -661,6 +694,7 @@ vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
     g_warning ("vm %s: %s", vmce_vm_get_name (vm), error->message);
   /* what could not be given back is not vmced's any more */
   g_hash_table_remove_all (sim->protected);
+  g_hash_table_remove_all (sim->marked);
   g_hash_table_remove_all (sim->huge);
   vmce_vm_unref (vm);
 }

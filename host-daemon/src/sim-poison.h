@@ -57,6 +57,9 @@ void vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why);
  * it could give it back); a thread touching it is told as of a poisoned
  * page again */
 void vmce_sim_adopt_page (VmceVm *vm, guint64 host_page, guint64 gpa);
+/* The same for a page the kernel's poison marker stands in (poison-mark.c,
+ * where a migration brought it): what gives the page back drops the marker */
+void vmce_sim_adopt_marked_page (VmceVm *vm, guint64 host_page, guint64 gpa);
 
 /* An event was handled: answers the request waiting for it */
 void vmce_sim_event_done (VmceVm *vm, const VmceMceEvent *ev, JsonNode *json);

@@ -12,8 +12,11 @@ way, and that QEMU is killed half-way through loading: the source must run
 on with its pages as they were. A migration with no destination vmced
 watches is refused. Last, `vmcectl migrate` to a QEMU a second vmced
 watches (another host's, in direct mode): refused for a VM that vmced does
-not know, then done, the pages handed over first. Each end journals what
-it did; no QEMU thread is left stopped.
+not know, then done, the pages handed over first. Then, with hugepage =
+one, a 2 MiB host page lost under a process's THP and carried: 512 pages
+poisoned there, the page hit told and 511 not, and the process's read of
+one of those a machine check at its GPA on the destination. Each end
+journals what it did; no QEMU thread is left stopped.
 """
 import json
 import os
@@ -27,6 +30,7 @@ BUS_MCEERR_AR = 4
 BUS_MCEERR_AO = 5
 NAME = "e2e-migrate"
 MiB = 1 << 20
+HUGE = 2 * MiB
 
 tap = Tap()
 prerequisites(tap)
@@ -232,6 +236,56 @@ def case_other_vmced(src, pages):
     tap.ok(no_thread_stopped(far) and no_thread_stopped(src), "no QEMU thread left stopped on either end")
 
 
+def case_lost_huge_page(src, d, name):
+    """hugepage = one: the host loses a 2 MiB page under a process's THP,
+    the guest is told of the page hit only; after the migration the other
+    511 are still poisoned and still untold, and the process's read of one
+    is a machine check at its GPA there, as it would have been here"""
+    agent = src.agent
+    agent.call("sysfs", path="/sys/kernel/mm/transparent_hugepage/enabled", value="madvise")
+    d.ctl("policy", name, "--hugepage", "one")
+    w = agent.call("pages-start", type="thp")
+    base = int(w["gpa"], 16) & ~(HUGE - 1)
+    ev = d.poison(name, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    tap.ok(ev.get("result") == "injected" and ev.get("lsb") == 21,
+           "lost huge page: the loss (AO, lsb 21) injected, the page hit told", diag=ev)
+    wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("sigbus"), 30)
+    hc = agent.hardware_corrupted_kb()
+    dst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "hp"), incoming_uri="defer")
+    vms["hp"] = dst
+    wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
+    time.sleep(0.2)
+    d.ctl("attach", "--pid", str(dst.pid), "--qmp", dst.vmced_qmp_path, "--name", "hp",
+          "--agent", dst.vmced_agent_path)
+    d.ctl("policy", "hp", "--hugepage", "one")
+    since = len(d.journal_records())
+    status = migrate(src, dst, os.path.join(work, "m4.sock"))
+    tap.eq(status, "completed", "lost huge page: the migration completed")
+    got = wait_for(lambda: [x for x in d.journal_records()[since:] if x.get("type") == "migration"
+                            and x.get("vm") == "hp" and x.get("action") == "received"], 20) or [{}]
+    told = {int(p["gpa"], 16): p["told"] for p in got[0].get("pages", [])
+            if base <= int(p["gpa"], 16) < base + HUGE}
+    tap.ok(got[0].get("marked", 0) >= 512 and len(told) == 512 and sum(told.values()) == 1 and told.get(base),
+           "lost huge page: all 512 pages poisoned on the destination, the page hit told, 511 untold as before",
+           diag={k: v for k, v in list(told.items())[:4]})
+    dst.wait_ready(60)
+    agent = dst.agent
+    tap.eq(agent.hardware_corrupted_kb(), hc, "lost huge page: the destination's HardwareCorrupted as it was")
+    agent.call("pages-touch", pid=w["pid"], only=1)
+    page3 = base + 3 * 4096
+    read = wait_for(lambda: [x for x in d.journal_records()[since:] if x.get("type") == "memory-error"
+                             and x.get("vm") == "hp" and x.get("si_code") == "BUS_MCEERR_AR"
+                             and int(x.get("gpa") or "0x0", 16) == page3], 30) or [{}]
+    tap.ok(read[0].get("result") == "injected",
+           "lost huge page: the process reads page 3 on the destination, never told of: an AR at its GPA, "
+           "injected there", diag=read[0])
+    # (the agent keeps a thread's last signal)
+    st = wait_for(lambda: (lambda x: x if any(r.get("code") == BUS_MCEERR_AR for r in x.get("sigbus") or [])
+                           else None)(agent.call("pages-status", pid=w["pid"])), 30) or {}
+    tap.ok(st, "lost huge page: the process got BUS_MCEERR_AR for its read there", diag=st)
+    tap.ok(no_thread_stopped(dst) and no_thread_stopped(src), "lost huge page: no QEMU thread left stopped")
+
+
 try:
     vms["src"] = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "src"))
     vms["src"].wait_ready()
@@ -246,6 +300,8 @@ try:
         tap.case("migration failed", lambda: case_failed(result["dst"], result["pages"]))
         tap.case("no destination", lambda: case_no_destination(result["dst"]))
         tap.case("another vmced", lambda: case_other_vmced(result["dst"], result["pages"]))
+        if "far" in vms and daemons:
+            tap.case("lost huge page", lambda: case_lost_huge_page(vms["far"], daemons[0], "far"))
 finally:
     for d in daemons:
         d.stop()
