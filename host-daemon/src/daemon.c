@@ -421,6 +421,8 @@ vmce_daemon_vm_qemu_event (VmceVm *vm,
     vmce_migration_guard_on_event (vm, data);
   else if (g_strcmp0 (name, "RESET") == 0)
     vmce_reset_guard_on_reset (vm, data, time_us);
+  else if (g_strcmp0 (name, "STOP") == 0)
+    vmce_migration_guard_on_stop (vm, time_us);
 }
 
 static JsonNode *

@@ -1067,6 +1067,22 @@ vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
   vmce_forward_enqueue (vm, vmce_injection_new (vm, ev));
 }
 
+void
+vmce_forward_tell_migrated (VmceVm *vm, guint64 gpa)
+{
+  g_autoptr(GError) error = NULL;
+  VmceMceEvent *ev;
+
+  ev = vmce_forward_event_for_gpa (vm, gpa, VMCE_MCE_KIND_AO, (guint) vmce_forward_first_vcpu (vm), "migration",
+                                   &error);
+  if (ev == NULL) {
+    g_warning ("vm %s: a page the migration brought not told: %s", vmce_vm_get_name (vm), error->message);
+    return;
+  }
+  ev->lsb = VMCE_PAGE_SHIFT;
+  vmce_forward_enqueue (vm, vmce_injection_new (vm, ev));
+}
+
 JsonNode *
 vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **error)
 {

@@ -28,6 +28,10 @@ JsonNode *vmce_forward_inject_finish (VmceVm *vm, GAsyncResult *res, GError **er
  * in the queue behind what is there; @about_seq: the error that showed
  * the loss (hugepage-loss.c) */
 void vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq);
+/* A page a migration brought whose found error (AO) its source took but
+ * whose machine check did not reach the guest there before it stopped:
+ * told here, as the source would have (migration-incoming.c) */
+void vmce_forward_tell_migrated (VmceVm *vm, guint64 gpa);
 
 /* QEMU's MEMORY_FAILURE event, to be kept with the injection it belongs to */
 void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);

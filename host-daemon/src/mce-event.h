@@ -35,8 +35,10 @@ typedef struct {
   int si_code;
   guint64 hva;
   guint lsb;
-  /* "kernel", "simulated" (vmcectl poison), "inject" (no signal) or
-   * "huge-page" (no signal: a page of a lost huge page, hugepage-loss.c) */
+  /* "kernel", "simulated" (vmcectl poison), "inject" (no signal),
+   * "huge-page" (no signal: a page of a lost huge page, hugepage-loss.c)
+   * or "migration" (no signal: a page a migration brought, told on its
+   * destination, migration-incoming.c) */
   const gchar *source;
   guint64 request_id;  /* the vmcectl request it answers, 0 if none */
   guint64 about_seq;   /* source "huge-page": the error that showed the loss */

@@ -51,6 +51,7 @@ typedef struct {
   gchar *external_to;   /* handed over by a client (vmcectl migrate) to this destination ... */
   guint external_pages; /* ... with this many pages */
   gchar *carrier;       /* where the pages of the hand-over under way go, for the journal */
+  gint64 stopped_us;    /* the source's guest stopped for the migration's last pass */
   VmceVm *last_destination; /* of the last hand-over that completed */
   gint64 completed_us;
 } VmceMigrationGuard;
@@ -249,6 +250,7 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
   g_clear_pointer (&g->destination, vmce_vm_unref);
   g->destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
   g->carrying = TRUE;
+  g->stopped_us = 0;
   g_free (g->carrier);
   g->carrier = g_strdup (dst != NULL               ? vmce_vm_get_name (dst)
                          : g->external_to != NULL ? g->external_to
@@ -394,13 +396,27 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   page.simulated = g_strcmp0 (ev->source, "simulated") == 0;
   page.host_poisoned = TRUE;
   page.result = ev->result;
-  page.count = 1;
+  /* a machine check written after the guest stopped for the last pass went
+   * into a guest that no longer runs here: the destination tells it */
+  page.count = ev->result == VMCE_RESULT_INJECTED &&
+                   (g->stopped_us == 0 || ev->stop_us + ev->to_monitor_us < g->stopped_us)
+                 ? 1
+                 : 0;
   page.time_us = g_get_real_time ();
   one = g_ptr_array_new ();
   g_ptr_array_add (one, &page);
   vmce_migration_journal (vm, "handing-over", g->status, one, vmce_vm_get_name (dst),
                           "poisoned during the migration: handed to the destination as well");
   vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), one);
+}
+
+void
+vmce_migration_guard_on_stop (VmceVm *vm, gint64 time_us)
+{
+  VmceMigrationGuard *g = vmce_migration_guard (vm);
+
+  if (g->carrying && g->stopped_us == 0)
+    g->stopped_us = time_us;
 }
 
 void

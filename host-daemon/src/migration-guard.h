@@ -46,6 +46,8 @@ gboolean vmce_migration_takes_read (gboolean carrying,
 /* What the operator chose for @vm's migrations (config, vmcectl set) */
 VmceMigrationPolicy vmce_migration_guard_get_policy (VmceVm *vm);
 void vmce_migration_guard_set_policy (VmceVm *vm, VmceMigrationPolicy policy);
+/* QEMU's STOP event (monotonic @time_us): a migration's last pass */
+void vmce_migration_guard_on_stop (VmceVm *vm, gint64 time_us);
 /* QEMU's MIGRATION event */
 void vmce_migration_guard_on_event (VmceVm *vm, JsonObject *data);
 /* A memory error vmced handled on @vm: during a hand-over, its page goes

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "forward.h"
 #include "json-util.h"
 #include "migration-incoming.h"
 #include "page.h"
@@ -266,6 +267,19 @@ vmce_incoming_mark_pages (VmceVm *dst, pid_t tid, GPtrArray *pages, const gchar 
   return marked;
 }
 
+/* A found error (AO) its source took and did not tell its guest before it
+ * stopped (queued, or in flight): told here, once the guest runs. A page
+ * of a lost huge page never reported stays untold: it is told when read. */
+static void
+vmce_incoming_tell (VmceVm *dst, GPtrArray *pages)
+{
+  for (guint i = 0; i < pages->len; i++) {
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    if (p->count == 0 && p->lost_with == 0 && p->kind == VMCE_MCE_KIND_AO)
+      vmce_forward_tell_migrated (dst, p->gpa);
+  }
+}
+
 /* With every vCPU held (the guest paused, and held in case its owner
  * resumes it meanwhile) */
 static void
@@ -295,6 +309,7 @@ vmce_incoming_held_cb (VmceVm *dst, VmceVcpuHold *hold, gpointer user_data)
                paused_us / 1000.0);
   }
   vmce_incoming_journal (dst, "received", in->pages, marked, how, paused_us, detail);
+  vmce_incoming_tell (dst, in->pages);
   if (in->resume)
     vmce_vm_execute_or_warn (dst, "cont", NULL, "let the guest run");
   vmce_incoming_reset (in);
