@@ -209,6 +209,61 @@ class Options(unittest.TestCase):
         self.assertEqual(r.stderr, "hostlab: error: unknown L1 'debian-14' (known: debian-12, debian-13)\n")
 
 
+class Migrate(unittest.TestCase):
+    """run/hostlab --migrate: the scenario it asks L1 for, what L1 expects
+    of vmced by its kernel and the accelerator, and the line per run"""
+
+    def test_one_ao_row_per_qemu(self):
+        hostlab = load_hostlab()
+        args = hostlab.parser().parse_args(["--migrate", "--accel", "kvm"])
+        Q = type("Q", (), {"name": "debian-10.0"})
+        self.assertEqual(hostlab.scenarios_of(args, [Q]),
+                         [dict(accel="kvm", kind="ao", forwarder="vmced", kill="early", migrate=True,
+                               qemu="debian-10.0")])
+        self.assertEqual(lab.scenario_name(hostlab.scenarios_of(args, [Q])[0]), "kvm-ao-vmced-migrate")
+
+    def test_what_it_does_not_take_is_one_line_and_status_2(self):
+        r = subprocess.run([os.path.join(TOP, "run", "hostlab"), "--migrate", "--forwarder", "qemu", "--list"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.count("\n"), 1)
+        self.assertIn("--migrate", r.stderr)
+
+    def expected(self, release, accel):
+        real = os.uname
+        lab.os.uname = lambda: type("U", (), {"release": release})()
+        try:
+            return lab.migration_expected(accel)
+        finally:
+            lab.os.uname = real
+
+    def test_expected_by_kernel_and_accel(self):
+        self.assertEqual(self.expected("6.12.118+deb13-amd64", "kvm"), ("carried", "UFFDIO_POISON"))
+        self.assertEqual(self.expected("6.12.118+deb13-amd64", "tcg"), ("carried", "UFFDIO_POISON"))
+        self.assertEqual(self.expected("6.6.0", "kvm"), ("carried", "UFFDIO_POISON"))
+        self.assertEqual(self.expected("6.1.0-57-amd64", "kvm"), ("refused", None))
+        self.assertEqual(self.expected("6.1.0-57-amd64", "tcg"), ("carried", "PROT_NONE"))
+
+    def test_the_line(self):
+        hostlab = load_hostlab()
+        h = l1hosts.KNOWN["debian-13"]
+        r = {"scenario": {"accel": "kvm", "qemu": "debian-10.0"}, "outcome": "recovered",
+             "migration": {"expected": "carried", "expected_how": "UFFDIO_POISON", "outcome": "carried",
+                           "how": "UFFDIO_POISON", "took_s": 10.5, "total_time_ms": 10407, "downtime_ms": 1346,
+                           "paused_us": 26318, "lent": 1, "lent_held_us": 59088, "passed": True,
+                           "checks": [{"check": "a", "ok": True}, {"check": "b", "ok": True}]}}
+        self.assertEqual(hostlab.migration_line(r, h),
+                         "kvm L2, L1 debian-13, QEMU debian-10.0: migration carried (expected carried, by "
+                         "UFFDIO_POISON), marked by UFFDIO_POISON, 10.5 s (QEMU: 10407 ms, downtime 1346 ms), "
+                         "the guest waited 26.3 ms for the marks, the source's vCPUs held 59.1 ms for 1 lend(s); "
+                         "checks 2/2")
+        r["migration"] = {"expected": "refused", "expected_how": None, "outcome": "refused", "took_s": 0.2,
+                          "passed": False, "checks": [{"check": "a", "ok": False}]}
+        self.assertEqual(hostlab.migration_line(r, h),
+                         "kvm L2, L1 debian-13, QEMU debian-10.0: migration refused (expected refused), 0.2 s; "
+                         "checks 0/1 - FAILED")
+
+
 def host_loader():
     found = [p for p in ("/lib64/ld-linux-x86-64.so.2", "/usr/lib64/ld-linux-x86-64.so.2") if os.path.exists(p)]
     return found[0] if found else None

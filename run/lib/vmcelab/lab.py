@@ -31,6 +31,7 @@ import threading
 import time
 
 from . import labcampaign, overhead
+from .procfs import process_reads, thread_states
 from . import qemus as qemus_mod
 from .daemon import Vmced
 from .vm import Vm
@@ -805,6 +806,8 @@ def run_scenario(sc, l2, l1log):
         "blast_radius": blast,
     }
     after_the_error(l2, sc, victim, sig, elapsed_ms, result)
+    if sc.get("migrate"):
+        migrate_after(l2, sc, victim, result)
     return result
 
 
@@ -1116,6 +1119,203 @@ def boot_l2(name, sc, q, count):
         return L2(name + "-again", sc["accel"], sc["forwarder"], q, sc.get("backing", "file"))
 
 
+MIGRATION_END = ("completed", "failed", "cancelled")
+
+
+def l1_has_uffdio_poison():
+    """UFFDIO_POISON came in Linux 6.6: what vmced marks a received page
+    with where it can (poison-mark.c)"""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (6, 6)
+
+
+def migration_expected(accel):
+    """(outcome, how the destination marks the page) vmced should give in
+    this L1: carried with UFFDIO_POISON where L1's kernel has it; without
+    it, carried with PROT_NONE under TCG, refused before anything moves
+    under KVM (a KVM vCPU reads guest RAM through no protection)"""
+    if l1_has_uffdio_poison():
+        return "carried", "UFFDIO_POISON"
+    return ("refused", None) if accel == "kvm" else ("carried", "PROT_NONE")
+
+
+def start_destination(l2):
+    """A second QEMU with the source's command line and -incoming defer
+    (its own RAM file), attached to the source's vmced"""
+    work = os.path.join("/run/vmce/lab", l2.name)
+    ram = os.path.join(SHM, f"{l2.name}-dst.ram")
+    dst = Vm.start(l2.name, mem=f"{l2.mem_mb}M", accel=l2.accel, cpu_model=l2.cpu_model,
+                   qemu=l2.qemu["binary"], state_dir=os.path.join(work, "dst"), mem_file=ram,
+                   incoming_uri="defer")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(dst.vmced_qmp_path):
+        # (its exit, not alive(): a QEMU started through a script names
+        # its guest in /proc a moment after it starts)
+        if dst._proc.poll() is not None or time.monotonic() > deadline:
+            raise LabError(f"the destination QEMU did not come up (exit {dst._proc.poll()}): "
+                           f"{dst.qemu_log().strip()[-300:]}")
+        time.sleep(0.1)
+    time.sleep(0.2)
+    name = f"{l2.name}-dst"
+    l2.daemon.ctl("attach", "--pid", str(dst.pid), "--qmp", dst.vmced_qmp_path, "--name", name,
+                  "--agent", dst.vmced_agent_path)
+    l2.daemon.wait_attached(name, 120)
+    return dst, name, ram
+
+
+def run_migration(src, dst, sock, timeout):
+    """migrate-incoming on @dst, migrate on @src: (final status, s it took,
+    QEMU's own query-migrate at the end)"""
+    with dst.qmp() as q:
+        q.execute("migrate-incoming", uri=f"unix:{sock}")
+    t0 = time.monotonic()
+    with src.qmp() as q:
+        q.execute("migrate", uri=f"unix:{sock}")
+        while True:
+            info = q.execute("query-migrate")
+            if info.get("status") in MIGRATION_END or time.monotonic() - t0 > timeout:
+                return info.get("status"), time.monotonic() - t0, info
+            time.sleep(0.1)
+
+
+def no_thread_stopped(vm):
+    return vm.alive() and "t" not in thread_states(vm.pid).values()
+
+
+def journal_of(l2, since, vm, action):
+    return [r for r in l2.daemon.journal_records()[since:]
+            if r.get("type") == "migration" and r.get("vm") == vm and r.get("action") == action]
+
+
+def wait_journal(l2, since, vm, action, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = journal_of(l2, since, vm, action)
+        if recs or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.2)
+
+
+def migrate_after(l2, sc, victim, result):
+    """The scenario's `migrate`: after the real AO (the victim killed
+    early), the guest live-migrates to a second QEMU in L1 that the same
+    vmced watches; what test_migrate asserts is checked on the
+    destination, or, where vmced must refuse, that it did before anything
+    moved. result["migration"]: the outcome, the expected one, the figures
+    and each check"""
+    want, want_how = migration_expected(sc["accel"])
+    mig = result["migration"] = {"expected": want, "expected_how": want_how, "checks": []}
+    if result["outcome"] != "recovered":
+        mig["outcome"] = "not tried"
+        mig["detail"] = f"the error's outcome was {result['outcome']}, not recovered"
+        return
+    agent, gpa = l2.vm.agent, int(victim["gpa"], 16)
+    before = {"hc": agent.hardware_corrupted_kb(),
+              "victim": agent.call("victim-status", pid=victim["pid"])}
+    since = len(l2.daemon.journal_records())
+    log_len = len(l2.daemon.log_text())
+    progress(f"{sc['name']}: a second QEMU with -incoming defer, attached to the same vmced")
+    dst, name, ram = start_destination(l2)
+    try:
+        progress(f"{sc['name']}: migrating {l2.name} to {name} (expected: {want}"
+                 + (f", marked by {want_how})" if want_how else ")"))
+        status, took, info = run_migration(l2.vm, dst, os.path.join("/run/vmce/lab", l2.name, "m.sock"),
+                                           900 if sc["accel"] == "tcg" else 300)
+        mig.update(status=status, took_s=round(took, 1), total_time_ms=info.get("total-time"),
+                   downtime_ms=info.get("downtime"), destination=name)
+        progress(f"{sc['name']}: the migration {status} in {took:.1f} s")
+        if status == "completed":
+            carried_checks(l2, sc, victim, gpa, before, since, dst, name, mig, want_how)
+        else:
+            refused_checks(l2, gpa, before, since, log_len, dst, name, mig, status)
+        mig["passed"] = mig["outcome"] == want and all(c["ok"] for c in mig["checks"])
+    finally:
+        mig["journal"] = [r for r in l2.daemon.journal_records()[since:]
+                          if r.get("type") in ("migration", "page-replaced")]
+        dst.stop()
+        try:
+            os.unlink(ram)
+        except FileNotFoundError:
+            pass
+        # the source is left paused, or ran a refused migration: not reused
+        l2.healthy = False
+
+
+def carried_checks(l2, sc, victim, gpa, before, since, dst, name, mig, want_how):
+    """test_migrate's case_carry, on a real host error"""
+    def check(what, ok, diag=None):
+        mig["checks"].append(dict(check=what, ok=bool(ok), **({} if ok or diag is None else {"diag": diag})))
+    src_name = l2.name
+    check("the migration completed", True)
+    handing = journal_of(l2, since, src_name, "handing-over")
+    got = {int(p, 16) for r in handing for p in r.get("pages", [])}
+    check("source: its journal hands the page over", gpa in got, sorted(map(hex, got)))
+    handed = wait_journal(l2, since, src_name, "handed-over") or [{}]
+    check("source: handed-over names the destination", handed[0].get("destination") == name, handed[0])
+    lent = [r for r in l2.daemon.journal_records()[since:]
+            if r.get("type") == "page-replaced" and r.get("vm") == src_name and r.get("lent_to_migration")]
+    mig.update(lent=len(lent), lent_held_us=handed[0].get("lent_held_us"))
+    check("source: the migration read the page as a zeroed page lent with the vCPUs held, poisoned again",
+          lent and all(r.get("still_poisoned") for r in lent), lent)
+    received = wait_journal(l2, since, name, "received", 60) or [{}]
+    r = received[0]
+    mig.update(marked=r.get("marked"), how=r.get("how"), paused_us=r.get("paused_us"))
+    mig["outcome"] = "carried" if r.get("marked") else "not marked"
+    check("destination: the journal says the page was received and poisoned before its vCPUs ran",
+          r.get("marked") == 1 and {int(p["gpa"], 16) for p in r.get("pages", [])} == {gpa}, r)
+    check(f"destination: marked with {want_how}", (r.get("how") or "").startswith(want_how or "?"), r.get("how"))
+    dst.wait_ready(600 if sc["accel"] == "tcg" else 60)
+    hva = gpa_hva(dst, gpa)
+    mig["dst_hva"] = hex(hva)
+    check("destination: the page is unreadable in its QEMU (process_vm_readv)", not process_reads(dst.pid, hva))
+    info = l2.daemon.ctl_json("vm", name)
+    known = {int(p["gpa"], 16): p for p in info["poisoned"]}
+    check("destination: vmcectl vm lists the page, migrated", gpa in known and known[gpa].get("migrated"),
+          info["poisoned"])
+    hc = dst.agent.hardware_corrupted_kb()
+    mig["hardware_corrupted_kb"] = {"source": before["hc"], "destination": hc}
+    check("destination: the guest's HardwareCorrupted unchanged", hc == before["hc"], mig["hardware_corrupted_kb"])
+    st = dst.agent.call("victim-status", pid=victim["pid"])
+    was = before["victim"]
+    check("destination: the victim as it was, dead of BUS_MCEERR_AO",
+          not st.get("alive") and not was.get("alive") and (st.get("sigbus") or {}).get("code") == 5, st)
+    check("both QEMUs alive, no thread left stopped", no_thread_stopped(l2.vm) and no_thread_stopped(dst),
+          {"src": thread_states(l2.vm.pid), "dst": thread_states(dst.pid)})
+
+
+def refused_checks(l2, gpa, before, since, log_len, dst, name, mig, status):
+    """Refused before anything moved: the journal's one record, one line in
+    vmced's log, the source running on with its page as it was"""
+    def check(what, ok, diag=None):
+        mig["checks"].append(dict(check=what, ok=bool(ok), **({} if ok or diag is None else {"diag": diag})))
+    refused = wait_journal(l2, since, l2.name, "refused", 20)
+    mig["outcome"] = "refused" if status == "cancelled" and refused else status
+    mig["detail"] = refused[0].get("detail") if refused else None
+    check("vmced cancelled the migration", status == "cancelled", status)
+    check("source: the journal says refused, once, naming UFFDIO_POISON",
+          len(refused) == 1 and "UFFDIO_POISON" in (refused[0].get("detail") or ""), refused)
+    lines = [ln for ln in l2.daemon.log_text()[log_len:].splitlines() if "migration refused" in ln]
+    check("one line in vmced's log", len(lines) == 1, lines)
+    check("nothing handed over, nothing received",
+          not journal_of(l2, since, l2.name, "handing-over") and not journal_of(l2, since, name, "received"))
+    with l2.vm.qmp() as q:
+        vm_status = q.execute("query-status")["status"]
+    check("source: its guest runs on", vm_status == "running", vm_status)
+    check("source: the page still unreadable in its QEMU", not process_reads(l2.vm.pid, gpa_hva(l2.vm, gpa)))
+    hc = l2.vm.agent.hardware_corrupted_kb()
+    check("source: HardwareCorrupted unchanged", hc == before["hc"], hc)
+    # the destination's load fails when the source cancels, and QEMU
+    # ends a failed incoming migration itself: it may be exiting
+    deadline = time.monotonic() + 10
+    while dst._proc.poll() is None and time.monotonic() < deadline and \
+            "Z" in thread_states(dst.pid).values():
+        time.sleep(0.2)
+    mig["destination_end"] = {"exit": dst._proc.poll(), "qemu_log": dst.qemu_log().strip().splitlines()[-3:]}
+    check("source: QEMU alive, no thread left stopped; destination: none left stopped (alive, or ended by "
+          "QEMU itself when its load failed)", no_thread_stopped(l2.vm) and "t" not in thread_states(dst.pid).values(),
+          {"src": thread_states(l2.vm.pid), "dst": thread_states(dst.pid), "dst_end": mig["destination_end"]})
+
+
 def run_overhead(o, qemu):
     """What vmced attached costs a 2-vCPU L2 guest (vmcelab.overhead), with
     L1's real KVM: SIG_IPI kicks of KVM vCPUs are signals vmced's tracing
@@ -1161,7 +1361,8 @@ def scenario_name(sc):
             + (f"-{sc['policy']}" if sc.get("policy") else "")
             + (f"-{sc['backing']}" if sc.get("backing", "file") != "file" else "")
             + (f"-hugepage-{sc['hugepage']}" if sc.get("hugepage") else "")
-            + (f"-then-{sc['then']}" if sc.get("then") else ""))
+            + (f"-then-{sc['then']}" if sc.get("then") else "")
+            + ("-migrate" if sc.get("migrate") else ""))
 
 
 def main():

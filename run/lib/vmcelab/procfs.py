@@ -1,4 +1,5 @@
 """What /proc says about a process, for the tests and benches."""
+import ctypes
 import os
 
 
@@ -74,3 +75,18 @@ def n_fds(pid):
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def process_reads(pid, addr):
+    """Whether process @pid can read its page at @addr: process_vm_readv,
+    which honours the page's protection and fails on a poisoned page
+    (unlike /proc/PID/mem, which a debugger uses to read through PROT_NONE)"""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(8)
+    local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+    remote = _Iovec(addr & ~0xfff, 8)
+    return libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == 8
