@@ -214,7 +214,7 @@ hostlab-matrix: image qemus kernel-6.12 host-root
 	@run/hostlab --matrix --l1 debian-13 --qemus debian-10.0
 
 # a live migration after a real host error, in both L1s under TCG and KVM
-# L2 (tests/e2e/test_hostlab_migrate.py: four L1 boots, about 18 min here)
+# L2 (tests/e2e/test_hostlab_migrate.py: four L1 boots, about 12 min here)
 hostlab-migrate: image qemu-debian-10.0 kernel-6.12 host-root
 	meson test -C $(MESON_DIR) --print-errorlogs --no-rebuild e2e-hostlab-migrate
 
