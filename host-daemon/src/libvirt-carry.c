@@ -196,10 +196,13 @@ vmce_carry_read_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   VmceVm *vm;
 
   if (!g_task_propagate_boolean (G_TASK (res), &error)) {
-    if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-      g_warning ("domain %s: cannot read its metadata: %s", op->name, error->message);
-    return;
+    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      return;
+    g_warning ("domain %s: cannot read its metadata: %s", op->name, error->message);
   }
+  g_hash_table_remove (self->writing, op->name);
+  if (error != NULL)
+    return;
   vm = vmce_daemon_lookup_vm (self->daemon, op->name, NULL);
   if (op->xml == NULL || vm == NULL || vmce_vm_get_state (vm) != VMCE_VM_READY)
     return;
@@ -229,6 +232,10 @@ vmce_libvirt_carry_attached (VmceLibvirtCarry *self, VmceVm *vm, virDomainPtr do
 
   if (self->conn == NULL || vmce_vm_get_uuid (vm) == NULL)
     return;
+  /* a new QEMU of the domain (one that came back, say) holds nothing yet,
+   * and its metadata is not written over before it is read */
+  g_hash_table_remove (self->written, vmce_vm_get_name (vm));
+  g_hash_table_add (self->writing, g_strdup (vmce_vm_get_name (vm)));
   task = g_task_new (NULL, self->cancellable, vmce_carry_read_cb, NULL);
   op = vmce_carry_op_new (self, vm);
   g_task_set_task_data (task, op, (GDestroyNotify) vmce_carry_op_free);

@@ -20,7 +20,10 @@ is refused in one line, the two others take its cases; the second host's
 sshd killed mid-campaign takes its worker and guests with it, and leaves
 its unfinished cases "not run (host lost: ...)"; one results.jsonl and one
 report with the hosts; a resume (hosts from the file's own [hosts]) runs
-only those cases. run/fleet down leaves no namespace and no QEMU.
+only those cases. Before the campaigns, run/fleet drain moves the first
+host's guest, holding the page just poisoned, to the second host and back:
+each time the page goes in the domain's metadata and the vmced where it
+lands poisons it again. run/fleet down leaves no namespace and no QEMU.
 """
 import json
 import os
@@ -126,6 +129,40 @@ def remote_agent(hosts):
            f"the agent's socket gone on {b['name']}: one line naming the host and the path", diag=(errs, want))
 
 
+def journal_of(h, dom):
+    """host @h's vmced's records of @dom (vmcectl --json events)"""
+    r = ctl(h, "--json", "events", "--vm", dom, "-n", "0")
+    out = []
+    for ln in r.stdout.splitlines():
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            continue
+        out.extend(rec if isinstance(rec, list) else [rec])
+    return out
+
+
+def drain_and_back(hosts):
+    """run/fleet drain: the first host's guest, with the page remote_agent()
+    poisoned, to the second host and back, its page carried each way in the
+    domain's metadata and poisoned again where it lands"""
+    a, b = hosts[0], hosts[1]
+    dom = a["domains"][0]["name"]
+    held = wait_for(lambda: (json.loads(ctl(a, "--json", "vm", dom).stdout or "{}").get("migration") or {})
+                    .get("domain_metadata_pages", 0) >= 1, 20, 0.5)
+    tap.ok(held, f"{a['name']}'s vmced keeps {dom}'s poisoned page in the domain's metadata")
+    for src, dst in ((a, b), (b, a)):
+        r = fleet("drain", src["name"], "--to", dst["name"], dom, timeout=600)
+        tap.ok(r.returncode == 0 and f"{dom}: migrated" in r.stdout and "1 poisoned page(s) carried" in r.stdout
+               and r.stdout.strip().endswith("1 migrated, 0 failed"),
+               f"run/fleet drain {src['name']} --to {dst['name']}: {dom} migrated with its poisoned page",
+               diag=(r.stdout, r.stderr[-800:]))
+        got = wait_for(lambda: [x for x in journal_of(dst, dom) if x.get("type") == "migration"
+                                and x.get("action") == "received"], 120, 1.0) or [{}]
+        tap.ok(got[-1].get("marked") == 1,
+               f"{dst['name']}'s vmced poisoned the page where {dom} landed ({got[-1].get('how')})", diag=got)
+
+
 def rows(path):
     try:
         with open(path) as f:
@@ -161,6 +198,7 @@ try:
            "for its campaign worker, and no checkout", diag=installed)
 
     remote_agent(hosts)
+    drain_and_back(hosts)
 
     results = os.path.join(work, "results.jsonl")
     t0 = time.monotonic()
