@@ -54,7 +54,8 @@ reset rows by the host lab, in the Debian 13 L1):
   forwarded are vmced's to replace (reset-guard).
 - migration: 9.0 refuses to migrate a guest with poisoned memory it knows of
   (06152b89db64, kvm_hwpoisoned_mem()): "refuse"; before, the migration
-  thread reads the page and QEMU dies ("read").
+  thread reads the page and QEMU dies ("read"); vmce's series (0008) carries
+  the list to the destination, which poisons the pages again ("carry").
 """
 import hashlib
 import os
@@ -69,11 +70,11 @@ DEFAULT = "debian-7.2"
 BEHAVIOUR = {
     "debian-7.2": dict(tcg_sigbus="abort", amd_kvm="panic", reset="remap-same", migration="read"),
     "debian-10.0": dict(tcg_sigbus="abort", amd_kvm="recover", reset="discard", migration="refuse"),
-    "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
+    "vmce-10.0": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="carry"),
     # read from Debian's 10.2.2 source: sigbus_handler(), the SUCCOR flags,
     # qemu_ram_remap() and migrate_prepare()'s refusal are 10.0's; with
-    # 0005 the refusal covers TCG's forwarded errors too
-    "vmce-10.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="refuse"),
+    # 0005 the list covers TCG's forwarded errors too, and 0008 carries it
+    "vmce-10.2": dict(tcg_sigbus="forward", amd_kvm="recover", reset="discard", migration="carry"),
     # TCG measured (run/campaigns/qemus.ini); amd_kvm and reset measured in
     # the host lab's Debian 13 L1 (run/hostlab --l1 debian-13 --qemu
     # debian-11.1 --accel kvm --forwarder qemu: AO and AR recovered, the
