@@ -1049,17 +1049,18 @@ vmce_forward_inject_async (VmceVm *vm,
   vmce_forward_enqueue (vm, inj);
 }
 
-void
-vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
+/* A found error (SRAO) no signal brought, queued: @source and @about_seq
+ * for its record, @what for the line if @gpa is no longer guest RAM */
+static void
+vmce_forward_tell_page (VmceVm *vm, guint64 gpa, const gchar *source, guint64 about_seq, const gchar *what)
 {
   g_autoptr(GError) error = NULL;
   VmceMceEvent *ev;
 
-  /* the layout may have changed since the loss (memory unplugged) */
-  ev = vmce_forward_event_for_gpa (vm, gpa, VMCE_MCE_KIND_AO, (guint) vmce_forward_first_vcpu (vm), "huge-page",
-                                   &error);
+  /* the layout may have changed since (memory unplugged) */
+  ev = vmce_forward_event_for_gpa (vm, gpa, VMCE_MCE_KIND_AO, (guint) vmce_forward_first_vcpu (vm), source, &error);
   if (ev == NULL) {
-    g_warning ("vm %s: a page of a lost huge page not told: %s", vmce_vm_get_name (vm), error->message);
+    g_warning ("vm %s: %s not told: %s", vmce_vm_get_name (vm), what, error->message);
     return;
   }
   ev->about_seq = about_seq;
@@ -1068,19 +1069,15 @@ vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
 }
 
 void
+vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
+{
+  vmce_forward_tell_page (vm, gpa, "huge-page", about_seq, "a page of a lost huge page");
+}
+
+void
 vmce_forward_tell_migrated (VmceVm *vm, guint64 gpa)
 {
-  g_autoptr(GError) error = NULL;
-  VmceMceEvent *ev;
-
-  ev = vmce_forward_event_for_gpa (vm, gpa, VMCE_MCE_KIND_AO, (guint) vmce_forward_first_vcpu (vm), "migration",
-                                   &error);
-  if (ev == NULL) {
-    g_warning ("vm %s: a page the migration brought not told: %s", vmce_vm_get_name (vm), error->message);
-    return;
-  }
-  ev->lsb = VMCE_PAGE_SHIFT;
-  vmce_forward_enqueue (vm, vmce_injection_new (vm, ev));
+  vmce_forward_tell_page (vm, gpa, "migration", 0, "a page the migration brought");
 }
 
 JsonNode *
