@@ -63,6 +63,8 @@ vmce_vcpu_hold_request_free (VmceVcpuHoldRequest *req)
   g_free (req);
 }
 
+/* (a request that runs is its own to free: the watch calls the destroy
+ * function only for one that never runs) */
 static void
 vmce_vcpu_hold_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
@@ -77,7 +79,7 @@ vmce_vcpu_hold_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
       g_array_append_val (self->held, tid);
     }
   }
-  vmce_vcpu_hold_answered (req);
+  vmce_vcpu_hold_request_free (req);
 }
 
 VmceVcpuHold *
