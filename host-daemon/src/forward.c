@@ -671,7 +671,8 @@ vmce_forward_drop (VmceVm *vm, VmceMceEvent *ev, VmceResult result, gboolean pau
 static void
 vmce_forward_park_hold_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
 {
-  VmceVm *vm = user_data;
+  /* the op's reference: the watch drops it only for an op that never runs */
+  g_autoptr(VmceVm) vm = user_data;
   VmcePark *park = vmce_forwarder (vm)->park;
 
   /* let go already, or held by another layer (a vCPU waiting for its
