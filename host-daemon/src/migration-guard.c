@@ -137,6 +137,14 @@ vmce_migration_decide (const gchar *was,
 }
 
 gboolean
+vmce_migration_told_here (gboolean injected, gint64 written_us, gint64 stopped_us)
+{
+  /* a machine check written after the guest stopped for the last pass went
+   * into a guest that no longer runs here: the destination tells it */
+  return injected && (stopped_us == 0 || written_us < stopped_us);
+}
+
+gboolean
 vmce_migration_takes_read (gboolean carrying, gboolean incoming, gboolean vcpu, gboolean poisoned)
 {
   return carrying && !incoming && !vcpu && poisoned;
@@ -396,10 +404,8 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   page.simulated = g_strcmp0 (ev->source, "simulated") == 0;
   page.host_poisoned = TRUE;
   page.result = ev->result;
-  /* a machine check written after the guest stopped for the last pass went
-   * into a guest that no longer runs here: the destination tells it */
-  page.count = ev->result == VMCE_RESULT_INJECTED &&
-                   (g->stopped_us == 0 || ev->stop_us + ev->to_monitor_us < g->stopped_us)
+  page.count = vmce_migration_told_here (ev->result == VMCE_RESULT_INJECTED, ev->stop_us + ev->to_monitor_us,
+                                         g->stopped_us)
                  ? 1
                  : 0;
   page.time_us = g_get_real_time ();

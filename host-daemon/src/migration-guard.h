@@ -43,6 +43,11 @@ gboolean vmce_migration_takes_read (gboolean carrying,
                                     gboolean vcpu,
                                     gboolean poisoned);
 
+/* Whether the source's guest got an error's machine check: injected, and
+ * written to QEMU (@written_us, monotonic) before the guest stopped for the
+ * migration's last pass (@stopped_us, 0: it has not) */
+gboolean vmce_migration_told_here (gboolean injected, gint64 written_us, gint64 stopped_us);
+
 /* What the operator chose for @vm's migrations (config, vmcectl set) */
 VmceMigrationPolicy vmce_migration_guard_get_policy (VmceVm *vm);
 void vmce_migration_guard_set_policy (VmceVm *vm, VmceMigrationPolicy policy);

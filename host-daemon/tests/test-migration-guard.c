@@ -75,11 +75,23 @@ test_migration_takes_read (void)
   g_assert_false (vmce_migration_takes_read (FALSE, FALSE, FALSE, TRUE)); /* no migration, or refused */
 }
 
+static void
+test_migration_told_here (void)
+{
+  /* injected, written at, the guest stopped at -> told on the source */
+  g_assert_true (vmce_migration_told_here (TRUE, 100, 0));     /* it still runs */
+  g_assert_true (vmce_migration_told_here (TRUE, 100, 200));   /* before the last pass */
+  g_assert_false (vmce_migration_told_here (TRUE, 300, 200));  /* after it: the destination tells */
+  g_assert_false (vmce_migration_told_here (TRUE, 200, 200));
+  g_assert_false (vmce_migration_told_here (FALSE, 100, 0));   /* not injected at all */
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/migration-guard/decide", test_migration_decide);
   g_test_add_func ("/migration-guard/takes-read", test_migration_takes_read);
+  g_test_add_func ("/migration-guard/told-here", test_migration_told_here);
   return g_test_run ();
 }
