@@ -472,7 +472,7 @@ vmce_cmd_migration_pages (VmceControlRequest *req, JsonObject *args, gpointer us
   if (vm == NULL)
     return;
   pages = vmce_poison_set_host_pages (vmce_vm_get_poisoned (vm));
-  xml = vmce_poison_xml_build (vmce_vm_get_name (vm), pages);
+  xml = vmce_poison_xml_build (vmce_vm_get_name (vm), NULL, pages);
   b = json_builder_new ();
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "pages");

@@ -38,6 +38,7 @@ struct _VmceLibvirtCarry {
   GHashTable *writing; /* vm names with a write in flight */
   guint poll_source;
   GCancellable *cancellable;
+  gchar *by; /* this vmced run, in each list it writes */
 };
 
 typedef struct {
@@ -132,7 +133,7 @@ vmce_carry_write (VmceLibvirtCarry *self, VmceVm *vm, GPtrArray *pages)
   VmceCarryOp *op = vmce_carry_op_new (self, vm);
 
   op->n_pages = pages->len;
-  op->xml = vmce_poison_xml_build (vmce_vm_get_name (vm), pages);
+  op->xml = vmce_poison_xml_build (vmce_vm_get_name (vm), self->by, pages);
   g_hash_table_add (self->writing, g_strdup (op->name));
   g_task_set_task_data (task, op, (GDestroyNotify) vmce_carry_op_free);
   g_task_run_in_thread (task, vmce_carry_write_thread);
@@ -211,15 +212,18 @@ vmce_carry_read_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_warning ("domain %s: %s", op->name, error->message);
     return;
   }
-  g_hash_table_insert (self->written, g_strdup (op->name), GUINT_TO_POINTER (pages->len + 1));
   vmce_migration_guard_set_domain_holds (vm, pages->len);
   for (guint i = 0; i < pages->len; i++) {
     VmcePoisonedPage *p = g_ptr_array_index (pages, i);
     if (vmce_vm_find_poisoned (vm, p->gpa) == NULL)
       g_ptr_array_add (news, p);
   }
-  if (news->len == 0)
+  /* pages to poison here: once they are, the list is written again, as
+   * this vmced's (a drain waits for that before it lets the guest run) */
+  if (news->len == 0) {
+    g_hash_table_insert (self->written, g_strdup (op->name), GUINT_TO_POINTER (pages->len + 1));
     return;
+  }
   who = g_strdup_printf ("domain %s as it came (its vmce metadata, from %s)", op->name, from);
   vmce_migration_incoming_receive (vm, who, news);
 }
@@ -251,6 +255,7 @@ vmce_libvirt_carry_new (VmceDaemon *daemon)
   self->written = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->writing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
+  self->by = g_uuid_string_random ();
   self->poll_source = g_timeout_add (VMCE_CARRY_POLL_MS, vmce_carry_poll_cb, self);
   return self;
 }
@@ -273,5 +278,6 @@ vmce_libvirt_carry_free (VmceLibvirtCarry *self)
   g_hash_table_unref (self->written);
   g_hash_table_unref (self->writing);
   g_object_unref (self->cancellable);
+  g_free (self->by);
   g_free (self);
 }

@@ -27,9 +27,12 @@
  * enough that a libvirtd installed later is followed within seconds */
 #define VMCE_WAIT_SECONDS 10
 /* a domain libvirt cannot yet answer for (its reconnect to QEMU after a
- * libvirtd restart holds the domain's job; a loaded host) is asked again
- * after 1, 2, 4, 8 and 16 s: past libvirt's own 30 s job wait */
+ * libvirtd restart holds the domain's job; a loaded host, where a domain
+ * starting beside others keeps its job for long) is asked again after 1,
+ * 2, 4, 8 and 16 s, past libvirt's own 30 s job wait; then every 30 s for
+ * as long as it runs, said once: a running domain is never given up */
 #define VMCE_PROBE_TRIES 6
+#define VMCE_PROBE_EVERY_SECONDS 30
 
 struct _VmceLibvirtWatch {
   VmceDaemon *daemon;
@@ -81,11 +84,14 @@ vmce_domain_qemu_pid (virDomainPtr dom, GError **error)
   gint64 tgid = 0;
 
   if (virDomainQemuMonitorCommand (dom, "{\"execute\":\"query-cpus-fast\"}", &result, 0) < 0) {
-    /* not QEMU (libvirt's test driver, say): asking again cannot help */
+    /* not QEMU (libvirt's test driver, say), or a domain no longer
+     * running: asking again cannot help */
     int code = virGetLastErrorCode ();
-    gboolean never = code == VIR_ERR_NO_SUPPORT || code == VIR_ERR_ARGUMENT_UNSUPPORTED;
+    g_autofree gchar *why = g_strdup (virGetLastErrorMessage ());
+    gboolean never = code == VIR_ERR_NO_SUPPORT || code == VIR_ERR_ARGUMENT_UNSUPPORTED ||
+                     code == VIR_ERR_NO_DOMAIN || virDomainIsActive (dom) == 0;
     g_set_error (error, G_IO_ERROR, never ? G_IO_ERROR_NOT_SUPPORTED : G_IO_ERROR_FAILED,
-                 "query-cpus-fast through libvirt: %s", virGetLastErrorMessage ());
+                 "query-cpus-fast through libvirt: %s", why);
     return 0;
   }
   if (!json_parser_load_from_data (parser, result, -1, error))
@@ -244,12 +250,19 @@ vmce_domain_probe_retry (VmceDomainAttach *att, const GError *error)
 {
   guint wait_s;
 
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED) || att->tries >= VMCE_PROBE_TRIES ||
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED) ||
       att->watch->conn != virDomainGetConnect (att->dom))
     return FALSE;
-  wait_s = 1u << (att->tries - 1);
-  g_message ("domain %s: libvirt cannot answer for it yet (%s): asking again in %u s", att->name,
-             error->message, wait_s);
+  if (att->tries < VMCE_PROBE_TRIES) {
+    wait_s = 1u << (att->tries - 1);
+    g_message ("domain %s: libvirt cannot answer for it yet (%s): asking again in %u s", att->name,
+               error->message, wait_s);
+  } else {
+    wait_s = VMCE_PROBE_EVERY_SECONDS;
+    if (att->tries == VMCE_PROBE_TRIES)
+      g_warning ("domain %s: libvirt still cannot answer for it (%s): not watched yet, asking every %u s "
+                 "while it runs", att->name, error->message, wait_s);
+  }
   att->retry_source = g_timeout_add_seconds (wait_s, vmce_domain_probe_again_cb, att);
   return TRUE;
 }

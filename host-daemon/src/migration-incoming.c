@@ -175,9 +175,10 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     g_ptr_array_add (added, copy);
   }
   detail = g_strdup_printf ("%u page(s) poisoned on %s to hold poisoned here: %s", added->len, source,
-                            in->late     ? "now, the guest already running here (an error as the migration "
-                                           "completed, or a domain this vmced could reach only once libvirt's "
-                                           "migration job had ended)"
+                            in->late && in->ran_before
+                              ? "now, the guest already running here (an error as the migration completed, or "
+                                "a domain this vmced could reach only once libvirt had resumed it)"
+                            : in->late   ? "now, before the guest runs here (it came paused: its owner resumes it)"
                             : in->resume ? "the guest waits for them"
                                          : "the guest waits for them, then for its owner's cont (-S)");
   g_message ("vm %s: %s", vmce_vm_get_name (dst), detail);
@@ -302,9 +303,9 @@ vmce_incoming_held_cb (VmceVm *dst, VmceVcpuHold *hold, gpointer user_data)
     g_warning ("vm %s: %s", vmce_vm_get_name (dst), detail);
   } else {
     detail = g_strdup_printf ("%u page(s) from %s poisoned here %s", marked, in->source,
-                              in->late         ? "after the guest had started here"
-                              : in->ran_before ? "(but the guest was running when they arrived)"
-                                               : "before the guest ran");
+                              in->late && in->ran_before ? "after the guest had started here"
+                              : in->ran_before           ? "(but the guest was running when they arrived)"
+                                                         : "before the guest ran");
     g_message ("vm %s: %s (%s; the guest waited %.1f ms for it)", vmce_vm_get_name (dst), detail, how,
                paused_us / 1000.0);
   }

@@ -22,10 +22,11 @@
 #include "poison-xml.h"
 
 gchar *
-vmce_poison_xml_build (const gchar *from, GPtrArray *pages)
+vmce_poison_xml_build (const gchar *from, const gchar *by, GPtrArray *pages)
 {
   GString *xml = g_string_new (NULL);
-  g_autofree gchar *head = g_markup_printf_escaped ("<poisoned from=\"%s\">", from);
+  g_autofree gchar *head = by != NULL ? g_markup_printf_escaped ("<poisoned from=\"%s\" by=\"%s\">", from, by)
+                                      : g_markup_printf_escaped ("<poisoned from=\"%s\">", from);
 
   g_string_append (xml, head);
   for (guint i = 0; i < pages->len; i++) {

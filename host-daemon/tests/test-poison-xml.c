@@ -31,8 +31,8 @@ test_poison_xml_round_trip (void)
   p->count = 0;
   p->lost_with = 42; /* a lost huge page's page, never told */
   g_ptr_array_add (pages, p);
-  xml = vmce_poison_xml_build ("web<1>", pages);
-  g_assert_nonnull (strstr (xml, "from=\"web&lt;1&gt;\""));
+  xml = vmce_poison_xml_build ("web<1>", "a&b", pages);
+  g_assert_nonnull (strstr (xml, "from=\"web&lt;1&gt;\" by=\"a&amp;b\""));
   back = vmce_poison_xml_parse (xml, &from, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (from, ==, "web<1>");

@@ -184,8 +184,14 @@ try:
     def attached():
         st = fleet("vmcectl", "status", timeout=120)
         return st.returncode == 0 and st.stdout.count(" attached ") == 3 and st
-    tap.ok(wait_for(attached, 180, 1.0), "run/fleet up 3: each host's vmced took its guest (vmcectl over ssh)",
-           diag=fleet("vmcectl", "status").stdout)
+    took = wait_for(attached, 180, 1.0)
+    # (what each host's vmced said, should one not have taken its guest)
+    st = None if took else fleet("vmcectl", "status")
+    tap.ok(took, "run/fleet up 3: each host's vmced took its guest (vmcectl over ssh)",
+           diag=None if took else "\n".join(
+               [st.stdout, st.stderr] + [f"--- {h['name']}'s vmced and libvirtd:\n" + fleet(
+                   "exec", h["name"], "journalctl", "-u", "vmced", "-u", "libvirtd", "--no-pager", "-n", "40",
+                   "-o", "short-monotonic").stdout for h in hosts]))
     # the packages, not the tree: dpkg knows them, systemd runs vmced from
     # /usr/sbin, and the host has no checkout (the build directory only)
     probe = ('printf "%s %s %s %s %s" "$(dpkg-query -W -f=\'${Version}\' vmce)" '

@@ -5,13 +5,14 @@ and `run/virsh/drain` moving every domain from the first to the second with
 `virsh migrate --live`: one domain holding a poisoned page (its victim
 killed by the AO), one clean. Asserts: the source's vmced wrote the page
 into the domain's metadata before anything moved (`virsh metadata` shows
-it), the drain says both migrated and what each carried, the source's
-journal hands the page over through the domain, the destination's vmced
-received it and poisoned it before the guest ran (or says it ran a moment
-first), the page is unreadable in the destination's QEMU, the guest's
-HardwareCorrupted and its victim's fate are as they were, no QEMU thread
-is left stopped on either host, and a domain whose metadata is not current
-yet is refused before anything moves.
+it), the drain says both migrated and what each carried, the poisoned one
+held paused on the destination until its vmced had poisoned the page there
+(`received`: before the guest ran) and then resumed, the source's journal
+hands the page over through the domain, the page is unreadable in the
+destination's QEMU, the guest's HardwareCorrupted and its victim's fate
+are as they were, no QEMU thread is left stopped on either host. Bad
+input: drained back to a host whose vmced is not running, the domain is
+left paused there, said in one line, and the drain fails.
 """
 import glob
 import json
@@ -109,17 +110,22 @@ try:
     tap.diag(r.stdout.strip())
     tap.eq(r.returncode, 0, "run/virsh/drain: every domain left host a", )
     rows = json.load(open(out))["domains"] if os.path.exists(out) else []
-    tap.eq(sorted((d["domain"], d["migrated"], d["poisoned_pages"]) for d in rows),
-           [(NAMES[0], True, 1), (NAMES[1], True, 0)],
-           "the drain's table: both migrated, the poisoned one carrying its page")
+    tap.eq(sorted((d["domain"], d["migrated"], d["poisoned_pages"], d["held_before_run"]) for d in rows),
+           [(NAMES[0], True, 1, True), (NAMES[1], True, 0, False)],
+           "the drain's table: both migrated, the poisoned one carrying its page, held paused on host b until "
+           "its vmced had it")
+    tap.eq([virsh["b"]("domstate", n).strip() for n in NAMES], ["running", "running"],
+           "both domains run on host b")
     tap.eq(virsh["a"]("list", "--name"), "", "host a runs no domain any more")
     over = wait_for(lambda: migration_records("a", NAMES[0], "handed-over"), 20) or [{}]
     tap.ok(over[0].get("destination") == "its libvirt domain (metadata)" and victim["gpa"] in over[0].get("pages", []),
            "host a's journal: the page handed over through the domain", diag=over)
     vm_b = daemons["b"].wait_attached(NAMES[0], timeout=120)
     got = wait_for(lambda: migration_records("b", NAMES[0], "received"), 30) or [{}]
-    tap.ok(got[0].get("marked") == 1 and got[0].get("how") == "UFFDIO_POISON",
-           f"host b's journal: the page received and poisoned ({got[0].get('detail')})", diag=got)
+    tap.ok(got[0].get("marked") == 1 and got[0].get("how") == "UFFDIO_POISON"
+           and "before the guest ran" in got[0].get("detail", ""),
+           f"host b's journal: the page received and poisoned before the guest ran ({got[0].get('detail')})",
+           diag=got)
     info = daemons["b"].ctl_json("vm", NAMES[0])
     page = next((p for p in info["poisoned"] if p["gpa"] == victim["gpa"]), None)
     tap.ok(page is not None and page.get("migrated"), "host b's vmced lists the page, migrated", diag=info["poisoned"])
@@ -134,6 +140,19 @@ try:
     tap.ok("t" not in thread_states(vm_b["pid"]).values(), "no thread of host b's QEMU is left stopped")
     back = daemons["b"].ctl_json("vm", NAMES[0])["migration"].get("domain_metadata_pages")
     tap.eq(back, 1, "host b's vmced keeps the domain's metadata holding the page (it may move again)")
+
+    # bad input: back to host a, whose vmced is not running: nobody says
+    # the page is poisoned there, so the guest must not run there
+    daemons.pop("a").stop()
+    r = subprocess.run([os.path.join(paths.ROOT, "run", "virsh", "drain"), "--from", uris["b"], "--to", uris["a"],
+                        "--migrateuri", "tcp://127.0.0.1", "--unsafe", "--hold-timeout", "3", NAMES[0]],
+                       capture_output=True, text=True, timeout=300)
+    lines = r.stdout.strip().splitlines()
+    tap.ok(r.returncode == 1 and len(lines) == 2 and "LEFT PAUSED" in lines[0] and "1 poisoned page(s)" in lines[0]
+           and lines[1] == "1 migrated, 0 failed, 1 left paused"
+           and virsh["a"]("domstate", NAMES[0]).strip() == "paused",
+           "drained to a host without vmced: left paused there, in one line, and the drain fails",
+           diag=(r.stdout, r.stderr))
 finally:
     for h, d in daemons.items():
         d.stop()
