@@ -58,6 +58,7 @@ struct _VmceDaemon {
   VmcePoisonIndexStats replay;
   VmceMigrationPolicy migration;
   VmceHugepagePolicy hugepage;
+  gchar *libvirt_uri; /* libvirt mode's; NULL in direct mode */
   const VmceConfig *config;
 };
 
@@ -186,6 +187,7 @@ vmce_daemon_free (VmceDaemon *self)
   g_clear_pointer (&self->index, vmce_poison_index_free);
   g_ptr_array_unref (self->vms);
   g_queue_clear_full (&self->recent, (GDestroyNotify) vmce_recent_record_free);
+  g_free (self->libvirt_uri);
   g_free (self);
 }
 
@@ -649,6 +651,13 @@ vmce_daemon_rss_kb (void)
   return vmce_proc_status_number (0, "VmRSS", &kb, NULL) ? kb : -1;
 }
 
+void
+vmce_daemon_set_libvirt_uri (VmceDaemon *self, const gchar *uri)
+{
+  g_free (self->libvirt_uri);
+  self->libvirt_uri = g_strdup (uri);
+}
+
 JsonNode *
 vmce_daemon_status_to_json (VmceDaemon *self)
 {
@@ -663,6 +672,13 @@ vmce_daemon_status_to_json (VmceDaemon *self)
   json_builder_add_int_value (b, (g_get_monotonic_time () - self->start_time_us) / G_USEC_PER_SEC);
   json_builder_set_member_name (b, "rss_kb");
   json_builder_add_int_value (b, vmce_daemon_rss_kb ());
+  /* what a drain asks of the vmced where domains land */
+  json_builder_set_member_name (b, "libvirt");
+  if (self->libvirt_uri != NULL)
+    json_builder_add_string_value (b, self->libvirt_uri);
+  else
+    json_builder_add_null_value (b);
+  vmce_json_builder_add_string (b, "migration", vmce_migration_policy_to_string (self->migration));
   json_builder_set_member_name (b, "journal");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "path");

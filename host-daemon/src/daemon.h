@@ -77,4 +77,6 @@ JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit
 /* vmced.conf, for per-domain settings of VMs attached from now on (not
  * owned; NULL for none) */
 void vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config);
+/* The libvirt URI vmced watches (libvirt mode), said in its status */
+void vmce_daemon_set_libvirt_uri (VmceDaemon *self, const gchar *uri);
 JsonNode *vmce_daemon_status_to_json (VmceDaemon *self);

@@ -269,6 +269,9 @@ vmcectl_cmd_status (VmceCtlConn *c, int argc, char **argv)
            " kB\n",
            vmcectl_str (st, "version"), json_object_get_int_member (st, "pid"),
            json_object_get_int_member (st, "uptime_s"), json_object_get_int_member (st, "rss_kb"));
+  g_print ("%s%s, migration with poisoned memory: %s\n",
+           vmce_json_object_get_string_opt (st, "libvirt") != NULL ? "libvirt " : "direct mode (no libvirt)",
+           vmce_json_object_get_string_opt (st, "libvirt") ?: "", vmcectl_str (st, "migration"));
   g_print ("journal %s: %" G_GINT64_FORMAT " record(s), %" G_GINT64_FORMAT " on disk%s%s\n",
            vmcectl_str (journal, "path"), json_object_get_int_member (journal, "records"),
            json_object_get_int_member (journal, "synced"),

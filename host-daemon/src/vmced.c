@@ -430,6 +430,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
       return EXIT_FAILURE;
     }
     vmce_libvirt_watch_set_config (libvirt_watch, ctx.config);
+    vmce_daemon_set_libvirt_uri (daemon, a->connect_uri);
     ctx.libvirt_watch = libvirt_watch;
   }
   vmced_notify ("READY=1");

@@ -153,9 +153,11 @@ def drain_and_back(hosts):
     tap.ok(held, f"{a['name']}'s vmced keeps {dom}'s poisoned page in the domain's metadata")
     for src, dst in ((a, b), (b, a)):
         r = fleet("drain", src["name"], "--to", dst["name"], dom, timeout=600)
-        tap.ok(r.returncode == 0 and f"{dom}: migrated" in r.stdout and "1 poisoned page(s) carried" in r.stdout
+        tap.ok(r.returncode == 0 and f"{dom}: migrated" in r.stdout
+               and "1 poisoned page(s) carried, poisoned there before it ran" in r.stdout
                and r.stdout.strip().endswith("1 migrated, 0 failed"),
-               f"run/fleet drain {src['name']} --to {dst['name']}: {dom} migrated with its poisoned page",
+               f"run/fleet drain {src['name']} --to {dst['name']}: {dom} migrated with its poisoned page, poisoned "
+               "there before it ran",
                diag=(r.stdout, r.stderr[-800:]))
         got = wait_for(lambda: [x for x in journal_of(dst, dom) if x.get("type") == "migration"
                                 and x.get("action") == "received"], 120, 1.0) or [{}]

@@ -11,8 +11,9 @@ held paused on the destination until its vmced had poisoned the page there
 hands the page over through the domain, the page is unreadable in the
 destination's QEMU, the guest's HardwareCorrupted and its victim's fate
 are as they were, no QEMU thread is left stopped on either host. Bad
-input: drained back to a host whose vmced is not running, the domain is
-left paused there, said in one line, and the drain fails.
+input: drained back to a host whose vmced is not running, with
+--to-vmced naming it: refused in one line, nothing moved; without: the
+domain is left paused there, said in one line, and the drain fails.
 """
 import glob
 import json
@@ -105,7 +106,8 @@ try:
 
     out = os.path.join(work, "drain.json")
     r = subprocess.run([os.path.join(paths.ROOT, "run", "virsh", "drain"), "--from", uris["a"], "--to", uris["b"],
-                        "--migrateuri", "tcp://127.0.0.1", "--unsafe", "--json", out],
+                        "--migrateuri", "tcp://127.0.0.1", "--unsafe", "--to-vmced", daemons["b"].socket,
+                        "--json", out],
                        capture_output=True, text=True, timeout=900)
     tap.diag(r.stdout.strip())
     tap.eq(r.returncode, 0, "run/virsh/drain: every domain left host a", )
@@ -143,10 +145,19 @@ try:
 
     # bad input: back to host a, whose vmced is not running: nobody says
     # the page is poisoned there, so the guest must not run there
-    daemons.pop("a").stop()
-    r = subprocess.run([os.path.join(paths.ROOT, "run", "virsh", "drain"), "--from", uris["b"], "--to", uris["a"],
-                        "--migrateuri", "tcp://127.0.0.1", "--unsafe", "--hold-timeout", "3", NAMES[0]],
-                       capture_output=True, text=True, timeout=300)
+    gone = daemons.pop("a")
+    gone.stop()
+    drain_back = [os.path.join(paths.ROOT, "run", "virsh", "drain"), "--from", uris["b"], "--to", uris["a"],
+                  "--migrateuri", "tcp://127.0.0.1", "--unsafe"]
+    r = subprocess.run(drain_back + ["--to-vmced", gone.socket, NAMES[0]], capture_output=True, text=True,
+                       timeout=120)
+    errs = r.stderr.strip().splitlines()
+    tap.ok(r.returncode == 1 and len(errs) == 1 and errs[0].startswith(f"drain: the destination's vmced at "
+                                                                       f"{gone.socket} does not answer")
+           and errs[0].endswith(": nothing moved") and virsh["b"]("domstate", NAMES[0]).strip() == "running",
+           "drained with --to-vmced naming a vmced that is not running: refused in one line, nothing moved",
+           diag=(r.stdout, r.stderr))
+    r = subprocess.run(drain_back + ["--hold-timeout", "3", NAMES[0]], capture_output=True, text=True, timeout=300)
     lines = r.stdout.strip().splitlines()
     tap.ok(r.returncode == 1 and len(lines) == 2 and "LEFT PAUSED" in lines[0] and "1 poisoned page(s)" in lines[0]
            and lines[1] == "1 migrated, 0 failed, 1 left paused"
