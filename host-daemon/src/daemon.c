@@ -19,6 +19,7 @@
 #include "hugepage-loss.h"
 #include "log-writer.h"
 #include "migration-guard.h"
+#include "migration-incoming.h"
 #include "poison-index.h"
 #include "proc-info.h"
 #include "reset-guard.h"
@@ -347,6 +348,9 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GTask) task = user_data;
   VmceAttachData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) receiving = NULL;
+  g_autofree gchar *sender = NULL;
+  gboolean autostart_off = FALSE;
 
   if (!vmce_vm_attach_finish (data->vm, res, &error)) {
     g_ptr_array_remove (data->daemon->vms, data->vm);
@@ -362,6 +366,12 @@ vmce_daemon_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vmce_hugepage_loss_set_policy (data->vm, vmce_config_hugepage_for (data->daemon->config,
                                                                      vmce_vm_get_name (data->vm),
                                                                      data->daemon->hugepage));
+  /* a migration's destination whose marks were not in when the last
+   * vmced went: this one puts them in */
+  receiving = vmce_poison_index_take_receiving (data->daemon->index, vmce_vm_get_qemu_id (data->vm), &sender,
+                                                &autostart_off);
+  if (receiving != NULL)
+    vmce_migration_incoming_resume (data->vm, sender, receiving, autostart_off);
   g_task_return_pointer (task, vmce_vm_ref (data->vm), (GDestroyNotify) vmce_vm_unref);
 }
 

@@ -48,6 +48,7 @@ typedef struct {
   gint64 loaded_us;     /* when its load completed */
   VmceVcpuHold *hold;   /* from then until the marks are in */
   gboolean late;        /* received after that: the guest may have run */
+  gboolean resume_late; /* ... and the vmced before this one was to let it run */
 } VmceIncoming;
 
 GQuark vmce_migration_incoming_quark (void);
@@ -86,6 +87,7 @@ vmce_incoming_reset (VmceIncoming *in)
   in->ran_before = FALSE;
   in->loaded_us = 0;
   in->late = FALSE;
+  in->resume_late = FALSE;
 }
 
 static void
@@ -104,15 +106,14 @@ vmce_incoming_journal (VmceVm *vm, const gchar *action, GPtrArray *pages, guint 
   json_builder_add_string_value (b, in->source != NULL ? in->source : "");
   json_builder_set_member_name (b, "pages");
   json_builder_begin_array (b);
-  for (guint i = 0; pages != NULL && i < pages->len; i++) {
-    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    json_builder_begin_object (b);
-    vmce_json_builder_add_hex (b, "gpa", p->gpa);
-    json_builder_set_member_name (b, "told");
-    json_builder_add_boolean_value (b, vmce_poisoned_page_told (p));
-    json_builder_end_object (b);
-  }
+  /* (all a vmced restarted before the marks are in needs to put them in) */
+  for (guint i = 0; pages != NULL && i < pages->len; i++)
+    vmce_poisoned_page_carried_to_json (g_ptr_array_index (pages, i), b);
   json_builder_end_array (b);
+  if (g_strcmp0 (action, "receiving") == 0) {
+    json_builder_set_member_name (b, "autostart_off");
+    json_builder_add_boolean_value (b, in->stopped);
+  }
   if (how != NULL) {
     vmce_json_builder_add_int (b, "marked", marked);
     json_builder_set_member_name (b, "how");
@@ -149,6 +150,7 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
 {
   VmceIncoming *in = vmce_incoming (dst);
   g_autoptr(GPtrArray) added = g_ptr_array_new ();
+  g_autoptr(GHashTable) have = NULL;
   g_autofree gchar *detail = NULL;
 
   if (in->pages == NULL && !vmce_vm_is_incoming (dst)) {
@@ -158,6 +160,7 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     in->source = g_strdup (source);
     in->late = TRUE;
     in->ran_before = vmce_vm_is_running (dst);
+    in->resume = in->stopped = in->resume_late && !in->ran_before;
   } else if (in->pages == NULL) {
     in->pages = g_ptr_array_new_with_free_func (g_free);
     in->source = g_strdup (source);
@@ -169,15 +172,32 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     if (in->stopped)
       vmce_vm_execute_or_warn (dst, "stop", NULL, "turn its autostart off");
   }
+  in->resume_late = FALSE;
+  /* (a page may come twice: from the journal and the domain's metadata
+   * both, after a restart) */
+  have = g_hash_table_new (g_int64_hash, g_int64_equal);
+  for (guint i = 0; i < in->pages->len; i++)
+    g_hash_table_add (have, &((VmcePoisonedPage *) g_ptr_array_index (in->pages, i))->gpa);
   for (guint i = 0; i < pages->len; i++) {
-    VmcePoisonedPage *copy = g_memdup2 (g_ptr_array_index (pages, i), sizeof (VmcePoisonedPage));
+    const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
+    VmcePoisonedPage *copy;
+
+    if (g_hash_table_contains (have, &p->gpa))
+      continue;
+    copy = g_memdup2 (p, sizeof (VmcePoisonedPage));
+    g_hash_table_add (have, &copy->gpa);
     g_ptr_array_add (in->pages, copy);
     g_ptr_array_add (added, copy);
   }
+  if (added->len == 0)
+    return;
   detail = g_strdup_printf ("%u page(s) poisoned on %s to hold poisoned here: %s", added->len, source,
                             in->late && in->ran_before
                               ? "now, the guest already running here (an error as the migration completed, or "
                                 "a domain this vmced could reach only once libvirt had resumed it)"
+                            : in->late && in->resume
+                              ? "now, before the guest runs here (then vmced lets it run, as the vmced before it "
+                                "was to)"
                             : in->late   ? "now, before the guest runs here (it came paused: its owner resumes it)"
                             : in->resume ? "the guest waits for them"
                                          : "the guest waits for them, then for its owner's cont (-S)");
@@ -185,6 +205,16 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
   vmce_incoming_journal (dst, "receiving", added, 0, NULL, 0, detail);
   if (in->late && in->loaded_us == 0)
     vmce_incoming_mark_now (dst);
+}
+
+void
+vmce_migration_incoming_resume (VmceVm *dst, const gchar *source, GPtrArray *pages, gboolean autostart_off)
+{
+  g_autofree gchar *who = g_strdup_printf ("%s (from the journal: the vmced that took them went before they "
+                                           "were poisoned here)", source != NULL ? source : "?");
+
+  vmce_incoming (dst)->resume_late = autostart_off;
+  vmce_migration_incoming_receive (dst, who, pages);
 }
 
 gboolean

@@ -14,6 +14,11 @@
  * again for a page poisoned on the source during the migration */
 void vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pages);
 /* Whether @dst is receiving a source's pages now */
+/* The pages a vmced before this one was receiving for @dst (its journal's
+ * `receiving` records), their marks not yet in when it went: put in now,
+ * before the guest runs if it has not yet; and if that vmced had turned
+ * the QEMU's autostart off (@autostart_off), the guest let run after. */
+void vmce_migration_incoming_resume (VmceVm *dst, const gchar *source, GPtrArray *pages, gboolean autostart_off);
 gboolean vmce_migration_incoming_is_receiving (VmceVm *dst);
 /* @dst's own MIGRATION status: "completed" puts the marks in */
 void vmce_migration_incoming_on_status (VmceVm *dst, const gchar *status);

@@ -6,7 +6,9 @@
  * record every other page of the lost huge page; a reset record removes the
  * pages it replaced; a page-replaced record (QEMU reloaded a ROM into the
  * page) removes its page; a vm-exit record ends the QEMU, and with it
- * every page. Records of vmced before qemu_id existed name no process and
+ * every page. Apart: a migration's `receiving` records, until its
+ * `received` or `abandoned` (a destination whose vmced went before its
+ * marks were in). Records of vmced before qemu_id existed name no process and
  * are left out.
  *
  * Copyright (C) 2026 The vmce authors
@@ -29,10 +31,25 @@ typedef struct {
   gboolean kept; /* from a detach, not from the journal */
 } VmceIndexEntry;
 
+typedef struct {
+  GPtrArray *pages; /* of VmcePoisonedPage */
+  gchar *source;
+  gboolean autostart_off;
+} VmceIndexReceiving;
+
 struct _VmcePoisonIndex {
-  GHashTable *qemus; /* identity -> VmceIndexEntry */
+  GHashTable *qemus;     /* identity -> VmceIndexEntry */
+  GHashTable *receiving; /* identity -> VmceIndexReceiving */
   JsonParser *parser;
 };
+
+static void
+vmce_index_receiving_free (VmceIndexReceiving *r)
+{
+  g_clear_pointer (&r->pages, g_ptr_array_unref);
+  g_free (r->source);
+  g_free (r);
+}
 
 static void
 vmce_index_entry_free (VmceIndexEntry *e)
@@ -48,6 +65,8 @@ vmce_poison_index_new (void)
 
   self->qemus = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) vmce_index_entry_free);
+  self->receiving = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                           (GDestroyNotify) vmce_index_receiving_free);
   self->parser = json_parser_new_immutable ();
   return self;
 }
@@ -58,6 +77,7 @@ vmce_poison_index_free (VmcePoisonIndex *self)
   if (self == NULL)
     return;
   g_hash_table_unref (self->qemus);
+  g_hash_table_unref (self->receiving);
   g_object_unref (self->parser);
   g_free (self);
 }
@@ -110,6 +130,39 @@ vmce_poison_index_apply_reset (VmceIndexEntry *e, JsonObject *record)
   }
 }
 
+static void
+vmce_poison_index_apply_migration (VmcePoisonIndex *self, const gchar *identity, JsonObject *record)
+{
+  const gchar *action = vmce_json_object_get_string_opt (record, "action");
+  JsonNode *pages = json_object_get_member (record, "pages");
+  VmceIndexReceiving *r;
+  JsonArray *arr;
+
+  if (g_strcmp0 (action, "received") == 0 || g_strcmp0 (action, "abandoned") == 0) {
+    g_hash_table_remove (self->receiving, identity);
+    return;
+  }
+  if (g_strcmp0 (action, "receiving") != 0 || pages == NULL || !JSON_NODE_HOLDS_ARRAY (pages))
+    return;
+  r = g_hash_table_lookup (self->receiving, identity);
+  if (r == NULL) {
+    r = g_new0 (VmceIndexReceiving, 1);
+    r->pages = g_ptr_array_new_with_free_func (g_free);
+    r->source = g_strdup (vmce_json_object_get_string_opt (record, "source"));
+    g_hash_table_insert (self->receiving, g_strdup (identity), r);
+  }
+  r->autostart_off |= json_object_get_boolean_member_with_default (record, "autostart_off", FALSE);
+  arr = json_node_get_array (pages);
+  for (guint i = 0; i < json_array_get_length (arr); i++) {
+    JsonNode *node = json_array_get_element (arr, i);
+    VmcePoisonedPage *p = JSON_NODE_HOLDS_OBJECT (node)
+                            ? vmce_poisoned_page_carried_from_json (json_node_get_object (node))
+                            : NULL;
+    if (p != NULL)
+      g_ptr_array_add (r->pages, p);
+  }
+}
+
 void
 vmce_poison_index_apply (VmcePoisonIndex *self, JsonObject *record)
 {
@@ -121,6 +174,11 @@ vmce_poison_index_apply (VmcePoisonIndex *self, JsonObject *record)
     return;
   if (g_strcmp0 (type, "vm-exit") == 0) {
     g_hash_table_remove (self->qemus, identity);
+    g_hash_table_remove (self->receiving, identity);
+    return;
+  }
+  if (g_strcmp0 (type, "migration") == 0) {
+    vmce_poison_index_apply_migration (self, identity, record);
     return;
   }
   if (g_strcmp0 (type, "memory-error") == 0) {
@@ -249,6 +307,26 @@ vmce_poison_index_take (VmcePoisonIndex *self,
     }
   }
   return NULL;
+}
+
+GPtrArray *
+vmce_poison_index_take_receiving (VmcePoisonIndex *self,
+                                  const gchar *identity,
+                                  gchar **source,
+                                  gboolean *autostart_off)
+{
+  VmceIndexReceiving *r = identity != NULL ? g_hash_table_lookup (self->receiving, identity) : NULL;
+  GPtrArray *pages;
+
+  *source = NULL;
+  *autostart_off = FALSE;
+  if (r == NULL || r->pages->len == 0)
+    return NULL;
+  pages = g_steal_pointer (&r->pages);
+  *source = g_steal_pointer (&r->source);
+  *autostart_off = r->autostart_off;
+  g_hash_table_remove (self->receiving, identity);
+  return pages;
 }
 
 void

@@ -46,6 +46,15 @@ GHashTable *vmce_poison_index_take (VmcePoisonIndex *self,
                                     guint64 *n_records,
                                     gboolean *kept,
                                     gchar **other_identity);
+/* A migration's destination whose marks were not in when the last vmced
+ * went: the pages of its `receiving` records after the last `received` or
+ * `abandoned` (of VmcePoisonedPage, owned), or NULL; @source who sent
+ * them, @autostart_off whether that vmced turned the QEMU's autostart off
+ * (and so is to let it run once they are in). */
+GPtrArray *vmce_poison_index_take_receiving (VmcePoisonIndex *self,
+                                             const gchar *identity,
+                                             gchar **source,
+                                             gboolean *autostart_off);
 /* Keeps @pages (taken) for @identity, a QEMU that was detached */
 void vmce_poison_index_keep (VmcePoisonIndex *self, const gchar *identity, GHashTable *pages);
 void vmce_poison_index_forget (VmcePoisonIndex *self, const gchar *identity);

@@ -285,6 +285,43 @@ vmce_poison_set_sorted (GHashTable *set)
 }
 
 void
+vmce_poisoned_page_carried_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
+{
+  json_builder_begin_object (b);
+  vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  json_builder_set_member_name (b, "told");
+  json_builder_add_boolean_value (b, vmce_poisoned_page_told (p));
+  vmce_json_builder_add_string (b, "kind", vmce_mce_kind_to_string (p->kind));
+  vmce_json_builder_add_int (b, "count", p->count);
+  if (p->lost_with != 0)
+    vmce_json_builder_add_int (b, "lost_with", (gint64) p->lost_with);
+  vmce_json_builder_add_string (b, "source", p->simulated ? "simulated" : "kernel");
+  json_builder_end_object (b);
+}
+
+VmcePoisonedPage *
+vmce_poisoned_page_carried_from_json (JsonObject *obj)
+{
+  g_autofree VmcePoisonedPage *p = g_new0 (VmcePoisonedPage, 1);
+  const gchar *gpa = vmce_json_object_get_string_opt (obj, "gpa");
+  const gchar *kind = vmce_json_object_get_string_opt (obj, "kind");
+  gint64 count = json_object_get_int_member_with_default (obj, "count", 1);
+  gint64 lost = json_object_get_int_member_with_default (obj, "lost_with", 0);
+
+  if (gpa == NULL || !vmce_parse_u64 (gpa, &p->gpa, NULL))
+    return NULL;
+  p->gpa &= VMCE_PAGE_MASK;
+  if (kind == NULL || !vmce_mce_kind_from_string (kind, &p->kind))
+    p->kind = VMCE_MCE_KIND_AO;
+  p->count = (guint) CLAMP (count, 0, G_MAXUINT);
+  p->lost_with = (guint64) MAX (lost, 0);
+  p->simulated = g_strcmp0 (vmce_json_object_get_string_opt (obj, "source"), "simulated") == 0;
+  p->host_poisoned = TRUE;
+  p->result = p->count > 0 ? VMCE_RESULT_INJECTED : VMCE_RESULT_PENDING;
+  return g_steal_pointer (&p);
+}
+
+void
 vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
 {
   g_autofree gchar *time = vmce_format_time (p->time_us);

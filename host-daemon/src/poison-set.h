@@ -96,3 +96,10 @@ GPtrArray *vmce_poison_set_host_pages (GHashTable *set);
 GPtrArray *vmce_poison_set_sorted (GHashTable *set);
 
 void vmce_poisoned_page_to_json (const VmcePoisonedPage *p, JsonBuilder *b);
+/* What a migration carries of a page (its GPA, whether the guest was told,
+ * the kind and count of its errors, the loss it belongs to, simulated or
+ * not), as an object of a migration record; and back, for a vmced that
+ * must finish a destination's marks after a restart. NULL for an object
+ * without a page address. */
+void vmce_poisoned_page_carried_to_json (const VmcePoisonedPage *p, JsonBuilder *b);
+VmcePoisonedPage *vmce_poisoned_page_carried_from_json (JsonObject *obj);

@@ -204,6 +204,50 @@ test_index_load (void)
   g_assert_cmpuint (st.records, ==, 0);
 }
 
+/* A migration's destination whose vmced went between `receiving` and
+ * `received`: the next one has the pages to put in, as they were sent (told
+ * or not, kind, count, the loss), and whether to let the guest run after;
+ * one whose marks are in, or whose QEMU exited, has none */
+static void
+test_index_receiving (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GPtrArray) pages = NULL;
+  g_autofree gchar *source = NULL;
+  gboolean autostart_off = FALSE;
+  const VmcePoisonedPage *p;
+
+  apply (idx, "{\"type\":\"migration\",\"qemu_id\":\"" ME "\",\"action\":\"receiving\",\"source\":\"src\","
+              "\"pages\":[{\"gpa\":\"0x29a2000\",\"told\":true,\"kind\":\"ar\",\"count\":2,"
+              "\"source\":\"simulated\"},{\"gpa\":\"0x1234567\",\"told\":false,\"kind\":\"ao\",\"count\":0,"
+              "\"lost_with\":9,\"source\":\"kernel\"},{\"told\":true}],\"autostart_off\":true}");
+  apply (idx, "{\"type\":\"migration\",\"qemu_id\":\"" ME "\",\"action\":\"receiving\",\"source\":\"src\","
+              "\"pages\":[{\"gpa\":\"0x5000\",\"told\":true}],\"autostart_off\":false}");
+  apply (idx, "{\"type\":\"migration\",\"qemu_id\":\"" OTHER "\",\"action\":\"receiving\",\"source\":\"s\","
+              "\"pages\":[{\"gpa\":\"0x5000\"}]}");
+  apply (idx, "{\"type\":\"migration\",\"qemu_id\":\"" OTHER "\",\"action\":\"received\",\"pages\":[]}");
+  apply (idx, "{\"type\":\"migration\",\"qemu_id\":\"b00t/1/1\",\"action\":\"receiving\",\"source\":\"s\","
+              "\"pages\":[{\"gpa\":\"0x5000\"}]}");
+  apply (idx, "{\"type\":\"vm-exit\",\"qemu_id\":\"b00t/1/1\"}");
+
+  pages = vmce_poison_index_take_receiving (idx, ME, &source, &autostart_off);
+  g_assert_nonnull (pages);
+  g_assert_cmpstr (source, ==, "src");
+  g_assert_true (autostart_off);
+  g_assert_cmpuint (pages->len, ==, 3); /* the one without a gpa is left out */
+  p = g_ptr_array_index (pages, 0);
+  g_assert_cmphex (p->gpa, ==, 0x29a2000);
+  g_assert_true (p->kind == VMCE_MCE_KIND_AR && p->count == 2 && p->simulated && vmce_poisoned_page_told (p));
+  p = g_ptr_array_index (pages, 1);
+  g_assert_cmphex (p->gpa, ==, 0x1234000); /* its page */
+  g_assert_true (p->lost_with == 9 && !p->simulated && !vmce_poisoned_page_told (p));
+  g_clear_pointer (&source, g_free);
+  g_assert_null (vmce_poison_index_take_receiving (idx, ME, &source, &autostart_off)); /* taken */
+  g_assert_null (vmce_poison_index_take_receiving (idx, OTHER, &source, &autostart_off));
+  g_assert_null (vmce_poison_index_take_receiving (idx, "b00t/1/1", &source, &autostart_off));
+  g_assert_false (autostart_off);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -213,5 +257,6 @@ main (int argc, char **argv)
   g_test_add_func ("/poison-index/other-process", test_index_other_process);
   g_test_add_func ("/poison-index/keep", test_index_keep);
   g_test_add_func ("/poison-index/load", test_index_load);
+  g_test_add_func ("/poison-index/receiving", test_index_receiving);
   return g_test_run ();
 }

@@ -12,7 +12,9 @@ way, and that QEMU is killed half-way through loading: the source must run
 on with its pages as they were. A migration with no destination vmced
 watches is refused. Last, `vmcectl migrate` to a QEMU a second vmced
 watches (another host's, in direct mode): refused for a VM that vmced does
-not know, then done, the pages handed over first. Then, with hugepage =
+not know, then done, the pages handed over first, and that vmced killed
+while the RAM goes: the far guest waits paused until a vmced started again
+puts the marks in from its journal and lets it run. Then, with hugepage =
 one, a 2 MiB host page lost under a process's THP and carried: 512 pages
 poisoned there, the page hit told and 511 not, and the process's read of
 one of those a machine check at its GPA on the destination. Each end
@@ -21,6 +23,7 @@ journals what it did; no QEMU thread is left stopped.
 import json
 import os
 import signal
+import subprocess
 import time
 
 from common import (Tap, Vm, Vmced, gpa2hva, prerequisites, qemu_reads, start_victim, thread_states,
@@ -198,7 +201,9 @@ def case_no_destination(src):
 
 def case_other_vmced(src, pages):
     """Direct mode, another vmced at the destination (another host's, say):
-    vmcectl migrate hands the pages to it before anything moves"""
+    vmcectl migrate hands the pages to it before anything moves; that vmced
+    killed mid-migration, the guest waits until one started again has put
+    the marks in"""
     far = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "far"), incoming_uri="defer")
     vms["far"] = far
     wait_for(lambda: os.path.exists(far.vmced_qmp_path), 30)
@@ -221,13 +226,39 @@ def case_other_vmced(src, pages):
     with src.qmp() as q:
         tap.eq(q.execute("query-migrate"), last, "... and nothing moved (QEMU's last migration is the one before)")
     since = len(other.journal_records())
-    r = daemon.ctl("migrate", "dst", f"unix:{os.path.join(work, 'm3.sock')}", "--to-vm", "far",
-                   "--to", other.socket, check=False, timeout=300)
-    tap.ok(r.returncode == 0 and "3 poisoned page(s) carried" in r.stdout,
-           f"vmcectl migrate: {r.stdout.strip()}", diag=r.stderr)
-    got = wait_for(lambda: [x for x in other.journal_records()[since:] if x.get("type") == "migration"
-                            and x.get("action") == "received"], 20) or [{}]
-    tap.ok(got[0].get("marked") == 3, f"the other vmced poisoned the three pages ({got[0].get('detail')})",
+    with src.qmp() as q:
+        q.execute("migrate-set-parameters", **{"max-bandwidth": 16 * MiB})
+    mig = subprocess.Popen(daemon.ctl_argv() + ["migrate", "dst", f"unix:{os.path.join(work, 'm3.sock')}",
+                                                "--to-vm", "far", "--to", other.socket],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def far_migration(d, action):
+        return [x for x in d.journal_records()[since:] if x.get("type") == "migration"
+                and x.get("action") == action]
+    # bad input: the far vmced killed once it has the pages, while the RAM
+    # is on its way: the far guest must not run without them
+    took = wait_for(lambda: far_migration(other, "receiving"), 60) or [{}]
+    other.proc.kill()
+    other.proc.wait()
+    out, err = mig.communicate(timeout=300)
+    tap.ok(mig.returncode == 0 and "3 poisoned page(s) carried" in out and took[0].get("autostart_off"),
+           f"vmcectl migrate, the far vmced killed once it had the pages: {out.strip()}", diag=(err, took))
+    with far.qmp() as qd:
+        state = qd.execute("query-status").get("status")
+    tap.ok(state == "paused" and no_thread_stopped(far),
+           "... the far guest waits paused (vmced had turned its autostart off), no thread left stopped",
+           diag=state)
+    # a vmced started again on the same journal puts the marks in, then
+    # lets the guest run, as the one before was to
+    daemons.remove(other)
+    other = Vmced(os.path.join(work, "vmced-far"),
+                  args=["--pid", str(far.pid), "--qmp", far.vmced_qmp_path, "--name", "far",
+                        "--agent", far.vmced_agent_path])
+    daemons.insert(0, other)
+    other.wait_attached("far")
+    got = wait_for(lambda: far_migration(other, "received"), 20) or [{}]
+    tap.ok(got[0].get("marked") == 3 and "before the guest ran" in got[0].get("detail", ""),
+           f"the far vmced started again poisoned the three pages from its journal ({got[0].get('detail')})",
            diag=got)
     far.wait_ready(60)
     tap.ok(all(not qemu_reads(gpa2hva(far, g), far.pid) for g in pages),
