@@ -20,6 +20,9 @@
  *    over as it comes. If the migration fails the source runs on with its
  *    pages as they were. With poisoned pages and no destination to carry
  *    them to, the migration is cancelled, saying why: nothing has moved.
+ *    A QEMU with vmce's series (0008, 0009) is told the pages first
+ *    (qemu-hwpoison.c): its migration then skips them and carries them
+ *    itself, and reads none, vmced or not.
  *  - refuse: a migration of a VM with poisoned pages is cancelled, saying
  *    why, in one line and in the journal.
  * A migration is seen through MIGRATION events: vmced turns the `events`
@@ -38,6 +41,7 @@
 #include "migration-lend.h"
 #include "page.h"
 #include "poison-mark.h"
+#include "qemu-hwpoison.h"
 
 /* The guard's own, per VM (layer data of the session) */
 typedef struct {
@@ -248,13 +252,18 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
 {
   VmceMigrationGuard *g = vmce_migration_guard (vm);
   g_autofree gchar *detail = NULL;
+  g_autofree gchar *full = NULL;
   const gchar *cannot = vmce_migration_cannot_hold (vm, dst);
+  guint told_qemu;
 
   if (cannot != NULL) {
     if (pages->len > 0)
       vmce_migration_refuse (vm, status, pages, cannot);
     return;
   }
+  /* before its migration thread gets far: a page it reads before QEMU has
+   * the list is lent all the same */
+  told_qemu = vmce_qemu_hwpoison_add (vm, pages);
   g_clear_pointer (&g->destination, vmce_vm_unref);
   g->destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
   g->carrying = TRUE;
@@ -277,8 +286,11 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
     detail = g_strdup_printf ("%u poisoned page(s) go with the libvirt domain (its vmce metadata): the "
                               "destination host's vmced holds them poisoned before its vCPUs run",
                               pages->len);
-  g_message ("vm %s: %s", vmce_vm_get_name (vm), detail);
-  vmce_migration_journal (vm, "handing-over", status, pages, vmce_migration_destination_name (g), detail);
+  full = told_qemu > 0 ? g_strdup_printf ("%s; QEMU told of them (x-hwpoison-page-add, %u command(s)): its "
+                                          "migration skips them and carries them itself", detail, told_qemu)
+                       : g_strdup (detail);
+  g_message ("vm %s: %s", vmce_vm_get_name (vm), full);
+  vmce_migration_journal (vm, "handing-over", status, pages, vmce_migration_destination_name (g), full);
   if (dst != NULL)
     vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), pages);
 }
@@ -411,6 +423,8 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   page.time_us = g_get_real_time ();
   one = g_ptr_array_new ();
   g_ptr_array_add (one, &page);
+  if (g->carrying)
+    vmce_qemu_hwpoison_add (vm, one);
   vmce_migration_journal (vm, "handing-over", g->status, one, vmce_vm_get_name (dst),
                           "poisoned during the migration: handed to the destination as well");
   vmce_migration_incoming_receive (dst, vmce_vm_get_name (vm), one);

@@ -60,6 +60,7 @@ struct _VmceVm {
   gboolean kvm;
   gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
   gboolean qmp_ram_layout; /* and query-ram-layout */
+  gboolean qmp_hwpoison_add; /* and x-hwpoison-page-add (0009) */
   /* query-version: what the QEMU is (the journal's attach record says it) */
   gchar *qemu_version;  /* "10.0.2" */
   gchar *qemu_package;  /* "Debian 1:10.0.2+ds-2+deb13u1~bpo12+1", or NULL */
@@ -802,6 +803,9 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
       /* and query-ram-layout: the layout as data, in one command */
       else if (g_strcmp0 (name, "query-ram-layout") == 0)
         self->qmp_ram_layout = TRUE;
+      /* and x-hwpoison-page-add: QEMU's own list of poisoned pages */
+      else if (g_strcmp0 (name, "x-hwpoison-page-add") == 0)
+        self->qmp_hwpoison_add = TRUE;
     }
     return TRUE;
   case VMCE_QUERY_DONE:
@@ -1462,6 +1466,12 @@ gboolean
 vmce_vm_has_inject_mce (VmceVm *self)
 {
   return self->qmp_inject_mce;
+}
+
+gboolean
+vmce_vm_has_hwpoison_add (VmceVm *self)
+{
+  return self->qmp_hwpoison_add;
 }
 
 gboolean

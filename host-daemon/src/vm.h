@@ -167,6 +167,8 @@ const VmceCpuModel *vmce_vm_get_cpu_model (VmceVm *self);
 gboolean vmce_vm_is_kvm (VmceVm *self);
 /* QEMU has qemu-patches/' inject-mce */
 gboolean vmce_vm_has_inject_mce (VmceVm *self);
+/* ... and its x-hwpoison-page-add (qemu-hwpoison.c) */
+gboolean vmce_vm_has_hwpoison_add (VmceVm *self);
 /* and query-ram-layout, which the layout is read with */
 gboolean vmce_vm_has_query_ram_layout (VmceVm *self);
 /* the vendor of the CPU QEMU runs on ("GenuineIntel") */

@@ -18,7 +18,7 @@ LAYERS = [
                  "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client"),
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
-    ("simulator", "sim-poison vcpu-hold"),
+    ("simulator", "sim-poison vcpu-hold qemu-hwpoison"),
     ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss"),
     ("daemon", "daemon"),
     ("commands", "commands libvirt-watch libvirt-carry"),
