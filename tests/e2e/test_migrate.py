@@ -17,8 +17,11 @@ while the RAM goes: the far guest waits paused until a vmced started again
 puts the marks in from its journal and lets it run. Then, with hugepage =
 one, a 2 MiB host page lost under a process's THP and carried: 512 pages
 poisoned there, the page hit told and 511 not, and the process's read of
-one of those a machine check at its GPA on the destination. Each end
-journals what it did; no QEMU thread is left stopped.
+one of those a machine check at its GPA on the destination. Last, on a
+QEMU with vmce's series only (told the pages, its migration skips them),
+the source's vmced killed mid-migration: the source QEMU lives and the
+destination's QEMU lists the pages itself. Each end journals what it did;
+no QEMU thread is left stopped.
 """
 import json
 import os
@@ -317,6 +320,67 @@ def case_lost_huge_page(src, d, name):
     tap.ok(no_thread_stopped(dst) and no_thread_stopped(src), "lost huge page: no QEMU thread left stopped")
 
 
+def qemu_lists_poison(vm):
+    """QEMU has vmce's series' x-hwpoison-page-add (0009): vmced tells it
+    the pages, and its own migration skips and carries them"""
+    with vm.qmp() as q:
+        return any(c.get("name") == "x-hwpoison-page-add" for c in q.execute("query-commands"))
+
+
+def case_source_vmced_killed(src, d, name):
+    """The source's vmced killed while the RAM goes: a QEMU with vmce's
+    series was told the pages when the migration started, so its migration
+    thread reads none of them and it lives; the destination's QEMU lists
+    them itself, poisoned there before the guest runs (its own vmced marks
+    them too)"""
+    if not qemu_lists_poison(src):
+        tap.skip("the source's vmced killed mid-migration",
+                 "this QEMU has no x-hwpoison-page-add (vmce's series, 0009): its migration thread would read "
+                 "a poisoned page itself and die, which no vmced can prevent once it is gone "
+                 "(e2e-migrate-vmce-10.0 runs this case)")
+        return
+    n_before = len(d.ctl_json("vm", name)["poisoned"])
+    last = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "last"), incoming_uri="defer")
+    vms["last"] = last
+    wait_for(lambda: os.path.exists(last.vmced_qmp_path), 30)
+    time.sleep(0.2)
+    third = Vmced(os.path.join(work, "vmced-last"),
+                  args=["--pid", str(last.pid), "--qmp", last.vmced_qmp_path, "--name", "last",
+                        "--agent", last.vmced_agent_path])
+    daemons.append(third)
+    third.wait_attached("last")
+    sock = os.path.join(work, "m5.sock")
+    with last.qmp() as qd:
+        qd.execute("migrate-incoming", uri=f"unix:{sock}")
+    with src.qmp() as q:
+        q.execute("migrate-set-parameters", **{"max-bandwidth": 16 * MiB})
+    since = len(d.journal_records())
+    mig = subprocess.Popen(d.ctl_argv() + ["migrate", name, f"unix:{sock}", "--to-vm", "last", "--to",
+                                           third.socket],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    over = wait_for(lambda: [x for x in d.journal_records()[since:] if x.get("type") == "migration"
+                             and x.get("action") == "handing-over"], 60) or [{}]
+    time.sleep(0.5)
+    d.proc.kill()
+    d.proc.wait()
+    mig.communicate(timeout=60)
+    with src.qmp() as q:
+        status = wait_for(lambda: (lambda st: st if st in ("completed", "failed", "cancelled") else None)(
+            q.execute("query-migrate").get("status")), 180)
+    tap.ok(status == "completed" and src.alive() and "QEMU told of them" in over[0].get("detail", ""),
+           f"the source's vmced killed mid-migration: the migration completed and the source QEMU lives (QEMU "
+           f"had been told its {n_before} pages)", diag=(status, over))
+    with last.qmp() as qd:
+        listed = qd.execute("query-hwpoisoned-pages")
+    got = wait_for(lambda: [x for x in third.journal_records() if x.get("type") == "migration"
+                            and x.get("action") == "received"], 20) or [{}]
+    tap.ok(len(listed) == n_before and got[0].get("marked") == n_before,
+           f"... the destination QEMU lists the {n_before} pages itself (query-hwpoisoned-pages), and its vmced "
+           f"marked them ({got[0].get('detail')})", diag=(listed[:3], got))
+    last.wait_ready(60)
+    tap.ok(no_thread_stopped(src) and no_thread_stopped(last), "... no QEMU thread left stopped on either end")
+
+
 try:
     vms["src"] = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "src"))
     vms["src"].wait_ready()
@@ -333,6 +397,8 @@ try:
         tap.case("another vmced", lambda: case_other_vmced(result["dst"], result["pages"]))
         if "far" in vms and daemons:
             tap.case("lost huge page", lambda: case_lost_huge_page(vms["far"], daemons[0], "far"))
+        if "hp" in vms and daemons:
+            tap.case("source vmced killed", lambda: case_source_vmced_killed(vms["hp"], daemons[0], "hp"))
 finally:
     for d in daemons:
         d.stop()
