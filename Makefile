@@ -41,7 +41,8 @@ help:
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
 	@echo "make bench    every figure (boot, the injection tail, the demo's latency per QEMU, vmced"
 	@echo "              attached vs not, storms of 10^4 errors into 1 and 16 guests, 256 QEMUs"
-	@echo "              direct and 256 libvirt domains, libvirtd restarts under load, the host"
+	@echo "              direct and 256 libvirt domains, libvirtd restarts under load, live migration"
+	@echo "              with 0 to 10^4 poisoned pages per QEMU and a libvirt host's drain, the host"
 	@echo "              lab's KVM overhead and P1), then one table (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest through inject-mce: errors/s with nothing"
 	@echo "              lost, vmced's RSS as it goes, the guest's verdict"
@@ -240,7 +241,7 @@ campaign: image
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain
 bench: kernels qemus guest-image
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
@@ -255,6 +256,9 @@ bench: kernels qemus guest-image
 	-@run/bench --only storm
 	-@run/bench --only storm --storm-vms 16
 	-@run/bench --only scale --no-libvirt
+	-@run/bench --only migration
+	-@run/bench --only migration --migration-qemu vmce-10.0
+	-@run/bench --only drain
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M --paused 192
 	-@run/libvirt/restarts

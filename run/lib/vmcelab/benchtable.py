@@ -250,6 +250,30 @@ def _hugepage(t, d, how):
               f"{tell['median']:.1f} / {tell['max']:.1f} s (inject-gap-ms 20)", how=how)
 
 
+def _migration(t, d, how):
+    m = d["migration"]
+    by = {r["poisoned"]: r for r in m["summary"]}
+    base = by.get(0, {})
+    for n in (1, 512, 10000):
+        r = by.get(n)
+        if r is None:
+            continue
+        t.row(f"live migration with {n if n < 10000 else '10^4'} poisoned page(s), {m['qemu']}: total, downtime "
+              f"over none ({base.get('total_ms')} ms, {base.get('downtime_ms')} ms)",
+              f"{r['total_ratio']:.2f}x, {r['downtime_ratio']:.2f}x (source vCPUs held "
+              f"{r['src_vcpus_held_us'] / 1000:.0f} ms)", how=how,
+              target="<= 1.05x", met=r["total_ratio"] <= 1.05 and r["downtime_ratio"] <= 1.05)
+
+
+def _drain(t, d, how):
+    dr = d["drain"]
+    ok = sum(r["migrated"] for r in dr["rows"])
+    poisoned = [r for r in dr["rows"] if r["poisoned_pages"]]
+    t.row(f"drain of a libvirt host: {dr['domains']} guests ({dr['mem']}), {dr['poisoned_domains']} with a "
+          "poisoned page", f"{ok} of {dr['domains']} in {dr['seconds']} s (the poisoned ones "
+          + ", ".join(f"{r['seconds']:.1f}" for r in poisoned) + " s)", how=how)
+
+
 # each part of the bench: its figure file, the command that writes it, what
 # the table says when it is not there, and how it fills its rows
 PARTS = [
@@ -277,6 +301,11 @@ PARTS = [
      _storm),
     ("storm-16vm", "run/bench --only storm --storm-vms 16", "storm into 16 guests at once", _storm),
     ("scale-qmp", "run/bench --only scale", "256 QEMUs: attach, RSS, idle CPU, a burst into 64", _scale_qmp),
+    ("migration-debian-7.2", "run/bench --only migration",
+     "live migration with poisoned pages over none, Debian's QEMU 7.2", _migration),
+    ("migration-vmce-10.0", "run/bench --only migration --migration-qemu vmce-10.0",
+     "live migration with poisoned pages over none, vmce-10.0", _migration),
+    ("drain", "run/bench --only drain", "drain of a libvirt host of 8 guests, 2 poisoned", _drain),
 ]
 
 
