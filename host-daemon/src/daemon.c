@@ -214,6 +214,7 @@ vmce_daemon_log_kind (VmceResult result)
   switch (result) {
   case VMCE_RESULT_INJECTED:
   case VMCE_RESULT_COALESCED:
+  case VMCE_RESULT_MIGRATED: /* (told on the destination) */
     return VMCE_LOG_FORWARDED;
   case VMCE_RESULT_PASSED:
     return VMCE_LOG_PASSED;

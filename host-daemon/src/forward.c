@@ -867,6 +867,9 @@ vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *
   vmce_forward_note_deferred (ev);
   ev->via = g_strdup ("hmp");
 
+  /* the page is bad on the host from now on, whatever the queue does: a
+   * migration starting meanwhile hands it over, untold */
+  vmce_poison_set_add_pending (vmce_vm_get_poisoned (vm), ev);
   inj = vmce_injection_new (vm, ev);
   if (d->hold) {
     inj->hold_tid = ev->tid;
@@ -1185,6 +1188,35 @@ vmce_forward_cancel_paused (VmceVm *vm, VmceForwarder *f, const gchar *why)
   vmce_forward_add_detail (inj->ev, text);
   vmce_forward_finish (vm, inj->ev, inj->task);
   vmce_injection_free (inj);
+}
+
+guint
+vmce_forward_hand_queued_to_migration (VmceVm *vm, const gchar *to)
+{
+  VmceForwarder *f = vmce_forwarder (vm);
+  GList *l = f->injections.head;
+  guint n = 0;
+
+  while (l != NULL) {
+    GList *next = l->next;
+    VmceInjection *inj = l->data;
+
+    /* (an AR's vCPU waits for its machine check: it stays, and so does a
+     * machine check with no page to hand over) */
+    if (inj->ev->kind == VMCE_MCE_KIND_AO && inj->hold_tid <= 0 && inj->ev->have_gpa) {
+      g_queue_delete_link (&f->injections, l);
+      inj->ev->result = VMCE_RESULT_MIGRATED;
+      inj->ev->handled_by = g_strdup ("vmced");
+      vmce_forward_add_detail (inj->ev, to);
+      vmce_forward_finish (vm, inj->ev, inj->task);
+      vmce_injection_free (inj);
+      n++;
+    }
+    l = next;
+  }
+  if (g_queue_is_empty (&f->injections))
+    g_clear_handle_id (&f->gap_source, g_source_remove);
+  return n;
 }
 
 void

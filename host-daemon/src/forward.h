@@ -41,6 +41,11 @@ void vmce_forward_qemu_event (VmceVm *vm, JsonObject *data);
 void vmce_forward_to_json (VmceVm *vm, JsonBuilder *b);
 
 /* At detach: lets held threads go and fails what was not sent */
+/* The found errors (AO) still waiting in @vm's queue when its migration
+ * completed: not injected into a guest that is gone from here, recorded
+ * "migrated" with @to in their detail (the destination tells them: they
+ * went over untold); how many */
+guint vmce_forward_hand_queued_to_migration (VmceVm *vm, const gchar *to);
 void vmce_forward_cancel_all (VmceVm *vm, const gchar *why);
 /* The gap between two injections into @vm through HMP (vmced --inject-gap-ms) */
 void vmce_forward_set_gap (VmceVm *vm, guint gap_ms);

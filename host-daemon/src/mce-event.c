@@ -60,6 +60,8 @@ vmce_result_to_string (VmceResult result)
     return "refused";
   case VMCE_RESULT_STOPPED:
     return "stopped";
+  case VMCE_RESULT_MIGRATED:
+    return "migrated";
   }
   return "unknown";
 }

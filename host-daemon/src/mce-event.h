@@ -20,6 +20,7 @@ typedef enum {
   VMCE_RESULT_IGNORED,   /* dropped on purpose (policy ignore-ao) */
   VMCE_RESULT_REFUSED,   /* not injected: the guest could not recover */
   VMCE_RESULT_STOPPED,   /* the VM was paused instead */
+  VMCE_RESULT_MIGRATED,  /* not here: the guest had left for a migration's destination, which tells it */
 } VmceResult;
 
 typedef struct {

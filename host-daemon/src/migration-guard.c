@@ -34,6 +34,7 @@
  */
 #define G_LOG_DOMAIN "vmce-migration"
 
+#include "forward.h"
 #include "json-util.h"
 #include "log-writer.h"
 #include "migration-guard.h"
@@ -315,6 +316,10 @@ vmce_migration_end (VmceVm *vm, const gchar *status, GPtrArray *pages, gboolean 
     g_clear_pointer (&g->last_destination, vmce_vm_unref);
     g->last_destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
     g->completed_us = g_get_monotonic_time ();
+    /* a found error still waiting out the gap goes into no guest here: it
+     * went over untold, and the destination tells it */
+    vmce_forward_hand_queued_to_migration (vm, "not injected here: the migration had completed (told on the "
+                                               "destination, where it went untold)");
   } else {
     detail = g_strdup_printf ("the migration to %s ended %s: the source runs on, its %u poisoned page(s) "
                               "as they were",

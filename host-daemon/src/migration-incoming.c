@@ -174,18 +174,27 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
   }
   in->resume_late = FALSE;
   /* (a page may come twice: from the journal and the domain's metadata
-   * both, after a restart) */
+   * both, after a restart; handed over untold when the migration started,
+   * its error waiting in the source's queue, then told there before it
+   * stopped) */
   have = g_hash_table_new (g_int64_hash, g_int64_equal);
-  for (guint i = 0; i < in->pages->len; i++)
-    g_hash_table_add (have, &((VmcePoisonedPage *) g_ptr_array_index (in->pages, i))->gpa);
+  for (guint i = 0; i < in->pages->len; i++) {
+    VmcePoisonedPage *q = g_ptr_array_index (in->pages, i);
+    g_hash_table_insert (have, &q->gpa, q);
+  }
   for (guint i = 0; i < pages->len; i++) {
     const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    VmcePoisonedPage *copy;
+    VmcePoisonedPage *copy = g_hash_table_lookup (have, &p->gpa);
 
-    if (g_hash_table_contains (have, &p->gpa))
+    if (copy != NULL) {
+      if (p->count > copy->count) {
+        copy->count = p->count;
+        copy->result = p->result;
+      }
       continue;
+    }
     copy = g_memdup2 (p, sizeof (VmcePoisonedPage));
-    g_hash_table_add (have, &copy->gpa);
+    g_hash_table_insert (have, &copy->gpa, copy);
     g_ptr_array_add (in->pages, copy);
     g_ptr_array_add (added, copy);
   }

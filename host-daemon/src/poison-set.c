@@ -75,7 +75,7 @@ vmce_poison_set_add_event (GHashTable *set, const VmceMceEvent *ev)
 static gboolean
 vmce_poison_result_from_string (const gchar *str, VmceResult *result)
 {
-  for (VmceResult r = VMCE_RESULT_PENDING; r <= VMCE_RESULT_STOPPED; r++) {
+  for (VmceResult r = VMCE_RESULT_PENDING; r <= VMCE_RESULT_MIGRATED; r++) {
     if (g_strcmp0 (vmce_result_to_string (r), str) == 0) {
       *result = r;
       return TRUE;
@@ -142,6 +142,21 @@ vmce_poison_set_add_unreported (GHashTable *set, guint64 gpa, guint64 hva, gbool
   p->simulated = simulated;
   p->host_poisoned = TRUE;
   p->result = VMCE_RESULT_PENDING;
+  return p;
+}
+
+VmcePoisonedPage *
+vmce_poison_set_add_pending (GHashTable *set, const VmceMceEvent *ev)
+{
+  VmcePoisonedPage *p;
+
+  if (g_strcmp0 (ev->source, "inject") == 0 || !vmce_poison_set_keeps (ev->source, ev->have_gpa, ev->result))
+    return NULL;
+  p = vmce_poison_set_add_unreported (set, ev->gpa, ev->hva, g_strcmp0 (ev->source, "simulated") == 0);
+  if (p != NULL) {
+    p->kind = ev->kind;
+    p->time_us = ev->time_us;
+  }
   return p;
 }
 
@@ -289,8 +304,9 @@ vmce_poisoned_page_carried_to_json (const VmcePoisonedPage *p, JsonBuilder *b)
 {
   json_builder_begin_object (b);
   vmce_json_builder_add_hex (b, "gpa", p->gpa);
+  /* (a machine check went in: not one still in the source's queue) */
   json_builder_set_member_name (b, "told");
-  json_builder_add_boolean_value (b, vmce_poisoned_page_told (p));
+  json_builder_add_boolean_value (b, p->count > 0);
   vmce_json_builder_add_string (b, "kind", vmce_mce_kind_to_string (p->kind));
   vmce_json_builder_add_int (b, "count", p->count);
   if (p->lost_with != 0)

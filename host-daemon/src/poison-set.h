@@ -53,6 +53,11 @@ gboolean vmce_poison_set_add_record (GHashTable *set, JsonObject *record);
 /* A page QEMU cannot read, which no record explains: the kernel poisoned
  * it (or vmced took it away) and the record of it was lost, or came while
  * no vmced watched. Returns NULL if the set knows the page already. */
+/* A host error whose machine check waits in the forwarder's queue: its
+ * page is bad on the host already (a migration must not read it, and
+ * hands it over untold), its record adds the count (NULL: known already,
+ * or no host page) */
+VmcePoisonedPage *vmce_poison_set_add_pending (GHashTable *set, const VmceMceEvent *ev);
 VmcePoisonedPage *vmce_poison_set_add_found (GHashTable *set,
                                              guint64 gpa,
                                              guint64 hva,

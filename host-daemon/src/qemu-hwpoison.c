@@ -39,7 +39,9 @@ vmce_qemu_hwpoison_runs (GPtrArray *pages)
   for (guint i = 0; i < sorted->len; i++) {
     const VmcePoisonedPage *p = g_ptr_array_index (sorted, i);
     VmceQemuHwpoisonRun *last = runs->len > 0 ? &g_array_index (runs, VmceQemuHwpoisonRun, runs->len - 1) : NULL;
-    gboolean told = vmce_poisoned_page_told (p);
+    /* (told: a machine check went in; vmce_poisoned_page_told() also
+     * counts a page whose error still waits in the queue) */
+    gboolean told = p->count > 0;
     guint64 gpa = p->gpa & VMCE_PAGE_MASK;
 
     if (last != NULL && last->reported == told && last->gpa + last->size == gpa) {

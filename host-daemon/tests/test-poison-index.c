@@ -248,6 +248,46 @@ test_index_receiving (void)
   g_assert_false (autostart_off);
 }
 
+/* A host error whose machine check waits in the queue: its page is in the
+ * set at once, bad on the host and untold (count 0), and its record adds
+ * the count; a record of one the migration took ("migrated") keeps the
+ * page as a journal replay reads it */
+static void
+test_set_pending (void)
+{
+  g_autoptr(GHashTable) set = vmce_poison_set_new ();
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GHashTable) pages = NULL;
+  VmceMceEvent *ev = vmce_mce_event_new ();
+  VmcePoisonedPage *p;
+
+  ev->source = "simulated"; /* (a static string, as the forwarder sets it) */
+  ev->have_gpa = TRUE;
+  ev->gpa = 0x29a2123;
+  ev->hva = 0x7f0000002123;
+  ev->kind = VMCE_MCE_KIND_AO;
+  ev->result = VMCE_RESULT_PENDING;
+  p = vmce_poison_set_add_pending (set, ev);
+  g_assert_nonnull (p);
+  g_assert_true (p->gpa == 0x29a2000 && p->hva == 0x7f0000002000 && p->host_poisoned && p->count == 0);
+  g_assert_null (vmce_poison_set_add_pending (set, ev)); /* known already */
+  ev->result = VMCE_RESULT_INJECTED;
+  p = vmce_poison_set_add_event (set, ev);
+  g_assert_true (p->count == 1 && p->result == VMCE_RESULT_INJECTED);
+  /* a machine check with no host side is no pending page */
+  ev->source = "inject";
+  ev->gpa = 0x5000;
+  g_assert_null (vmce_poison_set_add_pending (set, ev));
+  vmce_mce_event_free (ev);
+
+  g_assert_cmpstr (vmce_result_to_string (VMCE_RESULT_MIGRATED), ==, "migrated");
+  apply (idx, error_record (ME, "0x29a2000", "simulated", "migrated"));
+  pages = take (idx, ME, NULL);
+  g_assert_nonnull (pages);
+  p = vmce_poison_set_lookup (pages, 0x29a2000);
+  g_assert_true (p != NULL && p->result == VMCE_RESULT_MIGRATED);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -258,5 +298,6 @@ main (int argc, char **argv)
   g_test_add_func ("/poison-index/keep", test_index_keep);
   g_test_add_func ("/poison-index/load", test_index_load);
   g_test_add_func ("/poison-index/receiving", test_index_receiving);
+  g_test_add_func ("/poison-set/pending", test_set_pending);
   return g_test_run ();
 }
