@@ -44,6 +44,18 @@
 #include "poison-mark.h"
 #include "qemu-hwpoison.h"
 
+/* How long after QEMU has a machine check the vCPU surely took it: one
+ * given to QEMU less than this before the guest stopped for a migration's
+ * last pass is told again on the destination */
+#define VMCE_MIGRATION_TAKE_US (50 * G_TIME_SPAN_MILLISECOND)
+
+typedef struct {
+  guint64 gpa;
+  guint64 hva;
+  gboolean simulated;
+  gint64 written_us;
+} VmceMigrationTold;
+
 /* The guard's own, per VM (layer data of the session) */
 typedef struct {
   VmceMigrationPolicy policy;
@@ -59,6 +71,7 @@ typedef struct {
   gint64 stopped_us;    /* the source's guest stopped for the migration's last pass */
   VmceVm *last_destination; /* of the last hand-over that completed */
   gint64 completed_us;
+  GArray *told;         /* of VmceMigrationTold: machine checks during the hand-over under way */
 } VmceMigrationGuard;
 
 GQuark vmce_migration_guard_quark (void);
@@ -72,6 +85,7 @@ vmce_migration_guard_free (VmceMigrationGuard *g)
   g_clear_pointer (&g->last_destination, vmce_vm_unref);
   g_free (g->external_to);
   g_free (g->carrier);
+  g_array_unref (g->told);
   g_free (g);
 }
 
@@ -80,6 +94,7 @@ vmce_migration_guard_new (void)
 {
   VmceMigrationGuard *g = g_new0 (VmceMigrationGuard, 1);
 
+  g->told = g_array_new (FALSE, FALSE, sizeof (VmceMigrationTold));
   g->domain_holds = -1;
   return g;
 }
@@ -145,8 +160,9 @@ gboolean
 vmce_migration_told_here (gboolean injected, gint64 written_us, gint64 stopped_us)
 {
   /* a machine check written after the guest stopped for the last pass went
-   * into a guest that no longer runs here: the destination tells it */
-  return injected && (stopped_us == 0 || written_us < stopped_us);
+   * into a guest that no longer runs here, and one written just before it
+   * may still have been pending in the vCPU: the destination tells it */
+  return injected && (stopped_us == 0 || written_us + VMCE_MIGRATION_TAKE_US <= stopped_us);
 }
 
 gboolean
@@ -269,6 +285,7 @@ vmce_migration_hand_over (VmceVm *vm, const gchar *status, GPtrArray *pages, Vmc
   g->destination = dst != NULL ? vmce_vm_ref (dst) : NULL;
   g->carrying = TRUE;
   g->stopped_us = 0;
+  g_array_set_size (g->told, 0);
   g_free (g->carrier);
   g->carrier = g_strdup (dst != NULL               ? vmce_vm_get_name (dst)
                          : g->external_to != NULL ? g->external_to
@@ -394,7 +411,8 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   VmceVm *dst = g->destination;
   VmcePoisonedPage page = { 0 };
 
-  if (!ev->have_gpa || g_strcmp0 (ev->source, "inject") == 0)
+  /* (one the migration took out of the queue went over untold already) */
+  if (!ev->have_gpa || g_strcmp0 (ev->source, "inject") == 0 || ev->result == VMCE_RESULT_MIGRATED)
     return;
   if (dst == NULL && !g->refused && !vmce_vm_is_incoming (vm) && vmce_migration_is_running (g->status)) {
     /* a migration to another host (its domain's metadata went with it
@@ -428,6 +446,10 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
   page.time_us = g_get_real_time ();
   one = g_ptr_array_new ();
   g_ptr_array_add (one, &page);
+  if (g->carrying && page.count > 0 && g->stopped_us == 0) {
+    VmceMigrationTold t = { page.gpa, page.hva, page.simulated, ev->stop_us + ev->to_monitor_us };
+    g_array_append_val (g->told, t);
+  }
   if (g->carrying)
     vmce_qemu_hwpoison_add (vm, one);
   vmce_migration_journal (vm, "handing-over", g->status, one, vmce_vm_get_name (dst),
@@ -436,12 +458,46 @@ vmce_migration_guard_on_error (VmceVm *vm, const VmceMceEvent *ev)
 }
 
 void
-vmce_migration_guard_on_stop (VmceVm *vm, gint64 time_us)
+vmce_migration_guard_on_stop (VmceVm *vm, gint64 qemu_time_us)
 {
   VmceMigrationGuard *g = vmce_migration_guard (vm);
+  g_autoptr(GPtrArray) again = NULL;
+  gint64 time_us;
 
-  if (g->carrying && g->stopped_us == 0)
-    g->stopped_us = time_us;
+  if (!g->carrying || g->stopped_us != 0)
+    return;
+  /* QEMU's timestamp is the wall clock's; an event's times here are
+   * monotonic (compared with them as they were, the guest seemed never to
+   * have stopped, and a machine check written after it was taken for told) */
+  time_us = g_get_monotonic_time () - MAX (0, g_get_real_time () - qemu_time_us);
+  g->stopped_us = time_us;
+  /* the machine checks given to QEMU just before: the vCPU may not have
+   * taken them, and a pending one does not migrate */
+  again = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < g->told->len; i++) {
+    const VmceMigrationTold *t = &g_array_index (g->told, VmceMigrationTold, i);
+    VmcePoisonedPage *p;
+
+    if (vmce_migration_told_here (TRUE, t->written_us, time_us))
+      continue;
+    p = g_new0 (VmcePoisonedPage, 1);
+    p->gpa = t->gpa;
+    p->hva = t->hva;
+    p->kind = VMCE_MCE_KIND_AO;
+    p->simulated = t->simulated;
+    p->host_poisoned = TRUE;
+    p->result = VMCE_RESULT_PENDING;
+    p->retell = TRUE;
+    p->time_us = g_get_real_time ();
+    g_ptr_array_add (again, p);
+  }
+  g_array_set_size (g->told, 0);
+  if (again->len == 0 || g->destination == NULL)
+    return;
+  vmce_migration_journal (vm, "handing-over", g->status, again, vmce_vm_get_name (g->destination),
+                          "told to QEMU just before the guest stopped for the last pass: the vCPU may not have "
+                          "taken it, told again on the destination");
+  vmce_migration_incoming_receive (g->destination, vmce_vm_get_name (vm), again);
 }
 
 void

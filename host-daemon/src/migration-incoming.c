@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 
 #include "forward.h"
+#include "hugepage-loss.h"
 #include "json-util.h"
 #include "migration-incoming.h"
 #include "page.h"
@@ -187,7 +188,10 @@ vmce_migration_incoming_receive (VmceVm *dst, const gchar *source, GPtrArray *pa
     VmcePoisonedPage *copy = g_hash_table_lookup (have, &p->gpa);
 
     if (copy != NULL) {
-      if (p->count > copy->count) {
+      if (p->retell) {
+        copy->count = 0;
+        copy->kind = VMCE_MCE_KIND_AO;
+      } else if (p->count > copy->count) {
         copy->count = p->count;
         copy->result = p->result;
       }
@@ -309,13 +313,18 @@ vmce_incoming_mark_pages (VmceVm *dst, pid_t tid, GPtrArray *pages, const gchar 
 
 /* A found error (AO) its source took and did not tell its guest before it
  * stopped (queued, or in flight): told here, once the guest runs. A page
- * of a lost huge page never reported stays untold: it is told when read. */
+ * of a lost huge page never reported stays untold, told when read, as
+ * under hugepage = one on the source; under hugepage = all here (the
+ * operator's choice for this VM) it is told now, as the source was telling
+ * them when the guest left. */
 static void
 vmce_incoming_tell (VmceVm *dst, GPtrArray *pages)
 {
+  gboolean all = vmce_hugepage_loss_get_policy (dst) == VMCE_HUGEPAGE_ALL;
+
   for (guint i = 0; i < pages->len; i++) {
     const VmcePoisonedPage *p = g_ptr_array_index (pages, i);
-    if (p->count == 0 && p->lost_with == 0 && p->kind == VMCE_MCE_KIND_AO)
+    if (p->count == 0 && (p->lost_with == 0 || all) && p->kind == VMCE_MCE_KIND_AO)
       vmce_forward_tell_migrated (dst, p->gpa);
   }
 }

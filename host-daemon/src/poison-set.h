@@ -38,6 +38,11 @@ typedef struct {
   /* lost with a huge page on the host: the seq of the error that showed
    * the loss (hugepage-loss.c); count stays 0 until the guest is told */
   guint64 lost_with;
+  /* handed over again: its last machine check went to QEMU so short a
+   * time before the source stopped for a migration that the vCPU may not
+   * have taken it (a pending interrupt does not migrate): told again on
+   * the destination (twice is harmless to a guest, never is not) */
+  gboolean retell;
 } VmcePoisonedPage;
 
 /* gpa -> VmcePoisonedPage, owned */

@@ -78,12 +78,15 @@ test_migration_takes_read (void)
 static void
 test_migration_told_here (void)
 {
-  /* injected, written at, the guest stopped at -> told on the source */
-  g_assert_true (vmce_migration_told_here (TRUE, 100, 0));     /* it still runs */
-  g_assert_true (vmce_migration_told_here (TRUE, 100, 200));   /* before the last pass */
-  g_assert_false (vmce_migration_told_here (TRUE, 300, 200));  /* after it: the destination tells */
-  g_assert_false (vmce_migration_told_here (TRUE, 200, 200));
-  g_assert_false (vmce_migration_told_here (FALSE, 100, 0));   /* not injected at all */
+  /* injected, written at, the guest stopped at (us) -> told on the source */
+  g_assert_true (vmce_migration_told_here (TRUE, 100, 0));             /* it still runs */
+  g_assert_true (vmce_migration_told_here (TRUE, 100, 1000000));       /* long before the last pass */
+  g_assert_true (vmce_migration_told_here (TRUE, 950000, 1000000));    /* the vCPU had 50 ms to take it */
+  g_assert_false (vmce_migration_told_here (TRUE, 950001, 1000000));   /* less: it may still be pending */
+  g_assert_false (vmce_migration_told_here (TRUE, 999999, 1000000));
+  g_assert_false (vmce_migration_told_here (TRUE, 1000000, 1000000));
+  g_assert_false (vmce_migration_told_here (TRUE, 3000000, 1000000));  /* after it: the destination tells */
+  g_assert_false (vmce_migration_told_here (FALSE, 100, 0));           /* not injected at all */
 }
 
 int
