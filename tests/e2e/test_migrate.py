@@ -398,6 +398,12 @@ def case_lost_huge_page_all(src, d, name):
     (hugepage = all too) tells them; every page of the loss is told, on one
     side or the other (both for one given to QEMU as the source stopped: the
     vCPU may not have taken it), and all 512 are poisoned there"""
+    if os.environ.get("VMCE_EXPECT_INJECT") == "qmp":
+        tap.skip("a lost huge page under hugepage = all, migrated while being told",
+                 "inject-mce sends the 511 machine checks with no gap, and this TCG guest drops some of such a "
+                 "storm itself (docs/figures.md, the storm), so its HardwareCorrupted would not say what vmced "
+                 "did; e2e-migrate (HMP, 20 ms apart) runs it")
+        return None
     agent = src.agent
     agent.call("sysfs", path="/sys/kernel/mm/transparent_hugepage/enabled", value="madvise")
     d.ctl("policy", name, "--hugepage", "all")
@@ -528,8 +534,9 @@ try:
         # to a later THP, and the guest's kernel would read it)
         if "far" in vms and daemons:
             tap.case("lost huge page, all", lambda: case_lost_huge_page_all(vms["far"], daemons[0], "far"))
-        if "hpall" in vms and daemons:
-            tap.case("lost huge page", lambda: case_lost_huge_page(vms["hpall"], daemons[0], "hpall"))
+        one_from = "hpall" if "hpall" in vms else "far"
+        if one_from in vms and daemons:
+            tap.case("lost huge page", lambda: case_lost_huge_page(vms[one_from], daemons[0], one_from))
         if "hp" in vms and daemons:
             tap.case("source vmced killed", lambda: case_source_vmced_killed(vms["hp"], daemons[0], "hp"))
 finally:
