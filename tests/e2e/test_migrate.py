@@ -59,17 +59,19 @@ def records(since, vm=None, type_=None, action=None):
             and (action is None or r.get("action") == action)]
 
 
-def attach(name, vm):
-    daemon.ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", name,
-               "--agent", vm.vmced_agent_path)
+def attach(name, vm, d=None):
+    (d or daemon).ctl("attach", "--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", name,
+                      "--agent", vm.vmced_agent_path)
 
 
-def start_destination(name):
+def start_destination(name, d=None):
+    """A QEMU waiting with -incoming defer, attached to vmced @d (the
+    first one by default)"""
     dst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, name), incoming_uri="defer")
     vms[name] = dst
     wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
     time.sleep(0.2)
-    attach(name, dst)
+    attach(name, dst, d)
     return dst
 
 
@@ -215,20 +217,31 @@ def case_no_destination(src):
     tap.ok(no_thread_stopped(src), "no destination: QEMU runs on, no thread left stopped")
 
 
+def own_vmced(name, vm, first=False):
+    """A vmced of its own (another host's, say) watching @vm as @name, on
+    the journal of vmced-@name (the same one again when started again)"""
+    d = Vmced(os.path.join(work, f"vmced-{name}"),
+              args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", name, "--agent", vm.vmced_agent_path])
+    daemons.insert(0, d) if first else daemons.append(d)
+    d.wait_attached(name)
+    return d
+
+
+def start_with_own_vmced(name):
+    """A QEMU waiting with -incoming defer, and its own vmced"""
+    vm = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, name), incoming_uri="defer")
+    vms[name] = vm
+    wait_for(lambda: os.path.exists(vm.vmced_qmp_path), 30)
+    time.sleep(0.2)
+    return vm, own_vmced(name, vm)
+
+
 def case_other_vmced(src, pages):
     """Direct mode, another vmced at the destination (another host's, say):
     vmcectl migrate hands the pages to it before anything moves; that vmced
     killed mid-migration, the guest waits until one started again has put
     the marks in"""
-    far = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "far"), incoming_uri="defer")
-    vms["far"] = far
-    wait_for(lambda: os.path.exists(far.vmced_qmp_path), 30)
-    time.sleep(0.2)
-    other = Vmced(os.path.join(work, "vmced-far"),
-                  args=["--pid", str(far.pid), "--qmp", far.vmced_qmp_path, "--name", "far",
-                        "--agent", far.vmced_agent_path])
-    daemons.append(other)
-    other.wait_attached("far")
+    far, other = start_with_own_vmced("far")
     with far.qmp() as qd:
         qd.execute("migrate-incoming", uri=f"unix:{os.path.join(work, 'm3.sock')}")
     hc_before = src.agent.hardware_corrupted_kb()
@@ -267,11 +280,7 @@ def case_other_vmced(src, pages):
     # a vmced started again on the same journal puts the marks in, then
     # lets the guest run, as the one before was to
     daemons.remove(other)
-    other = Vmced(os.path.join(work, "vmced-far"),
-                  args=["--pid", str(far.pid), "--qmp", far.vmced_qmp_path, "--name", "far",
-                        "--agent", far.vmced_agent_path])
-    daemons.insert(0, other)
-    other.wait_attached("far")
+    other = own_vmced("far", far, first=True)
     got = wait_for(lambda: far_migration(other, "received"), 20) or [{}]
     tap.ok(got[0].get("marked") == 3 and "before the guest ran" in got[0].get("detail", ""),
            f"the far vmced started again poisoned the three pages from its journal ({got[0].get('detail')})",
@@ -298,12 +307,7 @@ def case_lost_huge_page(src, d, name):
            "lost huge page: the loss (AO, lsb 21) injected, the page hit told", diag=ev)
     wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("sigbus"), 30)
     hc = agent.hardware_corrupted_kb()
-    dst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "hp"), incoming_uri="defer")
-    vms["hp"] = dst
-    wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
-    time.sleep(0.2)
-    d.ctl("attach", "--pid", str(dst.pid), "--qmp", dst.vmced_qmp_path, "--name", "hp",
-          "--agent", dst.vmced_agent_path)
+    dst = start_destination("hp", d)
     d.ctl("policy", "hp", "--hugepage", "one")
     since = len(d.journal_records())
     status = migrate(src, dst, os.path.join(work, "m4.sock"))
@@ -357,12 +361,7 @@ def case_queued_ao():
     ev = qd.poison("qsrc", "--guest-pid", str(first["pid"]), "--guest-va", first["va"], "--kind", "ao")
     sig = wait_sigbus(agent, first["pid"])
     hc = agent.hardware_corrupted_kb()
-    qdst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "qdst"), incoming_uri="defer")
-    vms["qdst"] = qdst
-    wait_for(lambda: os.path.exists(qdst.vmced_qmp_path), 30)
-    time.sleep(0.2)
-    qd.ctl("attach", "--pid", str(qdst.pid), "--qmp", qdst.vmced_qmp_path, "--name", "qdst",
-           "--agent", qdst.vmced_agent_path)
+    qdst = start_destination("qdst", qd)
     since = len(qd.journal_records())
     # the second AO waits out the gap in vmced's queue while the migration goes
     second = subprocess.Popen(qd.ctl_argv() + ["--json", "poison", "qsrc", "--guest-pid", str(queued["pid"]),
@@ -412,12 +411,7 @@ def case_lost_huge_page_all(src, d, name):
     hc = agent.hardware_corrupted_kb()
     since = len(d.journal_records())
     ev = d.poison(name, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
-    dst = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "hpall"), incoming_uri="defer")
-    vms["hpall"] = dst
-    wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
-    time.sleep(0.2)
-    d.ctl("attach", "--pid", str(dst.pid), "--qmp", dst.vmced_qmp_path, "--name", "hpall",
-          "--agent", dst.vmced_agent_path)
+    dst = start_destination("hpall", d)
     d.ctl("policy", "hpall", "--hugepage", "all")
     status = migrate(src, dst, os.path.join(work, "m7.sock"))
     tap.ok(ev.get("result") == "injected" and status == "completed",
@@ -473,15 +467,7 @@ def case_source_vmced_killed(src, d, name):
                  "(e2e-migrate-vmce-10.0 runs this case)")
         return
     n_before = len(d.ctl_json("vm", name)["poisoned"])
-    last = Vm.start(NAME, mem="512M", state_dir=os.path.join(work, "last"), incoming_uri="defer")
-    vms["last"] = last
-    wait_for(lambda: os.path.exists(last.vmced_qmp_path), 30)
-    time.sleep(0.2)
-    third = Vmced(os.path.join(work, "vmced-last"),
-                  args=["--pid", str(last.pid), "--qmp", last.vmced_qmp_path, "--name", "last",
-                        "--agent", last.vmced_agent_path])
-    daemons.append(third)
-    third.wait_attached("last")
+    last, third = start_with_own_vmced("last")
     sock = os.path.join(work, "m5.sock")
     with last.qmp() as qd:
         qd.execute("migrate-incoming", uri=f"unix:{sock}")
