@@ -374,8 +374,10 @@ def case_queued_ao():
     over = [p for r in recs if r.get("type") == "migration" and r.get("vm") == "qsrc"
             and r.get("action") == "handing-over" for p in r.get("pages", [])]
     handed = {int(p["gpa"] if isinstance(p, dict) else p, 16) for p in over}
-    here = [r for r in recs if r.get("type") == "memory-error" and r.get("vm") == "qsrc"
-            and int(r.get("gpa") or "0x0", 16) == queued["gpa_int"]]
+    # (the journal is written through io_uring a moment after the answer)
+    here = wait_for(lambda: [r for r in qd.journal_records()[since:] if r.get("type") == "memory-error"
+                             and r.get("vm") == "qsrc" and int(r.get("gpa") or "0x0", 16) == queued["gpa_int"]],
+                    10) or []
     tap.ok(ev.get("result") == "injected" and sig is not None and status == "completed"
            and queued["gpa_int"] in handed and [r["result"] for r in here] == ["migrated"],
            "an AO queued when the migration starts: handed over with the told page, and not injected into the "
