@@ -981,6 +981,16 @@ static void touch(void)
 	const char *ok = "null";
 
 	if (tgt.va && !type->kernel) {
+		/* A dirty page is touched by a store first (of the value it
+		 * holds): the page is what the case says it is when the touch
+		 * consumes an error. A dirty file page written back since the
+		 * set-up (the flusher, woken by reclaim, does so even with
+		 * periodic writeback off) is write-protected again: the store
+		 * dirties it before it reaches the memory, where a load would
+		 * consume the error on a clean page ("clean LRU page", seen
+		 * once in a loaded make check). */
+		if (type->dirty)
+			*(volatile uint64_t *)tgt.va = tgt.salt ? tgt.base | (uint64_t)tgt.salt << 32 : 0;
 		ok = matches(tgt.va, tgt.base, tgt.salt) ? "true" : "false";
 		if (type->dirty)
 			fill(tgt.va, tgt.base, tgt.salt);
