@@ -288,7 +288,7 @@ vmce_cmd_set_policy (VmceControlRequest *req, JsonObject *args, gpointer user_da
   }
   if (hugepage_str != NULL && !vmce_hugepage_policy_from_string (hugepage_str, &hugepage)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
-                                "'hugepage' must be one or all, not \"%s\"", hugepage_str);
+                                "'hugepage' must be " VMCE_HUGEPAGE_NAMES ", not \"%s\"", hugepage_str);
     return;
   }
   if (migration_str != NULL && !vmce_migration_policy_from_string (migration_str, &migration)) {

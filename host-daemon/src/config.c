@@ -11,7 +11,8 @@
 #include "config.h"
 
 static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms", "policy",
-                                           "migration", "hugepage", "realtime-priority", NULL };
+                                           "migration", "hugepage", "realtime-priority",
+                                           "salvage-reserve-mb", NULL };
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
 static const gchar *const domain_keys[] = { "policy", "migration", "hugepage", NULL };
 
@@ -142,7 +143,7 @@ vmce_config_hugepage (GKeyFile *kf,
 
   if (!vmce_hugepage_policy_from_string (g_strstrip (value), hugepage))
     return vmce_config_fail (error, path, vmce_config_line_of (lines, group, "hugepage"),
-                             "hugepage must be one or all, not '%s'", value);
+                             "hugepage must be " VMCE_HUGEPAGE_NAMES ", not '%s'", value);
   return TRUE;
 }
 
@@ -168,6 +169,13 @@ vmce_config_load_vmced (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **
       return vmce_config_fail (error, self->path,
                                vmce_config_line_of (lines, "vmced", "realtime-priority"),
                                "realtime-priority must be 0 (off) or a SCHED_FIFO priority, 1 to 99");
+  }
+  if (g_key_file_has_key (kf, "vmced", "salvage-reserve-mb", NULL)) {
+    self->salvage_reserve_mb = g_key_file_get_integer (kf, "vmced", "salvage-reserve-mb", &local);
+    if (local != NULL || self->salvage_reserve_mb < 0)
+      return vmce_config_fail (error, self->path,
+                               vmce_config_line_of (lines, "vmced", "salvage-reserve-mb"),
+                               "salvage-reserve-mb must be a number of MiB, 0 or more");
   }
   if (g_key_file_has_key (kf, "vmced", "policy", NULL)) {
     if (!vmce_config_policy (kf, lines, self->path, "vmced", &self->policy, error))
@@ -221,7 +229,7 @@ vmce_config_load_domain (VmceConfig *self,
 {
   VmcePolicy policy = VMCE_POLICY_FORWARD;
   VmceMigrationPolicy migration = VMCE_MIGRATION_CARRY;
-  VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_ONE;
+  VmceHugepagePolicy hugepage = VMCE_HUGEPAGE_DEFAULT;
 
   if (!vmce_config_check_keys (kf, lines, self->path, group, domain_keys, error))
     return FALSE;
@@ -258,6 +266,7 @@ vmce_config_load (const gchar *path, GError **error)
   self->path = g_strdup (path);
   self->inject_gap_ms = -1;
   self->realtime_priority = -1;
+  self->salvage_reserve_mb = -1;
   self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_migration = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_hugepage = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

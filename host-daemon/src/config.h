@@ -17,6 +17,7 @@ typedef struct {
   gchar *journal_path; /* [vmced] journal, or NULL */
   gint inject_gap_ms;  /* [vmced] inject-gap-ms, or -1 */
   gint realtime_priority; /* [vmced] realtime-priority, or -1 */
+  gint salvage_reserve_mb; /* [vmced] salvage-reserve-mb, or -1 */
   gboolean has_policy; /* [vmced] policy */
   VmcePolicy policy;
   gboolean has_migration; /* [vmced] migration */

@@ -17,6 +17,7 @@
 #include "journal.h"
 #include "json-util.h"
 #include "hugepage-loss.h"
+#include "hugepage-salvage.h"
 #include "log-writer.h"
 #include "migration-guard.h"
 #include "migration-incoming.h"
@@ -409,6 +410,9 @@ vmce_daemon_vm_signal_stop (VmceVm *vm,
   gboolean simulated;
   VmceStop stop;
 
+  /* a touch of a huge page being salvaged waits for it, then tries again */
+  if (vmce_hugepage_salvage_fault (vm, tid, info))
+    return TRUE;
   if (vmce_reset_guard_stale_fault (vm, tid, info))
     return TRUE;
   simulated = vmce_sim_rewrite (vm, tid, info, &request_id);
@@ -444,6 +448,7 @@ vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_d
   JsonNode *json = vmce_daemon_emit_event (user_data, ev);
 
   /* after it has its seq: the loss's record names it */
+  vmce_hugepage_salvage_on_event (vm, ev);
   vmce_hugepage_loss_on_event (vm, ev);
   vmce_migration_guard_on_error (vm, ev);
   return json;
@@ -462,6 +467,7 @@ vmce_daemon_vm_letting_go (VmceVm *vm, const gchar *why, gboolean release_pages,
   vmce_forward_cancel_all (vm, why);
   vmce_sim_cancel_all (vm, why);
   vmce_hugepage_loss_cancel_all (vm);
+  vmce_hugepage_salvage_cancel_all (vm);
   if (release_pages)
     vmce_sim_release_all (vm);
 }
@@ -512,6 +518,7 @@ vmce_daemon_vm_to_json (VmceVm *vm, JsonBuilder *b, gpointer user_data)
   vmce_json_builder_add_int (b, "simulated_poisoned_host_pages", vmce_sim_count_protected (vm));
   vmce_migration_guard_to_json (vm, b);
   vmce_hugepage_loss_to_json (vm, b);
+  vmce_hugepage_salvage_to_json (vm, b);
   vmce_forward_to_json (vm, b);
 }
 

@@ -19,6 +19,7 @@
 
 #include "forward.h"
 #include "hugepage-loss.h"
+#include "hugepage-salvage.h"
 #include "json-util.h"
 #include "log-writer.h"
 #include "page.h"
@@ -56,6 +57,7 @@ vmce_hugepage_loss_new (void)
 {
   VmceHugepageLoss *h = g_new0 (VmceHugepageLoss, 1);
 
+  h->policy = VMCE_HUGEPAGE_DEFAULT;
   h->losses = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   h->to_tell = g_array_new (FALSE, FALSE, sizeof (VmceTell));
   return h;
@@ -201,7 +203,10 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
   g_autoptr(GArray) pages = NULL;
   g_autoptr(GArray) tell = NULL;
   g_autoptr(JsonNode) record = NULL;
+  g_autofree gchar *no_salvage = NULL;
+  g_autofree gchar *fallback = NULL;
   const gchar *why_not = NULL;
+  VmceHugepagePolicy policy;
   guint64 size, base;
 
   if (!vmce_hugepage_loss_shown_by (ev->lsb, ev->have_gpa, ev->source))
@@ -224,7 +229,18 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
     (void) vmce_poison_set_add_lost (vmce_vm_get_poisoned (vm), p->gpa, p->hva,
                                      g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
   }
-  tell = vmce_hugepage_loss_to_tell (h->policy, ev->result, pages, ev->gpa, &why_not);
+  /* salvage where it can work, else `all`, saying why */
+  policy = h->policy;
+  if (policy == VMCE_HUGEPAGE_SALVAGE && ev->result == VMCE_RESULT_INJECTED) {
+    no_salvage = vmce_hugepage_salvage_check (vm, base, size, g_strcmp0 (ev->source, "simulated") == 0);
+    if (no_salvage != NULL) {
+      policy = VMCE_HUGEPAGE_ALL;
+      fallback = g_strdup_printf ("cannot salvage: %s; handled as all", no_salvage);
+    }
+  }
+  tell = vmce_hugepage_loss_to_tell (policy, ev->result, pages, ev->gpa, &why_not);
+  if (why_not == NULL)
+    why_not = fallback;
   for (guint i = 0; i < tell->len; i++) {
     VmceTell t = { .gpa = g_array_index (tell, guint64, i), .about_seq = ev->seq };
     g_array_append_val (h->to_tell, t);
@@ -239,6 +255,9 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
                    why_not != NULL ? why_not : "");
   record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, tell->len, why_not);
   vmce_vm_emit_record (vm, "HUGE_PAGE_LOSS", record);
+  /* after the loss's record: the salvage's names it */
+  if (policy == VMCE_HUGEPAGE_SALVAGE && ev->result == VMCE_RESULT_INJECTED)
+    vmce_hugepage_salvage_start (vm, ev, base, size, pages);
 }
 
 void

@@ -106,6 +106,39 @@ vmce_poison_index_remove_page (VmceIndexEntry *e, const gchar *gpa_str)
   }
 }
 
+/* a huge-page-salvage record (hugepage-salvage.c): the pages of its loss
+ * that were kept are fine again; the lost ones, and any the guest was told
+ * of, stay. A fallback (to `all`) keeps them all. */
+static void
+vmce_poison_index_apply_salvage (VmceIndexEntry *e, JsonObject *record)
+{
+  g_autoptr(GHashTable) lost = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  JsonNode *node = json_object_get_member (record, "lost");
+  guint64 about = (guint64) json_object_get_int_member_with_default (record, "about_seq", 0);
+  g_autoptr(GArray) kept = g_array_new (FALSE, FALSE, sizeof (guint64));
+  GHashTableIter iter;
+  gpointer value;
+
+  if (json_object_has_member (record, "fallback") || node == NULL || !JSON_NODE_HOLDS_ARRAY (node) || about == 0)
+    return;
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (node)); i++) {
+    JsonObject *page = json_array_get_object_element (json_node_get_array (node), i);
+    guint64 gpa = 0;
+    if (page != NULL && vmce_parse_u64 (vmce_json_object_get_string_opt (page, "gpa"), &gpa, NULL)) {
+      gpa &= VMCE_PAGE_MASK;
+      g_hash_table_add (lost, g_memdup2 (&gpa, sizeof gpa));
+    }
+  }
+  g_hash_table_iter_init (&iter, e->pages);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const VmcePoisonedPage *p = value;
+    if (p->lost_with == about && p->count == 0 && !g_hash_table_contains (lost, &p->gpa))
+      g_array_append_val (kept, p->gpa);
+  }
+  for (guint i = 0; i < kept->len; i++)
+    g_hash_table_remove (e->pages, &g_array_index (kept, guint64, i));
+}
+
 /* a reset record's pages that are fine again */
 static void
 vmce_poison_index_apply_reset (VmceIndexEntry *e, JsonObject *record)
@@ -199,6 +232,9 @@ vmce_poison_index_apply (VmcePoisonIndex *self, JsonObject *record)
     return;
   if (g_strcmp0 (type, "reset") == 0) {
     vmce_poison_index_apply_reset (e, record);
+    e->records++;
+  } else if (g_strcmp0 (type, "huge-page-salvage") == 0) {
+    vmce_poison_index_apply_salvage (e, record);
     e->records++;
   } else if (g_strcmp0 (type, "page-replaced") == 0 &&
              !json_object_get_boolean_member_with_default (record, "still_poisoned", FALSE)) {

@@ -92,6 +92,7 @@ vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolicy *policy
 static const gchar *const vmce_hugepage_policy_names[] = {
   [VMCE_HUGEPAGE_ONE] = "one",
   [VMCE_HUGEPAGE_ALL] = "all",
+  [VMCE_HUGEPAGE_SALVAGE] = "salvage",
 };
 
 const gchar *

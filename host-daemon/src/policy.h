@@ -40,7 +40,15 @@ gboolean vmce_migration_policy_from_string (const gchar *str, VmceMigrationPolic
 typedef enum {
   VMCE_HUGEPAGE_ONE, /* the page the error was at, as QEMU does */
   VMCE_HUGEPAGE_ALL, /* then every other guest page of the lost range (SRAO each) */
+  /* the healthy 4 KiB pieces read back from the hugetlbfs file and mapped
+   * again in 4 KiB pages; only the raw poisoned page(s) lost and told
+   * (hugepage-salvage.c); `all` where that cannot work. The default. */
+  VMCE_HUGEPAGE_SALVAGE,
 } VmceHugepagePolicy;
+
+#define VMCE_HUGEPAGE_DEFAULT VMCE_HUGEPAGE_SALVAGE
+#define VMCE_HUGEPAGE_NAMES "one, all or salvage"
+
 
 const gchar *vmce_hugepage_policy_to_string (VmceHugepagePolicy policy);
 gboolean vmce_hugepage_policy_from_string (const gchar *str, VmceHugepagePolicy *policy);

@@ -296,3 +296,47 @@ vmce_remote_map_anon_fixed (pid_t pid, pid_t tid, guint64 addr, guint64 len, GEr
   }
   return TRUE;
 }
+
+gboolean
+vmce_remote_map_anon (pid_t pid, pid_t tid, guint64 len, gboolean shared, guint64 *addr, GError **error)
+{
+  long args[6] = { 0, (long) len, PROT_READ | PROT_WRITE,
+                   (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0 };
+  g_autofree gchar *what = g_strdup_printf ("mmap(NULL, %" G_GUINT64_FORMAT ", %s anonymous)", len,
+                                            shared ? "shared" : "private");
+  long ret = 0;
+
+  if (!vmce_remote_call (pid, tid, SYS_mmap, args, &ret, what, error))
+    return FALSE;
+  *addr = (guint64) ret;
+  return TRUE;
+}
+
+gboolean
+vmce_remote_mremap_fixed (pid_t pid, pid_t tid, guint64 from, guint64 len, guint64 to, GError **error)
+{
+  long args[6] = { (long) from, (long) len, (long) len, MREMAP_MAYMOVE | MREMAP_FIXED, (long) to, 0 };
+  g_autofree gchar *what = g_strdup_printf ("mremap(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT
+                                            ", MREMAP_FIXED, 0x%" G_GINT64_MODIFIER "x)",
+                                            from, len, to);
+  long ret = 0;
+
+  if (!vmce_remote_call (pid, tid, SYS_mremap, args, &ret, what, error))
+    return FALSE;
+  if ((guint64) ret != to) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "pid %d: %s moved it to 0x%lx", pid, what, ret);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vmce_remote_munmap (pid_t pid, pid_t tid, guint64 addr, guint64 len, GError **error)
+{
+  long args[6] = { (long) addr, (long) len, 0, 0, 0, 0 };
+  g_autofree gchar *what = g_strdup_printf ("munmap(0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT ")",
+                                            addr, len);
+  long ret = 0;
+
+  return vmce_remote_call (pid, tid, SYS_munmap, args, &ret, what, error);
+}

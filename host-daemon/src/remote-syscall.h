@@ -47,3 +47,13 @@ gboolean vmce_remote_map_anon_fixed (pid_t pid,
                                      guint64 addr,
                                      guint64 len,
                                      GError **error);
+
+/* Fresh zeroed anonymous memory somewhere in the process (shared: shmem,
+ * as a MAP_SHARED mapping of a file would be), its address in @addr */
+gboolean vmce_remote_map_anon (pid_t pid, pid_t tid, guint64 len, gboolean shared, guint64 *addr,
+                               GError **error);
+/* Moves the mapping at @from to @to, over whatever was there, in one step:
+ * no thread sees @to unmapped or half-done */
+gboolean vmce_remote_mremap_fixed (pid_t pid, pid_t tid, guint64 from, guint64 len, guint64 to,
+                                   GError **error);
+gboolean vmce_remote_munmap (pid_t pid, pid_t tid, guint64 addr, guint64 len, GError **error);

@@ -410,11 +410,12 @@ vmce_sim_poison_async (VmceVm *vm,
   op->host_page = r.hva & VMCE_PAGE_MASK;
   op->lsb = MAX (r.lsb, VMCE_PAGE_SHIFT);
   if (r.lsb > VMCE_PAGE_SHIFT) {
-    /* the host kernel (6.1, the lab's L1) unmaps all of it and names the
-     * huge page by its head: si_addr is where it starts */
+    /* the host kernel unmaps all of it, and names the raw page the error
+     * is in, with the huge page's lsb: since Linux 6.6 (collect_procs() is
+     * given the raw page; 6.1, the lab's first L1, named the head, which
+     * under hugepage = salvage would tell the guest of a healthy page) */
     guint64 size = G_GUINT64_CONSTANT (1) << r.lsb;
-    op->host_page = r.hva & ~(size - 1);
-    op->pages = vmce_ram_layout_guest_pages (vmce_vm_get_layout (vm), op->host_page, size);
+    op->pages = vmce_ram_layout_guest_pages (vmce_vm_get_layout (vm), r.hva & ~(size - 1), size);
   } else {
     VmceGuestPage p = { .gpa = r.gpa & VMCE_PAGE_MASK, .hva = op->host_page };
     op->pages = g_array_new (FALSE, FALSE, sizeof (VmceGuestPage));

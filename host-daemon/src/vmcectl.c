@@ -95,6 +95,27 @@ vmcectl_print_huge_page_loss (JsonObject *ev)
            vmce_json_object_get_string_opt (ev, "detail") ?: "");
 }
 
+static void
+vmcectl_print_huge_page_salvage (JsonObject *ev)
+{
+  JsonNode *lost = json_object_get_member (ev, "lost");
+  guint n_lost = lost != NULL && JSON_NODE_HOLDS_ARRAY (lost) ? json_array_get_length (json_node_get_array (lost)) : 0;
+
+  if (json_object_has_member (ev, "fallback")) {
+    g_print ("%s  salvage  vm %s: the host page at HVA %s not salvaged: %s; handled as %s, %" G_GINT64_FORMAT
+             " more to tell\n",
+             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), vmcectl_str (ev, "hva"), vmcectl_str (ev, "detail"),
+             vmcectl_str (ev, "fallback"), json_object_get_int_member_with_default (ev, "told", 0));
+    return;
+  }
+  g_print ("%s  salvage  vm %s: the %" G_GINT64_FORMAT " KiB host page at HVA %s salvaged in %.1f ms: %"
+           G_GINT64_FORMAT " KiB kept, %u page(s) lost (%s), %" G_GINT64_FORMAT " more told\n",
+           vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), json_object_get_int_member_with_default (ev, "size", 0) / 1024,
+           vmcectl_str (ev, "hva"), json_object_get_int_member_with_default (ev, "us", 0) / 1000.0,
+           json_object_get_int_member_with_default (ev, "bytes", 0) / 1024, n_lost, vmcectl_str (ev, "mark"),
+           json_object_get_int_member_with_default (ev, "told", 0));
+}
+
 /* Any other record (attach, detach, vm-exit, ...): its type, its vm and why */
 static void
 vmcectl_print_other_record (JsonObject *ev, const gchar *type)
@@ -174,6 +195,8 @@ vmcectl_print_event (JsonObject *ev)
     vmcectl_print_page_record (ev, type);
   else if (g_strcmp0 (type, "huge-page-loss") == 0)
     vmcectl_print_huge_page_loss (ev);
+  else if (g_strcmp0 (type, "huge-page-salvage") == 0)
+    vmcectl_print_huge_page_salvage (ev);
   else if (g_strcmp0 (type, "memory-error") != 0)
     vmcectl_print_other_record (ev, type);
   else
@@ -369,9 +392,23 @@ vmcectl_print_vm_poisoned (JsonObject *vm)
   }
   if (json_object_has_member (vm, "hugepage")) {
     JsonObject *hp = json_object_get_object_member (vm, "hugepage");
-    g_print ("  a lost huge page: tell the guest %s; %" G_GINT64_FORMAT " lost so far\n",
-             g_strcmp0 (vmcectl_str (hp, "policy"), "all") == 0 ? "every page of it" : "the page hit",
+    const gchar *policy = vmcectl_str (hp, "policy");
+    JsonArray *salvaged = json_object_has_member (vm, "salvaged") ? json_object_get_array_member (vm, "salvaged")
+                                                                  : NULL;
+
+    g_print ("  a lost huge page: %s; %" G_GINT64_FORMAT " lost so far\n",
+             g_strcmp0 (policy, "all") == 0       ? "tell the guest every page of it"
+             : g_strcmp0 (policy, "salvage") == 0 ? "salvage it (keep its healthy 4 KiB pieces, tell the raw page)"
+                                                  : "tell the guest the page hit",
              json_object_get_int_member_with_default (hp, "losses", 0));
+    for (guint i = 0; salvaged != NULL && i < json_array_get_length (salvaged); i++) {
+      JsonObject *r = json_array_get_object_element (salvaged, i);
+      g_print ("  salvaged: %" G_GINT64_FORMAT " KiB at HVA %s, %" G_GINT64_FORMAT " page(s) lost; %s, was %s "
+               "(it costs TLB reach)\n",
+               json_object_get_int_member_with_default (r, "size", 0) / 1024, vmcectl_str (r, "hva"),
+               json_object_get_int_member_with_default (r, "lost_pages", 0), vmcectl_str (r, "now"),
+               vmcectl_str (r, "was"));
+    }
   }
   arr = json_object_get_array_member (vm, "poisoned");
   g_print ("  poisoned guest pages: %u (%s)\n", json_array_get_length (arr),
@@ -604,8 +641,8 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
     { "migration", 0, 0, G_OPTION_ARG_STRING, &migration,
       "A migration of the VM while it has poisoned memory: carry or refuse", "POLICY" },
     { "hugepage", 0, 0, G_OPTION_ARG_STRING, &hugepage,
-      "A huge page of its RAM lost on the host: tell the guest the page hit (one) or every "
-      "page of it (all)", "POLICY" },
+      "A huge page of its RAM lost on the host: salvage its healthy pieces (salvage), tell the "
+      "guest the page hit (one) or every page of it (all)", "POLICY" },
     { NULL },
   };
 
@@ -615,7 +652,7 @@ vmcectl_cmd_policy (VmceCtlConn *c, int argc, char **argv)
     return EXIT_FAILURE;
   if (argc != 3 && !(argc == 2 && (migration != NULL || hugepage != NULL))) {
     g_printerr ("vmcectl: error: usage: vmcectl policy VM [forward|ignore-ao|pass|stop|force] "
-                "[--migration carry|refuse] [--hugepage one|all]\n");
+                "[--migration carry|refuse] [--hugepage salvage|one|all]\n");
     return EXIT_FAILURE;
   }
   json_object_set_string_member (args, "vm", argv[1]);
@@ -1017,7 +1054,7 @@ static const struct {
     "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
   { "policy", vmcectl_cmd_policy,
-    "VM [forward|ignore-ao|pass|stop|force] [--migration carry|refuse] [--hugepage one|all]: what to "
+    "VM [forward|ignore-ao|pass|stop|force] [--migration carry|refuse] [--hugepage salvage|one|all]: what to "
     "do with its errors, with a migration while it has poisoned memory, and with a lost huge page" },
   { "poison", vmcectl_cmd_poison,
     "VM (--gpa|--hva ADDR | --guest-pid PID --guest-va ADDR) [--kind ao|ar]: "

@@ -28,6 +28,7 @@
 #include "libvirt-watch.h"
 #include "log-writer.h"
 #include "hugepage-loss.h"
+#include "hugepage-salvage.h"
 #include "migration-guard.h"
 #include "ptrace-watch.h"
 
@@ -147,6 +148,7 @@ typedef struct {
   gchar *hugepage_str;
   gint inject_gap_ms; /* G_MININT: not given */
   gint realtime_priority; /* G_MININT: not given */
+  gint salvage_reserve_mb; /* G_MININT: not given */
   gboolean version;
   VmceConfig *config;
   VmcePolicy policy;
@@ -200,11 +202,15 @@ vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
     { "migration", 0, 0, G_OPTION_ARG_STRING, &a->migration_str,
       "A migration of a VM with poisoned memory: carry (default) or refuse", "POLICY" },
     { "hugepage", 0, 0, G_OPTION_ARG_STRING, &a->hugepage_str,
-      "A huge page of guest RAM lost on the host: tell the guest the page hit (one, default) "
-      "or every page of it (all)", "POLICY" },
+      "A huge page of guest RAM lost on the host: keep its healthy 4 KiB pieces and tell the "
+      "guest the raw poisoned page (salvage, default; all where it cannot), tell the page hit "
+      "(one) or every page of it (all)", "POLICY" },
     { "inject-gap-ms", 0, 0, G_OPTION_ARG_INT, &a->inject_gap_ms,
       "Least time between two machine checks into one VM through HMP mce (default 20; "
       "inject-mce needs none)", "MS" },
+    { "salvage-reserve-mb", 0, 0, G_OPTION_ARG_INT, &a->salvage_reserve_mb,
+      "Memory to keep free on the host, MiB: a huge page's salvage that would leave less is handled "
+      "as hugepage all (default 256)", "MIB" },
     { "realtime-priority", 0, 0, G_OPTION_ARG_INT, &a->realtime_priority,
       "Run at this SCHED_FIFO priority, 1 to 99 (default 0: normal)", "N" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
@@ -242,6 +248,8 @@ vmced_apply_config_file (VmcedArgs *a, GError **error)
     a->inject_gap_ms = config->inject_gap_ms;
   if (a->realtime_priority == G_MININT && config->realtime_priority >= 0)
     a->realtime_priority = config->realtime_priority;
+  if (a->salvage_reserve_mb == G_MININT && config->salvage_reserve_mb >= 0)
+    a->salvage_reserve_mb = config->salvage_reserve_mb;
   if (a->policy_str == NULL && config->has_policy)
     a->policy_str = g_strdup (vmce_policy_to_string (config->policy));
   if (a->migration_str == NULL && config->has_migration)
@@ -275,7 +283,7 @@ vmced_check_args (VmcedArgs *a, GError **error)
            !vmce_migration_policy_from_string (a->migration_str, &a->migration))
     why = "--migration must be carry or refuse";
   else if (a->hugepage_str != NULL && !vmce_hugepage_policy_from_string (a->hugepage_str, &a->hugepage))
-    why = "--hugepage must be one or all";
+    why = "--hugepage must be " VMCE_HUGEPAGE_NAMES;
   if (why != NULL) {
     g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, why);
     return FALSE;
@@ -287,6 +295,12 @@ vmced_check_args (VmcedArgs *a, GError **error)
   }
   if (a->realtime_priority == G_MININT)
     a->realtime_priority = 0;
+  if (a->salvage_reserve_mb == G_MININT)
+    a->salvage_reserve_mb = 256;
+  if (a->salvage_reserve_mb < 0) {
+    g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--salvage-reserve-mb must be 0 or more");
+    return FALSE;
+  }
   if (a->realtime_priority < 0 || a->realtime_priority > 99) {
     g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                          "--realtime-priority must be 0 (off) or 1 to 99");
@@ -384,6 +398,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   int sfd;
 
   vmced_set_realtime (a->realtime_priority);
+  vmce_hugepage_salvage_set_reserve ((guint64) a->salvage_reserve_mb << 20);
   vmced_raise_nofile ();
   daemon = vmce_daemon_new (&options, &error);
   if (daemon == NULL) {
@@ -448,9 +463,9 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
 int
 main (int argc, char **argv)
 {
-  g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT,
+  g_auto(VmcedArgs) args = { .inject_gap_ms = G_MININT, .realtime_priority = G_MININT, .salvage_reserve_mb = G_MININT,
                              .policy = VMCE_POLICY_FORWARD, .migration = VMCE_MIGRATION_CARRY,
-                             .hugepage = VMCE_HUGEPAGE_ONE };
+                             .hugepage = VMCE_HUGEPAGE_DEFAULT };
   g_autoptr(GError) error = NULL;
   sigset_t mask;
 

@@ -19,7 +19,7 @@ LAYERS = [
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison vcpu-hold qemu-hwpoison"),
-    ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss"),
+    ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss hugepage-salvage"),
     ("daemon", "daemon"),
     ("commands", "commands libvirt-watch libvirt-carry"),
     ("programs", "vmced vmcectl"),

@@ -97,8 +97,8 @@ test_config_errors (void)
   expect_error ("[vmced]\nthis line is not a key\n", "2: ");
   expect_error ("[vmced]\nmigration = zero\n", "2: migration must be carry or refuse");
   expect_error ("[domain web]\n\nmigration = yes\n", "3: migration must be");
-  expect_error ("[vmced]\nhugepage = every\n", "2: hugepage must be one or all, not 'every'");
-  expect_error ("[domain web]\n\n\nhugepage = 2M\n", "4: hugepage must be one or all");
+  expect_error ("[vmced]\nhugepage = every\n", "2: hugepage must be one, all or salvage, not 'every'");
+  expect_error ("[domain web]\n\n\nhugepage = 2M\n", "4: hugepage must be one, all or salvage");
   expect_error ("[hosts]\nuri = x\n", "1: unknown group [hosts]");
   /* a key given twice: GKeyFile takes the last, and so does the message */
   expect_error ("[vmced]\npolicy = stop\npolicy = sometimes\n", "3: policy must be");

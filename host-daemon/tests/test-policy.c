@@ -68,7 +68,10 @@ test_hugepage_policy (void)
   g_assert_false (vmce_hugepage_policy_from_string ("every", &h));
   g_assert_false (vmce_hugepage_policy_from_string (NULL, &h));
   g_assert_cmpint (h, ==, VMCE_HUGEPAGE_ALL);
-  g_assert_cmpstr (vmce_hugepage_policy_to_string (VMCE_HUGEPAGE_ALL + 1), ==, "unknown");
+  g_assert_cmpstr (vmce_hugepage_policy_to_string (VMCE_HUGEPAGE_SALVAGE + 1), ==, "unknown");
+  g_assert_true (vmce_hugepage_policy_from_string ("salvage", &h));
+  g_assert_cmpint (h, ==, VMCE_HUGEPAGE_SALVAGE);
+  g_assert_cmpint (VMCE_HUGEPAGE_DEFAULT, ==, VMCE_HUGEPAGE_SALVAGE);
 }
 
 int

@@ -807,6 +807,29 @@ static void check_dirty_file(void)
 	write_report(".check", text);
 }
 
+/*
+ * The other 511 pages of the transparent huge page, read: how many still
+ * hold what was written. What a host that lost the huge page under it
+ * kept of this process's data (vmced's hugepage = salvage keeps all of
+ * them, `one` and `all` none); the target page, poisoned, is not read.
+ */
+static void check_huge_neighbours(void)
+{
+	const unsigned char *huge = (const unsigned char *)tgt.va - tgt.base;
+	unsigned intact = 0, read = 0;
+	char text[160];
+
+	for (size_t off = 0; off < HUGE_SIZE; off += PAGE_SIZE) {
+		if (off == tgt.base)
+			continue;
+		read++;
+		intact += matches(huge + off, off, SALT_ANON);
+	}
+	snprintf(text, sizeof(text), "{\"pid\":%d,\"neighbours\":%u,\"intact\":%u}\n",
+		 (int)getpid(), read, intact);
+	write_report(".check", text);
+}
+
 /* ---- the type table ---- */
 
 #define ANON_LRU (KPF(KPF_ANON) | KPF(KPF_LRU) | KPF(KPF_MMAP))
@@ -839,7 +862,7 @@ static const struct type types[] = {
 	  KPF(KPF_MLOCKED) | KPF(KPF_UNEVICTABLE) | KPF(KPF_ANON) | KPF(KPF_MMAP), 0,
 	  .dirty = true, .procs = 1, .threads = 1 },
 	{ "thp", setup_thp, KPF(KPF_THP) | KPF(KPF_ANON) | KPF(KPF_COMPOUND_TAIL), KPF(KPF_HUGE),
-	  .dirty = true, .procs = 1, .threads = 1 },
+	  .dirty = true, .procs = 1, .threads = 1, .check = check_huge_neighbours },
 	{ "hugetlb", setup_hugetlb, KPF(KPF_HUGE) | KPF(KPF_COMPOUND_HEAD), 0,
 	  .dirty = true, .procs = 1, .threads = 1 },
 	{ "ksm", setup_ksm, KPF(KPF_KSM) | KPF(KPF_ANON) | KPF(KPF_MMAP), 0,

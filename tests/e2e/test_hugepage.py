@@ -106,7 +106,7 @@ try:
     first_base = w["base"]
     hc0 = agent.hardware_corrupted_kb()
     journal_len = len(daemon.journal_records())
-    ev = daemon.poison(NAME, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    ev = daemon.poison(NAME, "--gpa", hex(w["base"]), "--kind", "ao", "--huge-page", "2M")
     tap.ok(ev.get("result") == "injected" and ev.get("lsb") == 21 and ev.get("si_code") == "BUS_MCEERR_AO"
            and int(ev["gpa"], 16) == w["base"],
            "all: the loss comes as BUS_MCEERR_AO with lsb 21 at the huge page's start, and is injected",
@@ -151,7 +151,7 @@ try:
                        (["poison", NAME, "--gpa", w["gpa"], "--kind", "ar", "--huge-page", "2M"],
                         "simulated as found (AO)"),
                        (["poison", NAME, "--gpa", w["gpa"], "--huge-page", "4M"], "--huge-page must be 2M or 1G"),
-                       (["policy", NAME, "--hugepage", "some"], "'hugepage' must be one or all")):
+                       (["policy", NAME, "--hugepage", "some"], "'hugepage' must be one, all or salvage")):
         r = daemon.ctl(*args, check=False)
         lines = r.stderr.strip().splitlines()
         tap.ok(r.returncode != 0 and len(lines) == 1 and want in lines[0],
@@ -165,7 +165,7 @@ try:
     tap.eq(daemon.ctl_json("vm", NAME)["hugepage"]["policy"], "one", "vmcectl policy --hugepage one")
     w = thp_victim(agent)
     journal_len = len(daemon.journal_records())
-    ev = daemon.poison(NAME, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    ev = daemon.poison(NAME, "--gpa", hex(w["base"]), "--kind", "ao", "--huge-page", "2M")
     loss = (wait_for(lambda: loss_records(journal_len), 10) or [{}])[0]
     tap.ok(ev.get("result") == "injected" and loss.get("pages") == 512 and loss.get("told") == 0
            and loss.get("policy") == "one",

@@ -147,9 +147,10 @@ try:
 
     w = agent.call("pages-start", type="thp")
     base = int(w["gpa"], 16) & ~(HUGE - 1)
-    ev = daemon.poison(NAME, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    # the error in the huge page's first 4 KiB: the process's page 3 is untold
+    ev = daemon.poison(NAME, "--gpa", hex(base), "--kind", "ao", "--huge-page", "2M")
     tap.ok(ev.get("result") == "injected" and ev.get("lsb") == 21 and int(ev.get("gpa", "0x1"), 16) == base,
-           "the 2 MiB loss comes as BUS_MCEERR_AO, lsb 21, at its start, and the page hit is told", diag=ev)
+           "the 2 MiB loss comes as BUS_MCEERR_AO, lsb 21, at its raw page, and the page hit is told", diag=ev)
 
     # the process reads its page 3, which the guest was never told of: its
     # vCPU stops inside that load (the agent cannot answer for it: it runs
@@ -218,6 +219,109 @@ try:
            and not [s for s in st.get("sigbus") or [] if s.get("code_name") == "BUS_MCEERR_AR"],
            "the guest runs on: its process finished the read the pause had held, its data intact, "
            "no SIGBUS for it", diag=st)
+
+    # --- hugepage = salvage (vmced's default) ---------------------------
+    daemon.stop()
+    daemon = Vmced(os.path.join(work, "vmced-salvage"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME,
+                         "--agent", vm.vmced_agent_path])
+    info = daemon.wait_attached(NAME)
+    tap.eq((info.get("hugepage") or {}).get("policy"), "salvage", "vmced's default for a lost huge page: salvage")
+    w = agent.call("pages-start", type="thp")
+    bystander = agent.call("pages-start", type="anon-dirty")
+    base = int(w["gpa"], 16) & ~(HUGE - 1)
+    raw = int(w["gpa"], 16) & ~0xfff
+    hc0 = agent.hardware_corrupted_kb()
+    ev = daemon.poison(NAME, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    tap.ok(ev.get("result") == "injected" and ev.get("lsb") == 21 and int(ev.get("gpa", "0x1"), 16) == raw,
+           "salvage: the 2 MiB loss comes as BUS_MCEERR_AO, lsb 21, at the raw page (as Linux 6.6 and later "
+           "name it), and the guest is told of that page", diag=ev)
+    salvage = wait_for(lambda: [r for r in daemon.journal_records() if r["type"] == "huge-page-salvage"], 30)
+    salvage = (salvage or [{}])[0]
+    loss = ([r for r in daemon.journal_records() if r["type"] == "huge-page-loss"] or [{}])[0]
+    tap.ok(loss.get("policy") == "salvage" and loss.get("told") == 0 and loss.get("pages") == 512,
+           "salvage: the loss is recorded (512 pages), nothing more to tell", diag=loss)
+    tap.ok(salvage.get("salvaged") == 511 and salvage.get("bytes") == 511 * 4096
+           and [int(x["gpa"], 16) for x in salvage.get("lost") or []] == [raw] and salvage.get("told") == 0
+           and "mremap" in (salvage.get("how") or "") and salvage.get("about_seq") == ev.get("seq"),
+           f"salvage: 511 pages (2044 KiB) read back from the hugetlbfs file and mapped again, the raw page "
+           f"alone lost ({(salvage.get('us') or 0) / 1000:.1f} ms from the signal)", diag=salvage)
+    st = wait_for(lambda: (lambda s: s if s.get("sigbus") else None)(agent.call("pages-status", pid=w["pid"])),
+                  30) or {}
+    sig = (st.get("sigbus") or [{}])[0]
+    tap.ok(sig.get("code") == 5 and int(sig.get("addr", "0x0"), 16) >> 12 == int(w["va"], 16) >> 12
+           and all(st.get("alive", {}).values()),
+           "salvage: the raw page's owner got BUS_MCEERR_AO at its own address, and lives", diag=st)
+    agent.call("pages-check", pid=w["pid"])
+    check = wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("check"), 20) or {}
+    tap.ok(check.get("neighbours") == 511 and check.get("intact") == 511,
+           "salvage: its data in the other 511 pages of the huge page is intact (read and compared)",
+           diag=check)
+    by = agent.call("pages-status", pid=bystander["pid"])
+    tap.ok(not by.get("sigbus") and all(by.get("alive", {}).values()),
+           "salvage: a process elsewhere got no signal", diag=by)
+    tap.eq(agent.hardware_corrupted_kb() - hc0, 4, "salvage: HardwareCorrupted grew by 4 kB, not 2048")
+    hva = int(salvage.get("hva", "0x0"), 16)
+    kb = None
+    with open(f"/proc/{vm.pid}/smaps") as f:
+        for line in f:
+            if not line[0].isupper():
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                inside = lo <= hva < hi
+            elif inside and line.startswith("KernelPageSize:"):
+                kb = int(line.split()[1])
+    vmj = daemon.ctl_json("vm", NAME)
+    text = daemon.ctl("vm", NAME).stdout
+    tap.ok(vm.alive() and kb == 4 and len(vmj.get("salvaged") or []) == 1 and "no longer huge-page backed" in text,
+           "salvage: QEMU alive, the range in 4 KiB pages now, and vmcectl vm says so (TLB reach)",
+           diag={"KernelPageSize": kb, "salvaged": vmj.get("salvaged"), "text": text[-600:]})
+    poisoned = {int(p["gpa"], 16) for p in vmj.get("poisoned") or []}
+    tap.ok(raw in poisoned and not any(base <= g < base + HUGE and g != raw for g in poisoned),
+           "salvage: of the range, vmced holds the raw page alone as poisoned (a reset or a migration "
+           "replaces or carries that one)", diag=sorted(hex(g) for g in poisoned)[:10])
+    # a second error in the salvaged range: a 4 KiB page's, as any
+    second = base + 7 * 4096
+    ev2 = daemon.poison(NAME, "--gpa", hex(second), "--kind", "ao")
+    # (the guest tools keep each thread's last signal)
+    st = wait_for(lambda: (lambda s: s if any(int(x.get("addr", "0x0"), 16) >> 12 == (int(w["va"], 16) >> 12) + 4
+                                              for x in s.get("sigbus") or []) else None)(
+        agent.call("pages-status", pid=w["pid"])), 30) or {}
+    tap.ok(ev2.get("result") == "injected" and ev2.get("lsb") == 12 and st
+           and agent.hardware_corrupted_kb() - hc0 == 8,
+           "salvage: a second error in the range is a 4 KiB page's: its owner told at its address, +4 kB more",
+           diag={"ev": ev2, "status": st})
+
+    # vmced restarted on the same journal: the pages it rebuilds are the
+    # raw ones, not the 512 of the loss
+    daemon.stop()
+    daemon = Vmced(os.path.join(work, "vmced-salvage"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME,
+                         "--agent", vm.vmced_agent_path, "--salvage-reserve-mb", "100000000"])
+    vmj = daemon.wait_attached(NAME)
+    poisoned = {int(p["gpa"], 16) for p in vmj.get("poisoned") or []}
+    tap.ok({raw, second} <= poisoned and not any(base <= g < base + HUGE and g not in (raw, second)
+                                                  for g in poisoned),
+           "salvage: a restarted vmced rebuilds the raw pages alone from the journal",
+           diag=sorted(hex(g) for g in poisoned if base <= g < base + HUGE))
+    # not enough memory for the copy (salvage-reserve-mb above what the
+    # host has): `all`, saying why, once
+    w3 = agent.call("pages-start", type="thp")
+    n0 = len(daemon.journal_records())
+    ev = daemon.poison(NAME, "--gpa", w3["gpa"], "--kind", "ao", "--huge-page", "2M")
+    loss = wait_for(lambda: [r for r in daemon.journal_records()[n0:] if r["type"] == "huge-page-loss"], 10)
+    loss = (loss or [{}])[0]
+    log = daemon.log_text()
+    tap.ok(ev.get("result") == "injected" and loss.get("told") == 511
+           and "cannot salvage: not enough free memory for the copy" in (loss.get("detail") or "")
+           and "handled as all" in (loss.get("detail") or "") and log.count("not enough free memory") == 1
+           and vm.alive(),
+           "salvage without memory for the copy: handled as all (511 told), one line saying why, QEMU alive",
+           diag={"loss": loss, "log": log[-800:]})
+    daemon.ctl("detach", NAME)
+    wait_for(lambda: not traced_threads(vm.pid), 10)
+    left = [t for t, s in thread_states(vm.pid).items() if s == "t"]
+    tap.ok(vm.alive() and not traced_threads(vm.pid) and not left,
+           "salvage: detach leaves no QEMU thread stopped or traced", diag=left)
 finally:
     if daemon is not None:
         daemon.stop()

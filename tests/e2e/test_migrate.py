@@ -302,7 +302,7 @@ def case_lost_huge_page(src, d, name):
     d.ctl("policy", name, "--hugepage", "one")
     w = agent.call("pages-start", type="thp")
     base = int(w["gpa"], 16) & ~(HUGE - 1)
-    ev = d.poison(name, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    ev = d.poison(name, "--gpa", hex(base), "--kind", "ao", "--huge-page", "2M")
     tap.ok(ev.get("result") == "injected" and ev.get("lsb") == 21,
            "lost huge page: the loss (AO, lsb 21) injected, the page hit told", diag=ev)
     wait_for(lambda: agent.call("pages-status", pid=w["pid"]).get("sigbus"), 30)
@@ -412,7 +412,7 @@ def case_lost_huge_page_all(src, d, name):
     base = int(w["gpa"], 16) & ~(HUGE - 1)
     hc = agent.hardware_corrupted_kb()
     since = len(d.journal_records())
-    ev = d.poison(name, "--gpa", w["gpa"], "--kind", "ao", "--huge-page", "2M")
+    ev = d.poison(name, "--gpa", hex(base), "--kind", "ao", "--huge-page", "2M")
     dst = start_destination("hpall", d)
     d.ctl("policy", "hpall", "--hugepage", "all")
     status = migrate(src, dst, os.path.join(work, "m7.sock"))
