@@ -411,7 +411,8 @@ vmce_daemon_vm_signal_stop (VmceVm *vm,
   VmceStop stop;
 
   /* a touch of a huge page being salvaged waits for it, then tries again */
-  if (vmce_hugepage_salvage_fault (vm, tid, info))
+  if (vmce_hugepage_salvage_fault (vm, tid, info, vmce_hugepage_loss_get_policy (vm) == VMCE_HUGEPAGE_SALVAGE,
+                                   stop_time_us))
     return TRUE;
   if (vmce_reset_guard_stale_fault (vm, tid, info))
     return TRUE;
@@ -448,7 +449,6 @@ vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_d
   JsonNode *json = vmce_daemon_emit_event (user_data, ev);
 
   /* after it has its seq: the loss's record names it */
-  vmce_hugepage_salvage_on_event (vm, ev);
   vmce_hugepage_loss_on_event (vm, ev);
   vmce_migration_guard_on_error (vm, ev);
   return json;

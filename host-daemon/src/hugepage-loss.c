@@ -119,7 +119,8 @@ vmce_hugepage_loss_record (VmceVm *vm,
                            GArray *pages,
                            VmceHugepagePolicy policy,
                            guint told,
-                           const gchar *why_not)
+                           const gchar *why_not,
+                           gboolean with_ranges)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   guint64 size = G_GUINT64_CONSTANT (1) << ev->lsb;
@@ -135,27 +136,12 @@ vmce_hugepage_loss_record (VmceVm *vm,
   vmce_json_builder_add_hex (b, "gpa", ev->gpa);
   vmce_json_builder_add_string (b, "policy", vmce_hugepage_policy_to_string (policy));
   vmce_json_builder_add_int (b, "pages", pages->len);
-  /* the guest ranges, runs of pages consecutive in GPA and HVA: with
-   * their HVAs, a restarted vmced puts every page back in the poison set
-   * from this record alone (poison-index.c) */
+  /* the guest ranges: with their HVAs, a restarted vmced puts every page
+   * back in the poison set from this record alone (poison-index.c). (A
+   * salvaged loss has none: its pages are kept, but for the raw ones,
+   * which their own records name.) */
   json_builder_set_member_name (b, "ranges");
-  json_builder_begin_array (b);
-  for (guint i = 0; i < pages->len;) {
-    guint j = i + 1;
-    const VmceGuestPage *first = &g_array_index (pages, VmceGuestPage, i);
-
-    while (j < pages->len &&
-           g_array_index (pages, VmceGuestPage, j).gpa == first->gpa + (guint64) (j - i) * VMCE_PAGE_SIZE &&
-           g_array_index (pages, VmceGuestPage, j).hva == first->hva + (guint64) (j - i) * VMCE_PAGE_SIZE)
-      j++;
-    json_builder_begin_object (b);
-    vmce_json_builder_add_hex (b, "gpa", first->gpa);
-    vmce_json_builder_add_hex (b, "hva", first->hva);
-    vmce_json_builder_add_int (b, "pages", j - i);
-    json_builder_end_object (b);
-    i = j;
-  }
-  json_builder_end_array (b);
+  vmce_guest_pages_to_json_ranges (with_ranges ? pages : NULL, b);
   vmce_json_builder_add_int (b, "told", told);
   if (why_not != NULL)
     vmce_json_builder_add_string (b, "detail", why_not);
@@ -207,6 +193,7 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
   g_autofree gchar *fallback = NULL;
   const gchar *why_not = NULL;
   VmceHugepagePolicy policy;
+  gboolean salvaged;
   guint64 size, base;
 
   if (!vmce_hugepage_loss_shown_by (ev->lsb, ev->have_gpa, ev->source))
@@ -222,21 +209,26 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
     return;
   g_hash_table_add (h->losses, g_memdup2 (&base, sizeof base));
 
-  /* every page of it is bad on the host, told or not: a reset must not
-   * give the guest any of them back as it was */
-  for (guint i = 0; i < pages->len; i++) {
-    const VmceGuestPage *p = &g_array_index (pages, VmceGuestPage, i);
-    (void) vmce_poison_set_add_lost (vmce_vm_get_poisoned (vm), p->gpa, p->hva,
-                                     g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
-  }
-  /* salvage where it can work, else `all`, saying why */
+  /* salvage where it can work (begun already at the loss's first stop,
+   * hugepage-salvage.c, or from here), else `all`, saying why */
   policy = h->policy;
-  if (policy == VMCE_HUGEPAGE_SALVAGE && ev->result == VMCE_RESULT_INJECTED) {
+  salvaged = policy == VMCE_HUGEPAGE_SALVAGE && vmce_hugepage_salvage_knows (vm, base);
+  if (policy == VMCE_HUGEPAGE_SALVAGE && !salvaged && ev->result == VMCE_RESULT_INJECTED) {
     no_salvage = vmce_hugepage_salvage_check (vm, base, size, g_strcmp0 (ev->source, "simulated") == 0);
+    salvaged = no_salvage == NULL;
     if (no_salvage != NULL) {
       policy = VMCE_HUGEPAGE_ALL;
       fallback = g_strdup_printf ("cannot salvage: %s; handled as all", no_salvage);
     }
+  }
+  /* every page of it is bad on the host, told or not: a reset must not
+   * give the guest any of them back as it was. A salvage leaves only its
+   * raw pages bad, which their own errors put in the set (or it does, if
+   * it cannot be done after all). */
+  for (guint i = 0; i < pages->len && !salvaged; i++) {
+    const VmceGuestPage *p = &g_array_index (pages, VmceGuestPage, i);
+    (void) vmce_poison_set_add_lost (vmce_vm_get_poisoned (vm), p->gpa, p->hva,
+                                     g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
   }
   tell = vmce_hugepage_loss_to_tell (policy, ev->result, pages, ev->gpa, &why_not);
   if (why_not == NULL)
@@ -253,11 +245,11 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
                    vmce_vm_get_name (vm), size / 1024, base, pages->len,
                    vmce_hugepage_policy_to_string (h->policy), tell->len, why_not != NULL ? " - " : "",
                    why_not != NULL ? why_not : "");
-  record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, tell->len, why_not);
+  record = vmce_hugepage_loss_record (vm, ev, pages, h->policy, tell->len, why_not, !salvaged);
   vmce_vm_emit_record (vm, "HUGE_PAGE_LOSS", record);
   /* after the loss's record: the salvage's names it */
-  if (policy == VMCE_HUGEPAGE_SALVAGE && ev->result == VMCE_RESULT_INJECTED)
-    vmce_hugepage_salvage_start (vm, ev, base, size, pages);
+  if (salvaged)
+    vmce_hugepage_salvage_start (vm, ev, base, size);
 }
 
 void

@@ -31,23 +31,27 @@ gboolean vmce_kernel_release_at_least (const gchar *release, guint major, guint 
  * is now (QEMU's mappings, MemAvailable, uname) */
 gchar *vmce_hugepage_salvage_check (VmceVm *vm, guint64 base, guint64 size, gboolean simulated);
 
-/* Salvages the loss of [@base, @base + @size) that @ev showed (journaled:
- * @ev->seq is set) and @pages (VmceGuestPage) are, at QEMU's next stop:
- * reads the healthy 4 KiB pieces from the hugetlbfs file, maps fresh 4 KiB
- * memory over the whole range with them in it, leaves the raw page(s)
- * poisoned and tells the guest of those it was not told of; a record in
- * the journal either way. From the main loop. */
-void vmce_hugepage_salvage_start (VmceVm *vm, const VmceMceEvent *ev, guint64 base, guint64 size, GArray *pages);
+/* The loss of [@base, @base + @size) that @ev showed, journaled (@ev->seq
+ * is set): salvaged at QEMU's next stop if no earlier stop began it (the
+ * healthy 4 KiB pieces read from the hugetlbfs file into fresh 4 KiB memory
+ * over the whole range, the raw page(s) left poisoned), then a record in
+ * the journal either way, and the raw pages the guest was not told of
+ * told. From the main loop. */
+void vmce_hugepage_salvage_start (VmceVm *vm, const VmceMceEvent *ev, guint64 base, guint64 size);
 
-/* A thread of @vm stopped for a fault (SIGSEGV, or SIGBUS with an address)
- * in a range being salvaged is held until the salvage is done, then tries
- * again; one in a range salvaged since it faulted tries again at once.
- * TRUE when taken. */
-gboolean vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info);
+/* Whether the range at @base is salvaged, or being salvaged */
+gboolean vmce_hugepage_salvage_knows (VmceVm *vm, guint64 base);
 
-/* A memory error journaled in @vm while its range is being salvaged: its
- * page stays poisoned, with the raw ones */
-void vmce_hugepage_salvage_on_event (VmceVm *vm, const VmceMceEvent *ev);
+/* At each signal-stop of @vm (@stop_us, monotonic), before anything else
+ * sees it. A thread stopped for a fault (SIGSEGV, or SIGBUS with an
+ * address) in a range being salvaged is held until the salvage is done,
+ * then tries again; one in a range salvaged since it faulted tries again
+ * at once. Under @salvage (the VM's policy), the first error in a
+ * hugetlbfs range of its RAM begins that range's salvage at once: its AO
+ * goes on to be forwarded, a fault is held. TRUE when the thread was
+ * taken. */
+gboolean vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info, gboolean salvage,
+                                      gint64 stop_us);
 
 /* vmced lets go of @vm: held threads go (they fault again, and QEMU gets
  * the signal as without vmced) */

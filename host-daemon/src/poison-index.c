@@ -119,7 +119,12 @@ vmce_poison_index_apply_salvage (VmceIndexEntry *e, JsonObject *record)
   GHashTableIter iter;
   gpointer value;
 
-  if (json_object_has_member (record, "fallback") || node == NULL || !JSON_NODE_HOLDS_ARRAY (node) || about == 0)
+  /* not salvaged after all: lost whole, as a loss's record says */
+  if (json_object_has_member (record, "fallback")) {
+    (void) vmce_poison_set_add_loss_record (e->pages, record);
+    return;
+  }
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node) || about == 0)
     return;
   for (guint i = 0; i < json_array_get_length (json_node_get_array (node)); i++) {
     JsonObject *page = json_array_get_object_element (json_node_get_array (node), i);

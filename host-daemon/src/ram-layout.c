@@ -1317,3 +1317,25 @@ vmce_ram_layout_guest_pages (VmceRamLayout *self, guint64 hva, guint64 size)
   g_array_sort (pages, vmce_guest_page_cmp);
   return pages;
 }
+
+void
+vmce_guest_pages_to_json_ranges (GArray *pages, JsonBuilder *b)
+{
+  json_builder_begin_array (b);
+  for (guint i = 0; pages != NULL && i < pages->len;) {
+    guint j = i + 1;
+    const VmceGuestPage *first = &g_array_index (pages, VmceGuestPage, i);
+
+    while (j < pages->len &&
+           g_array_index (pages, VmceGuestPage, j).gpa == first->gpa + (guint64) (j - i) * VMCE_PAGE_SIZE &&
+           g_array_index (pages, VmceGuestPage, j).hva == first->hva + (guint64) (j - i) * VMCE_PAGE_SIZE)
+      j++;
+    json_builder_begin_object (b);
+    vmce_json_builder_add_hex (b, "gpa", first->gpa);
+    vmce_json_builder_add_hex (b, "hva", first->hva);
+    vmce_json_builder_add_int (b, "pages", j - i);
+    json_builder_end_object (b);
+    i = j;
+  }
+  json_builder_end_array (b);
+}

@@ -103,6 +103,11 @@ typedef struct {
   guint64 hva;
 } VmceGuestPage;
 
+/* @pages (VmceGuestPage, GPA order; NULL: none) as a JSON array of runs of
+ * pages consecutive in GPA and HVA, [{"gpa", "hva", "pages"}]: what a
+ * journal record names a lost range by (poison_set_add_loss_record()) */
+void vmce_guest_pages_to_json_ranges (GArray *pages, JsonBuilder *b);
+
 /* The pages of guest RAM (no ROM) among the host pages of [@hva, @hva +
  * @size), in GPA order: an empty array where none is guest RAM */
 GArray *vmce_ram_layout_guest_pages (VmceRamLayout *self, guint64 hva, guint64 size);

@@ -67,6 +67,7 @@ typedef struct {
   GHashTable *protected; /* host page -> guest page, both guint64* */
   GHashTable *marked;    /* of them, the kernel's poison markers (poison-mark.c), not PROT_NONE */
   GHashTable *huge;      /* host page of a lost huge page -> its lsb */
+  GHashTable *raw;       /* of them, the pages the errors were in (guint64 set) */
   GHashTable *pending;   /* tid -> GQueue of VmceSimSignal */
   GPtrArray *waiters;    /* of VmceSimWaiter */
 } VmceSimulator;
@@ -112,6 +113,7 @@ vmce_simulator_free (VmceSimulator *sim)
   g_hash_table_unref (sim->protected);
   g_hash_table_unref (sim->marked);
   g_hash_table_unref (sim->huge);
+  g_hash_table_unref (sim->raw);
   g_hash_table_unref (sim->pending);
   g_ptr_array_unref (sim->waiters);
   g_free (sim);
@@ -132,6 +134,7 @@ vmce_simulator_new (void)
   sim->protected = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   sim->marked = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   sim->huge = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  sim->raw = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   sim->pending = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, vmce_sim_queue_free);
   sim->waiters = g_ptr_array_new ();
   return sim;
@@ -265,6 +268,11 @@ vmce_sim_op_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
   VmceVm *vm = op->vm;
   g_autoptr(GError) error = NULL;
 
+  /* a lost huge page's own bad cell: what a salvage leaves lost */
+  if (op->lsb > VMCE_PAGE_SHIFT) {
+    vmce_sim_tables_init (vm);
+    g_hash_table_add (vmce_simulator (vm)->raw, g_memdup2 (&op->host_page, sizeof op->host_page));
+  }
   if (op->protect && !vmce_sim_take_away (vm, tid, op->pages, op->lsb, &error)) {
     VmceSimWaiter *w = vmce_sim_find_waiter (vm, op->request_id);
     g_prefix_error (&error, "cannot take the page away from QEMU: ");
@@ -534,6 +542,24 @@ vmce_sim_drop_markers (VmceVm *vm, pid_t tid, guint64 start, guint64 len, GError
 }
 
 gboolean
+vmce_sim_is_raw (VmceVm *vm, guint64 host_page)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  host_page &= VMCE_PAGE_MASK;
+  return sim != NULL && g_hash_table_contains (sim->raw, &host_page);
+}
+
+guint
+vmce_sim_lost_lsb (VmceVm *vm, guint64 host_page)
+{
+  VmceSimulator *sim = vmce_simulator (vm);
+
+  host_page &= VMCE_PAGE_MASK;
+  return sim != NULL ? GPOINTER_TO_UINT (g_hash_table_lookup (sim->huge, &host_page)) : 0;
+}
+
+gboolean
 vmce_sim_unprotect (VmceVm *vm, pid_t tid, guint64 host_page, GError **error)
 {
   if (!vmce_sim_drop_markers (vm, tid, host_page, VMCE_PAGE_SIZE, error) ||
@@ -575,6 +601,7 @@ vmce_sim_forget_page (VmceVm *vm, guint64 host_page, const gchar *why)
     return;
   g_hash_table_remove (sim->marked, &host_page);
   g_hash_table_remove (sim->huge, &host_page);
+  g_hash_table_remove (sim->raw, &host_page);
   for (guint i = 0; i < sim->waiters->len;) {
     VmceSimWaiter *w = g_ptr_array_index (sim->waiters, i);
     if (w->on_access && w->host_page == host_page) {
@@ -659,6 +686,7 @@ vmce_sim_give_back_runs (VmceVm *vm, pid_t tid, guint64 start, guint64 end, GErr
       for (guint k = i; k < j; k++) {
         g_hash_table_remove (sim->protected, &g_array_index (pages, guint64, k));
         g_hash_table_remove (sim->huge, &g_array_index (pages, guint64, k));
+        g_hash_table_remove (sim->raw, &g_array_index (pages, guint64, k));
       }
     } else if (ok) {
       ok = FALSE;
@@ -697,6 +725,7 @@ vmce_sim_release_cb (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
   g_hash_table_remove_all (sim->protected);
   g_hash_table_remove_all (sim->marked);
   g_hash_table_remove_all (sim->huge);
+  g_hash_table_remove_all (sim->raw);
   vmce_vm_unref (vm);
 }
 

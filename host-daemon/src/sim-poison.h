@@ -39,6 +39,12 @@ JsonNode *vmce_sim_poison_finish (VmceVm *vm, GAsyncResult *res, GError **error)
 gboolean vmce_sim_rewrite (VmceVm *vm, pid_t tid, siginfo_t *info, guint64 *request_id);
 
 gboolean vmce_sim_is_protected (VmceVm *vm, guint64 host_page);
+/* The lsb of the huge page @host_page was taken away with (21, 30), or 0:
+ * not taken away, or alone */
+guint vmce_sim_lost_lsb (VmceVm *vm, guint64 host_page);
+/* Whether @host_page is the page a simulated huge-page loss named (its
+ * raw bad page, lost whatever is salvaged around it) */
+gboolean vmce_sim_is_raw (VmceVm *vm, guint64 host_page);
 /* How many host pages the simulator has taken away now */
 guint vmce_sim_count_protected (VmceVm *vm);
 /* Gives access to a simulated-poisoned page back; @tid must be stopped */

@@ -30,6 +30,7 @@ test_config_good (void)
                                          "journal = /var/lib/vmce/j.jsonl\n"
                                          "inject-gap-ms = 5\n"
                                          "realtime-priority = 1\n"
+                                         "salvage-reserve-mb = 512\n"
                                          "policy = ignore-ao\n"
                                          "migration = refuse\n"
                                          "hugepage = all\n"
@@ -50,6 +51,7 @@ test_config_good (void)
   g_assert_null (config->socket_path);
   g_assert_cmpint (config->inject_gap_ms, ==, 5);
   g_assert_cmpint (config->realtime_priority, ==, 1);
+  g_assert_cmpint (config->salvage_reserve_mb, ==, 512);
   g_assert_cmpstr (config->uri, ==, "qemu:///system");
   g_assert_cmpuint (g_strv_length (config->domains), ==, 2);
   g_assert_false (config->all_domains);
@@ -64,6 +66,7 @@ test_config_good (void)
   g_assert_cmpint (vmce_config_hugepage_for (config, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ALL);
   g_assert_cmpint (vmce_config_hugepage_for (config, "web2", VMCE_HUGEPAGE_ALL), ==, VMCE_HUGEPAGE_ONE);
   g_assert_cmpint (vmce_config_hugepage_for (NULL, "web1", VMCE_HUGEPAGE_ONE), ==, VMCE_HUGEPAGE_ONE);
+  g_assert_cmpint (vmce_config_hugepage_for (NULL, "web1", VMCE_HUGEPAGE_DEFAULT), ==, VMCE_HUGEPAGE_SALVAGE);
   g_unlink (path);
 }
 
@@ -90,6 +93,8 @@ test_config_errors (void)
   expect_error ("[vmced]\n\npolicy = sometimes\n", "3: policy must be forward");
   expect_error ("[vmced]\ninject-gap-ms = soon\n", "2: inject-gap-ms must be");
   expect_error ("[vmced]\nrealtime-priority = 100\n", "2: realtime-priority must be 0 (off)");
+  expect_error ("[vmced]\nsalvage-reserve-mb = -1\n", "2: salvage-reserve-mb must be a number of MiB");
+  expect_error ("[vmced]\nsalvage-reserve-mb = lots\n", "2: salvage-reserve-mb must be a number of MiB");
   expect_error ("[vmced]\n\nrealtime-priority = high\n", "3: realtime-priority must be");
   expect_error ("[libvirt]\nuri = qemu:///system\n", "1: [libvirt] needs domains or all-domains");
   expect_error ("[libvirt]\nall-domains = true\n", "1: [libvirt] needs uri");

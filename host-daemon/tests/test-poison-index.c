@@ -89,6 +89,37 @@ test_index_huge_page_loss (void)
   g_assert_null (vmce_poison_set_lookup (pages, 0x600000));
 }
 
+/* hugepage = salvage: the pages kept are fine again, the raw one stays,
+ * with the one the error named; a fallback keeps them all */
+static void
+test_index_salvage (void)
+{
+  g_autoptr(VmcePoisonIndex) idx = vmce_poison_index_new ();
+  g_autoptr(GHashTable) pages = NULL;
+
+  apply (idx, error_record (ME, "0x203000", "kernel", "injected"));
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" ME "\",\"source\":\"kernel\","
+              "\"about_seq\":7,\"lsb\":21,\"ranges\":[{\"gpa\":\"0x200000\",\"hva\":\"0x7f0000200000\","
+              "\"pages\":512}]}");
+  apply (idx, "{\"type\":\"huge-page-loss\",\"qemu_id\":\"" ME "\",\"source\":\"kernel\","
+              "\"about_seq\":9,\"lsb\":21,\"ranges\":[{\"gpa\":\"0x400000\",\"hva\":\"0x7f0000400000\","
+              "\"pages\":512}]}");
+  g_assert_cmpuint (vmce_poison_index_get_n_pages (idx), ==, 1024);
+  apply (idx, "{\"type\":\"huge-page-salvage\",\"qemu_id\":\"" ME "\",\"about_seq\":7,\"salvaged\":510,"
+              "\"lost\":[{\"gpa\":\"0x203000\",\"hva\":\"0x7f0000203000\"},"
+              "{\"gpa\":\"0x3ff000\",\"hva\":\"0x7f00003ff000\"}]}");
+  /* the second loss could not be salvaged: all of it stays */
+  apply (idx, "{\"type\":\"huge-page-salvage\",\"qemu_id\":\"" ME "\",\"about_seq\":9,"
+              "\"fallback\":\"all\",\"detail\":\"not enough free memory for the copy\"}");
+  g_assert_cmpuint (vmce_poison_index_get_n_pages (idx), ==, 2 + 512);
+  pages = take (idx, ME, NULL);
+  g_assert_nonnull (vmce_poison_set_lookup (pages, 0x203000));
+  g_assert_nonnull (vmce_poison_set_lookup (pages, 0x3ff000));
+  g_assert_null (vmce_poison_set_lookup (pages, 0x200000));
+  g_assert_null (vmce_poison_set_lookup (pages, 0x3fe000));
+  g_assert_nonnull (vmce_poison_set_lookup (pages, 0x5ff000));
+}
+
 static void
 test_index_records (void)
 {
@@ -294,6 +325,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/poison-index/records", test_index_records);
   g_test_add_func ("/poison-index/huge-page-loss", test_index_huge_page_loss);
+  g_test_add_func ("/poison-index/huge-page-salvage", test_index_salvage);
   g_test_add_func ("/poison-index/other-process", test_index_other_process);
   g_test_add_func ("/poison-index/keep", test_index_keep);
   g_test_add_func ("/poison-index/load", test_index_load);

@@ -823,7 +823,7 @@ def prepare_victim(sc, l2):
         # AR for real: the host's early AO must not reach the guest, so
         # that the guest learns of the page only when it consumes it
         policy = sc.get("policy") or ("ignore-ao" if sc["kind"] == "ar" else "forward")
-        l2.daemon.ctl("policy", l2.name, policy, "--hugepage", sc.get("hugepage") or "one")
+        l2.daemon.ctl("policy", l2.name, policy, "--hugepage", sc.get("hugepage") or "salvage")
     return victim, offset, hva, passed_over
 
 
@@ -1091,11 +1091,22 @@ def huge_page_loss(l2, journal_len, sc):
     def told():
         return [r for r in records() if r.get("source") == "huge-page" and r.get("about_seq") == loss["about_seq"]
                 and r.get("result") != "pending"]
-    while len(told()) < loss["told"] and time.monotonic() - t < limit and l2.vm.alive():
+    def salvaged():
+        return loss.get("policy") != "salvage" or any(
+            r["type"] == "huge-page-salvage" and r.get("about_seq") == loss["about_seq"] for r in records())
+    while not salvaged() and time.monotonic() - t < 60 and l2.vm.alive():
+        time.sleep(0.2)
+    # a fallback to `all` tells the rest: its record says how many
+    fallback = next((r for r in records() if r["type"] == "huge-page-salvage" and r.get("fallback")), {})
+    while len(told()) < max(loss["told"], fallback.get("told") or 0) and time.monotonic() - t < limit \
+            and l2.vm.alive():
         time.sleep(0.5)
     pages = told()
     hit = next((r for r in records() if r.get("seq") == loss["about_seq"]), {})
-    return {**loss, "hit": {k: hit.get(k) for k in ("si_code", "hva", "lsb", "gpa", "result", "thread")},
+    # hugepage = salvage: what was kept and lost, or why it fell back
+    salvage = next((r for r in records() if r["type"] == "huge-page-salvage"
+                    and r.get("about_seq") == loss["about_seq"]), None)
+    return {**loss, "salvage": salvage, "hit": {k: hit.get(k) for k in ("si_code", "hva", "lsb", "gpa", "result", "thread")},
             "told_results": {res: sum(1 for r in pages if r["result"] == res) for res in {r["result"] for r in pages}},
             "told_s": round(max((r.get("latency_us") or 0) for r in pages) / 1e6, 1) if pages else None}
 
