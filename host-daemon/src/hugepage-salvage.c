@@ -82,6 +82,12 @@ typedef struct {
   gchar *how;
   const gchar *mark;
   gint64 us;        /* from the first stop to the threads let go */
+  /* while it runs: the fresh memory in QEMU, the file read into it */
+  guint64 to;
+  int fd;
+  guint64 file_off;
+  GHashTable *sim_raw; /* vmced's own error: the pages it named (guint64 set) */
+  GError *copy_error;
   /* the loss's journaled event, once in (hugepage-loss.c) */
   gboolean have_event;
   guint lsb;
@@ -224,9 +230,20 @@ vmce_hugepage_salvage_check (VmceVm *vm, guint64 base, guint64 size, gboolean si
 /* --- the salvage ----------------------------------------------------------------- */
 
 static void
+vmce_salvage_close (VmceSalvage *s)
+{
+  if (s->fd >= 0)
+    close (s->fd);
+  s->fd = -1;
+}
+
+static void
 vmce_salvage_free (VmceSalvage *s)
 {
   g_clear_handle_id (&s->wait_source, g_source_remove);
+  vmce_salvage_close (s);
+  g_clear_pointer (&s->sim_raw, g_hash_table_unref);
+  g_clear_error (&s->copy_error);
   g_array_unref (s->pages);
   g_array_unref (s->held);
   g_clear_pointer (&s->raw, g_array_unref);
@@ -274,9 +291,16 @@ vmce_salvage_gpa_of (VmceSalvage *s, guint64 hva)
   return G_MAXUINT64;
 }
 
+static gboolean
+vmce_salvage_is_sim_raw (VmceSalvage *s, guint64 hva)
+{
+  return s->sim_raw != NULL && g_hash_table_contains (s->sim_raw, &hva);
+}
+
 /* Reads the range's healthy pieces from @fd (at @file_off) into QEMU's
  * memory at @to; the raw pages (EIO; for vmced's own error, the page it
- * named) go into s->raw */
+ * named) go into s->raw. In a worker thread: it touches nothing else of
+ * vmced's, and QEMU runs meanwhile (only what reads the range waits). */
 static gboolean
 vmce_salvage_copy (VmceSalvage *s, int fd, guint64 file_off, guint64 to, GError **error)
 {
@@ -292,8 +316,8 @@ vmce_salvage_copy (VmceSalvage *s, int fd, guint64 file_off, guint64 to, GError 
     gboolean whole = TRUE;
     ssize_t n;
 
-    for (guint64 p = off; p < off + chunk && s->simulated; p += VMCE_PAGE_SIZE)
-      whole = whole && !vmce_sim_is_raw (s->vm, s->base + p);
+    for (guint64 p = off; p < off + chunk && s->sim_raw != NULL; p += VMCE_PAGE_SIZE)
+      whole = whole && !vmce_salvage_is_sim_raw (s, s->base + p);
     n = whole ? pread (fd, buf, chunk, (off_t) (file_off + off)) : 0;
     if (n == (ssize_t) chunk) {
       if (!vmce_salvage_write (pid, to + off, buf, chunk, error))
@@ -305,7 +329,7 @@ vmce_salvage_copy (VmceSalvage *s, int fd, guint64 file_off, guint64 to, GError 
     for (guint64 p = off; p < off + chunk; p += VMCE_PAGE_SIZE) {
       guint64 hva = s->base + p;
 
-      if (s->simulated && vmce_sim_is_raw (s->vm, hva)) {
+      if (vmce_salvage_is_sim_raw (s, hva)) {
         g_array_append_val (s->raw, hva);
         continue;
       }
@@ -370,19 +394,17 @@ vmce_salvage_mark_raw (VmceSalvage *s, pid_t tid)
   }
 }
 
+/* At QEMU's stop: checks the range again, opens its file and makes the
+ * fresh memory in QEMU (not yet over the range) */
 static gboolean
-vmce_salvage_run (VmceSalvage *s, pid_t tid, GError **error)
+vmce_salvage_map (VmceSalvage *s, pid_t tid, GError **error)
 {
   pid_t pid = vmce_vm_get_pid (s->vm);
   g_autoptr(VmceVmaTable) vmas = NULL;
   g_autofree gchar *refusal = NULL;
   g_autofree gchar *file = NULL;
-  g_autoptr(GError) local = NULL;
   const VmceVma *vma;
-  guint64 to = 0, file_off;
   struct utsname u;
-  int fd;
-  gboolean ok;
 
   vmas = vmce_vma_table_read (pid, error);
   if (vmas == NULL)
@@ -400,30 +422,27 @@ vmce_salvage_run (VmceSalvage *s, pid_t tid, GError **error)
   /* map_files opens what QEMU mapped, a deleted file and a memfd too */
   file = g_strdup_printf ("/proc/%d/map_files/%" G_GINT64_MODIFIER "x-%" G_GINT64_MODIFIER "x", pid, vma->start,
                           vma->end);
-  fd = open (file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  s->fd = open (file, O_RDONLY | O_CLOEXEC);
+  if (s->fd < 0) {
     int errsv = errno;
     g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv), "cannot open the backing file %s (%s): %s",
                  vma->path, file, g_strerror (errsv));
     return FALSE;
   }
-  file_off = vma->offset + (s->base - vma->start);
-  if (!vmce_remote_map_anon (pid, tid, s->size, vma->shared, &to, error)) {
-    close (fd);
+  s->file_off = vma->offset + (s->base - vma->start);
+  if (!vmce_remote_map_anon (pid, tid, s->size, vma->shared, &s->to, error))
     return FALSE;
-  }
-  ok = vmce_salvage_copy (s, fd, file_off, to, error);
-  close (fd);
-  if (ok)
-    ok = vmce_remote_mremap_fixed (pid, tid, to, s->size, s->base, error);
-  if (!ok) {
-    if (!vmce_remote_munmap (pid, tid, to, s->size, &local))
-      g_warning ("vm %s: %s", vmce_vm_get_name (s->vm), local->message);
-    return FALSE;
-  }
   s->how = g_strdup_printf ("%s anonymous memory in 4 KiB pages, filled from the file and moved over the range "
                             "(mremap)",
                             vma->shared ? "shared" : "private");
+  /* vmced's own error: the page it named is the one lost (the file
+   * behind it is whole); the worker must not read the simulator's tables */
+  if (s->simulated) {
+    s->sim_raw = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+    for (guint64 off = 0; off < s->size; off += VMCE_PAGE_SIZE)
+      if (vmce_sim_is_raw (s->vm, s->base + off))
+        g_hash_table_add (s->sim_raw, g_memdup2 (&(guint64) { s->base + off }, sizeof (guint64)));
+  }
   return TRUE;
 }
 
@@ -549,27 +568,103 @@ vmce_salvage_wait_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* The salvage is over, either way: what waited goes on */
 static void
-vmce_salvage_op (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+vmce_salvage_over (VmceSalvage *s, GError *error)
 {
-  VmceSalvage *s = user_data;
-  g_autoptr(GError) error = NULL;
-
   s->ran = TRUE;
-  if (vmce_salvage_run (s, tid, &error)) {
-    /* what vmced's simulator had taken away went with the old mapping */
-    for (guint64 off = 0; off < s->size; off += VMCE_PAGE_SIZE)
-      vmce_sim_forget_page (s->vm, s->base + off, "the huge page was salvaged");
-    vmce_salvage_mark_raw (s, tid);
-  } else {
+  if (error != NULL)
     s->failure = g_strdup (error->message);
-  }
+  vmce_salvage_close (s);
   s->us = g_get_monotonic_time () - s->stop_us;
   vmce_salvage_let_go (s);
   if (s->have_event)
     vmce_salvage_finish (s);
   else
     s->wait_source = g_timeout_add (VMCE_SALVAGE_PENDING_MS, vmce_salvage_wait_cb, s);
+}
+
+static void vmce_salvage_op_destroy (gpointer user_data);
+
+/* At QEMU's stop: the filled memory over the range, the raw pages marked */
+static void
+vmce_salvage_op_move (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceSalvage *s = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GError) local = NULL;
+
+  if (!vmce_remote_mremap_fixed (vmce_vm_get_pid (s->vm), tid, s->to, s->size, s->base, &error)) {
+    if (!vmce_remote_munmap (vmce_vm_get_pid (s->vm), tid, s->to, s->size, &local))
+      g_warning ("vm %s: %s", vmce_vm_get_name (s->vm), local->message);
+    vmce_salvage_over (s, error);
+    return;
+  }
+  /* what vmced's simulator had taken away went with the old mapping */
+  for (guint64 off = 0; off < s->size; off += VMCE_PAGE_SIZE)
+    vmce_sim_forget_page (s->vm, s->base + off, "the huge page was salvaged");
+  vmce_salvage_mark_raw (s, tid);
+  vmce_salvage_over (s, NULL);
+}
+
+/* At QEMU's stop, after a failed copy: the fresh memory goes */
+static void
+vmce_salvage_op_unmap (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceSalvage *s = user_data;
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GError) error = g_steal_pointer (&s->copy_error);
+
+  if (!vmce_remote_munmap (vmce_vm_get_pid (s->vm), tid, s->to, s->size, &local))
+    g_warning ("vm %s: %s", vmce_vm_get_name (s->vm), local->message);
+  vmce_salvage_over (s, error);
+}
+
+static void
+vmce_salvage_copy_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  VmceSalvage *s = task_data;
+  GError *error = NULL;
+
+  if (!vmce_salvage_copy (s, s->fd, s->file_off, s->to, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+vmce_salvage_copied_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceSalvage *s = user_data;
+  VmcePtraceWatch *watch = vmce_vm_get_watch (s->vm);
+
+  (void) g_task_propagate_boolean (G_TASK (res), &s->copy_error);
+  if (watch == NULL) {
+    vmce_salvage_op_destroy (s);
+    return;
+  }
+  vmce_ptrace_watch_call_stopped (watch, vmce_vm_get_pid (s->vm),
+                                  s->copy_error == NULL ? vmce_salvage_op_move : vmce_salvage_op_unmap, s,
+                                  vmce_salvage_op_destroy);
+}
+
+/* At QEMU's stop: the memory made, then the copy in a worker thread, with
+ * QEMU's threads running (but for those held at the range) and vmced's
+ * main loop serving: a 1 GiB copy takes seconds in a TCG L1 */
+static void
+vmce_salvage_op (VmcePtraceWatch *watch, pid_t tid, gpointer user_data)
+{
+  VmceSalvage *s = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GTask) task = NULL;
+
+  if (!vmce_salvage_map (s, tid, &error)) {
+    vmce_salvage_over (s, error);
+    return;
+  }
+  task = g_task_new (NULL, NULL, vmce_salvage_copied_cb, s);
+  g_task_set_task_data (task, s, NULL);
+  g_task_run_in_thread (task, vmce_salvage_copy_thread);
 }
 
 static void
@@ -616,6 +711,7 @@ vmce_salvage_new (VmceVm *vm, guint64 base, guint64 size, gboolean simulated, gi
   s->pages = vmce_ram_layout_guest_pages (vmce_vm_get_layout (vm), base, size);
   s->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
   s->raw = g_array_new (FALSE, FALSE, sizeof (guint64));
+  s->fd = -1;
   g_hash_table_insert (sv->active, g_memdup2 (&base, sizeof base), s);
   g_idle_add (vmce_salvage_schedule_cb, s);
   return s;

@@ -296,15 +296,37 @@ try:
     daemon.stop()
     daemon = Vmced(os.path.join(work, "vmced-salvage"),
                    args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME,
-                         "--agent", vm.vmced_agent_path, "--salvage-reserve-mb", "100000000"])
+                         "--agent", vm.vmced_agent_path])
     vmj = daemon.wait_attached(NAME)
     poisoned = {int(p["gpa"], 16) for p in vmj.get("poisoned") or []}
     tap.ok({raw, second} <= poisoned and not any(base <= g < base + HUGE and g not in (raw, second)
                                                   for g in poisoned),
            "salvage: a restarted vmced rebuilds the raw pages alone from the journal",
            diag=sorted(hex(g) for g in poisoned if base <= g < base + HUGE))
+    # a reset: the raw pages (the loss's and the second error's) replaced
+    # in the 4 KiB memory, the salvaged ones left alone
+    since = len(daemon.journal_records())
+    boot = vm.boot_id()
+    with vm.qmp() as q:
+        q.execute("system_reset")
+    vm.wait_rebooted(boot, 120)
+    resets = wait_for(lambda: [r for r in daemon.journal_records()[since:] if r["type"] == "reset"], 20) or [{}]
+    replaced = {int(p["gpa"], 16) for p in resets[0].get("pages") or [] if p.get("result") in ("replaced", "usable")}
+    tap.ok({raw, second} <= replaced and not any(base <= g < base + HUGE and g not in (raw, second) for g in replaced)
+           and resets[0].get("failed") == 0 and vm.alive(),
+           "salvage, then a reset: the two raw pages replaced in the 4 KiB memory before the guest ran again, "
+           "the guest back", diag=resets[0])
+    agent = vm.agent
+    agent.call("sysfs", path="/sys/kernel/mm/transparent_hugepage/enabled", value="madvise")
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+
     # not enough memory for the copy (salvage-reserve-mb above what the
     # host has): `all`, saying why, once
+    daemon.stop()
+    daemon = Vmced(os.path.join(work, "vmced-salvage"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", NAME,
+                         "--agent", vm.vmced_agent_path, "--salvage-reserve-mb", "100000000"])
+    daemon.wait_attached(NAME)
     w3 = agent.call("pages-start", type="thp")
     n0 = len(daemon.journal_records())
     ev = daemon.poison(NAME, "--gpa", w3["gpa"], "--kind", "ao", "--huge-page", "2M")
