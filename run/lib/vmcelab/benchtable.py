@@ -239,15 +239,29 @@ def _images(t, d, how):
 
 def _hugepage(t, d, how):
     h = d["hugepage"]
-    for policy in ("one", "all"):
-        c = h[policy]["outcomes"]
-        t.row(f"a 2 MiB host page lost under a guest THP, hugepage = {policy}: after a follow-up workload",
+    on = h.get("backing", "QEMU's own memory")
+    for policy in ("one", "all", "salvage"):
+        if policy not in h:  # (a file from before salvage)
+            continue
+        c, n = h[policy]["outcomes"], h[policy].get("neighbours") or {}
+        kept = (f"; the process's 511 other pages: {n['intact']['median']:.0f} intact (median)" if n.get("intact")
+                else "")
+        t.row(f"a 2 MiB host page lost under a guest THP (guest RAM: {on}), hugepage = {policy}: after a "
+              "follow-up workload",
               f"{c['survived']} survived, {c['process killed']} process killed, {c['guest panicked']} guest "
-              f"panicked of {h['runs']}" + (f" ({c['not run']} not run)" if c.get("not run") else ""), how=how)
+              f"panicked, {c.get('paused by vmced', 0)} paused by vmced of {h['runs']}"
+              + (f" ({c['not run']} not run)" if c.get("not run") else "") + kept, how=how)
     tell = h["all"].get("tell_all_s")
     if tell:
         t.row("hugepage = all: the other 511 pages told (median / max)",
               f"{tell['median']:.1f} / {tell['max']:.1f} s (inject-gap-ms 20)", how=how)
+    sv = h.get("salvage", {}).get("salvage") or {}
+    if "us" in sv:
+        t.row("hugepage = salvage: the signal to the threads let go (median / max), bytes salvaged, guest pages lost",
+              f"{sv['us']['median'] / 1000:.1f} / {sv['us']['max'] / 1000:.1f} ms, {sv['bytes']['median'] / 1024:.0f} "
+              f"KiB, {sv['lost']['max']:.0f} of 512", how=how, target="1 of 512", met=sv["lost"]["max"] == 1)
+    if h.get("1G"):
+        t.missing("a 1 GiB host page lost under a guest", how, why=h["1G"])
 
 
 def _migration(t, d, how):
@@ -295,7 +309,7 @@ PARTS = [
     ("remote", "run/bench --only remote", "vmcectl status over ssh vs here (median)", _remote),
     ("images", "run/bench --only images", "the operator's own guests: image build, boot to qga, cases per hour",
      _images),
-    ("hugepage", "run/bench --only hugepage", "a lost huge page: guests surviving under hugepage = one, all",
+    ("hugepage", "run/bench --only hugepage", "a lost huge page: guests surviving under hugepage = one, all, salvage",
      _hugepage),
     ("storm", "run/bench --only storm", "storm: errors journaled and injected per second, nothing lost",
      _storm),
