@@ -1050,6 +1050,29 @@ def file_block(path, offset, size=HUGE_2M):
             "others_readable": len(readable - {page}), "others_lost": len([o for o in lost if o != page])}
 
 
+def same_as_file(pid, hva, path, offset, size=HUGE_2M):
+    """Of the other pages of the 2 MiB around @hva, how many QEMU holds
+    byte for byte as the RAM file @path has them: what a salvage kept of
+    the guest's data (None where either cannot be read)"""
+    base, page = hva & ~(size - 1), hva & ~0xfff
+    fbase = offset & ~(size - 1)
+    same = 0
+    mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    ram = os.open(path, os.O_RDONLY)
+    try:
+        for i in range(size // 4096):
+            if base + i * 4096 == page:
+                continue
+            try:
+                same += os.pread(mem, 4096, base + i * 4096) == os.pread(ram, 4096, fbase + i * 4096)
+            except OSError:
+                pass
+    finally:
+        os.close(mem)
+        os.close(ram)
+    return same
+
+
 def blast_radius(l2, sc, victim, hva, outcome, l1log, offset=None):
     """What else the error took: the host's view of the victim's 2 MiB
     (through QEMU's mapping, and through the RAM file with read()), and a
@@ -1064,6 +1087,8 @@ def blast_radius(l2, sc, victim, hva, outcome, l1log, offset=None):
         return {"host": None, "file": read, "guest": {"read": "not made", "why": "QEMU is gone"}}
     try:
         host = host_block(l2.vm.pid, hva)
+        if l2.ram and offset is not None and os.path.exists(l2.ram):
+            host["others_same_as_file"] = same_as_file(l2.vm.pid, hva, l2.ram, offset)
     except OSError as e:
         host = {"error": f"{e.strerror}"}
     if outcome not in ("recovered", "sigbus", "nothing"):
