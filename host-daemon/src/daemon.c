@@ -399,21 +399,16 @@ vmce_daemon_vm_memory_error (VmceVm *vm, const VmceStop *stop, gboolean again, g
   vmce_forward_signal (vm, stop);
 }
 
+/* A signal-stop past the salvage of a lost huge page: the guards, the
+ * simulator's rewrite, the forwarder. FALSE: not a memory error, the
+ * thread gets its signal as it came. */
 static gboolean
-vmce_daemon_vm_signal_stop (VmceVm *vm,
-                            pid_t tid,
-                            siginfo_t *info,
-                            gint64 stop_time_us,
-                            gpointer user_data)
+vmce_daemon_vm_signal_stop_rest (VmceVm *vm, pid_t tid, siginfo_t *info, gint64 stop_time_us, gpointer user_data)
 {
   guint64 request_id = 0;
   gboolean simulated;
   VmceStop stop;
 
-  /* a touch of a huge page being salvaged waits for it, then tries again */
-  if (vmce_hugepage_salvage_fault (vm, tid, info, vmce_hugepage_loss_get_policy (vm) == VMCE_HUGEPAGE_SALVAGE,
-                                   stop_time_us))
-    return TRUE;
   if (vmce_reset_guard_stale_fault (vm, tid, info))
     return TRUE;
   simulated = vmce_sim_rewrite (vm, tid, info, &request_id);
@@ -424,6 +419,28 @@ vmce_daemon_vm_signal_stop (VmceVm *vm,
                       .source = simulated ? "simulated" : "kernel", .request_id = request_id };
   vmce_daemon_vm_memory_error (vm, &stop, FALSE, user_data);
   return TRUE;
+}
+
+/* The AO of a huge page being salvaged, held until it was (hugepage-salvage.c) */
+static void
+vmce_daemon_vm_signal_stop_later (VmceVm *vm, pid_t tid, siginfo_t *info, gint64 stop_time_us, gpointer user_data)
+{
+  if (!vmce_daemon_vm_signal_stop_rest (vm, tid, info, stop_time_us, user_data) && vmce_vm_get_watch (vm) != NULL)
+    vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), tid, info->si_signo);
+}
+
+static gboolean
+vmce_daemon_vm_signal_stop (VmceVm *vm,
+                            pid_t tid,
+                            siginfo_t *info,
+                            gint64 stop_time_us,
+                            gpointer user_data)
+{
+  /* a touch of a huge page being salvaged waits for it, then tries again */
+  if (vmce_hugepage_salvage_fault (vm, tid, info, vmce_hugepage_loss_get_policy (vm) == VMCE_HUGEPAGE_SALVAGE,
+                                   stop_time_us, vmce_daemon_vm_signal_stop_later, user_data))
+    return TRUE;
+  return vmce_daemon_vm_signal_stop_rest (vm, tid, info, stop_time_us, user_data);
 }
 
 static void

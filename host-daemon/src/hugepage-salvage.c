@@ -64,6 +64,15 @@
 
 static guint64 vmce_salvage_reserve = G_GUINT64_CONSTANT (256) << 20;
 
+/* A signal-stop handed back to the daemon once the salvage is done */
+typedef struct {
+  pid_t tid;
+  siginfo_t info;
+  gint64 stop_us;
+  VmceSalvageRedo redo;
+  gpointer redo_data;
+} VmceDeferredStop;
+
 /* One lost range, from the first stop that showed it until its record is
  * in the journal */
 typedef struct {
@@ -87,6 +96,8 @@ typedef struct {
   int fd;
   guint64 file_off;
   GHashTable *sim_raw; /* vmced's own error: the pages it named (guint64 set) */
+  GArray *deferred;    /* of VmceDeferredStop: the host's AOs, told once it is done */
+  gboolean letting_go; /* what it held goes on: an AO forwarded may journal its event */
   GError *copy_error;
   /* the loss's journaled event, once in (hugepage-loss.c) */
   gboolean have_event;
@@ -243,6 +254,7 @@ vmce_salvage_free (VmceSalvage *s)
   g_clear_handle_id (&s->wait_source, g_source_remove);
   vmce_salvage_close (s);
   g_clear_pointer (&s->sim_raw, g_hash_table_unref);
+  g_array_unref (s->deferred);
   g_clear_error (&s->copy_error);
   g_array_unref (s->pages);
   g_array_unref (s->held);
@@ -254,15 +266,26 @@ vmce_salvage_free (VmceSalvage *s)
   g_free (s);
 }
 
-/* Every thread held meanwhile tries its access again */
+/* Every thread held meanwhile tries its access again; the AOs held go
+ * their way (@redo: they are forwarded now) or, when vmced lets go of the
+ * VM, to QEMU as they came */
 static void
-vmce_salvage_let_go (VmceSalvage *s)
+vmce_salvage_let_go (VmceSalvage *s, gboolean redo)
 {
   VmcePtraceWatch *watch = vmce_vm_get_watch (s->vm);
+  g_autoptr(GArray) deferred = s->deferred;
 
   for (guint i = 0; i < s->held->len && watch != NULL; i++)
     vmce_ptrace_watch_resume (watch, g_array_index (s->held, pid_t, i), 0);
   g_array_set_size (s->held, 0);
+  s->deferred = g_array_new (FALSE, FALSE, sizeof (VmceDeferredStop));
+  for (guint i = 0; i < deferred->len && watch != NULL; i++) {
+    VmceDeferredStop *d = &g_array_index (deferred, VmceDeferredStop, i);
+    if (redo)
+      d->redo (s->vm, d->tid, &d->info, d->stop_us, d->redo_data);
+    else
+      vmce_ptrace_watch_resume (watch, d->tid, SIGBUS);
+  }
 }
 
 static gboolean
@@ -568,7 +591,8 @@ vmce_salvage_wait_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* The salvage is over, either way: what waited goes on */
+/* The salvage is over, either way: what waited goes on, and once the
+ * loss's event is in, the record */
 static void
 vmce_salvage_over (VmceSalvage *s, GError *error)
 {
@@ -577,7 +601,10 @@ vmce_salvage_over (VmceSalvage *s, GError *error)
     s->failure = g_strdup (error->message);
   vmce_salvage_close (s);
   s->us = g_get_monotonic_time () - s->stop_us;
-  vmce_salvage_let_go (s);
+  /* a held AO forwarded now can bring the event at once: finish after */
+  s->letting_go = TRUE;
+  vmce_salvage_let_go (s, TRUE);
+  s->letting_go = FALSE;
   if (s->have_event)
     vmce_salvage_finish (s);
   else
@@ -674,7 +701,7 @@ vmce_salvage_op_destroy (gpointer user_data)
 
   /* QEMU's main thread is gone: so is QEMU */
   g_hash_table_remove (vmce_salvager (s->vm)->active, &s->base);
-  vmce_salvage_let_go (s);
+  vmce_salvage_let_go (s, FALSE);
   vmce_salvage_free (s);
 }
 
@@ -712,6 +739,7 @@ vmce_salvage_new (VmceVm *vm, guint64 base, guint64 size, gboolean simulated, gi
   s->held = g_array_new (FALSE, FALSE, sizeof (pid_t));
   s->raw = g_array_new (FALSE, FALSE, sizeof (guint64));
   s->fd = -1;
+  s->deferred = g_array_new (FALSE, FALSE, sizeof (VmceDeferredStop));
   g_hash_table_insert (sv->active, g_memdup2 (&base, sizeof base), s);
   g_idle_add (vmce_salvage_schedule_cb, s);
   return s;
@@ -747,7 +775,7 @@ vmce_hugepage_salvage_start (VmceVm *vm, const VmceMceEvent *ev, guint64 base, g
   s->about_seq = ev->seq;
   s->hit_gpa = ev->gpa;
   s->hit_told = ev->result == VMCE_RESULT_INJECTED;
-  if (s->ran)
+  if (s->ran && !s->letting_go)
     vmce_salvage_finish (s);
 }
 
@@ -797,8 +825,26 @@ vmce_salvage_find (VmceSalvager *sv, guint64 hva)
   return NULL;
 }
 
+/* Holds the host's AO @info until @s is done */
+static void
+vmce_salvage_defer (VmceSalvage *s, pid_t tid, const siginfo_t *info, gint64 stop_us, VmceSalvageRedo redo,
+                    gpointer redo_data)
+{
+  VmceDeferredStop d = { .tid = tid, .info = *info, .stop_us = stop_us, .redo = redo, .redo_data = redo_data };
+
+  g_debug ("vm %s: the AO for HVA 0x%" G_GINT64_MODIFIER "x waits for its huge page's salvage",
+           vmce_vm_get_name (s->vm), (guint64) (guintptr) info->si_addr);
+  g_array_append_val (s->deferred, d);
+}
+
 gboolean
-vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info, gboolean salvage, gint64 stop_us)
+vmce_hugepage_salvage_fault (VmceVm *vm,
+                             pid_t tid,
+                             const siginfo_t *info,
+                             gboolean salvage,
+                             gint64 stop_us,
+                             VmceSalvageRedo redo,
+                             gpointer redo_data)
 {
   VmceSalvager *sv = vmce_vm_get_layer_data (vm, vmce_salvager_quark ());
   guint64 page = (guint64) (guintptr) info->si_addr & VMCE_PAGE_MASK;
@@ -815,8 +861,10 @@ vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info, gbool
   sv = vmce_salvager (vm);
   s = vmce_salvage_find (sv, page);
   if (s != NULL && !s->ran) {
-    if (!fault)
-      return FALSE; /* the loss's AO: forwarded as ever */
+    if (!fault) {
+      vmce_salvage_defer (s, tid, info, stop_us, redo, redo_data);
+      return TRUE;
+    }
     g_debug ("vm %s: thread %d touched HVA 0x%" G_GINT64_MODIFIER "x of a huge page being salvaged: held",
              vmce_vm_get_name (vm), tid, page);
     g_array_append_val (s->held, tid);
@@ -848,8 +896,9 @@ vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info, gbool
   }
   s = vmce_salvage_new (vm, base, size, info->si_signo == SIGSEGV, stop_us);
   if (!fault)
-    return FALSE; /* the AO goes on to be forwarded: it is the loss's news */
-  g_array_append_val (s->held, tid);
+    vmce_salvage_defer (s, tid, info, stop_us, redo, redo_data);
+  else
+    g_array_append_val (s->held, tid);
   return TRUE;
 }
 
@@ -864,7 +913,7 @@ vmce_hugepage_salvage_cancel_all (VmceVm *vm)
     return;
   g_hash_table_iter_init (&iter, sv->active);
   while (g_hash_table_iter_next (&iter, NULL, &value))
-    vmce_salvage_let_go (value);
+    vmce_salvage_let_go (value, FALSE);
 }
 
 void

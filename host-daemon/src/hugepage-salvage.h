@@ -47,11 +47,20 @@ gboolean vmce_hugepage_salvage_knows (VmceVm *vm, guint64 base);
  * address) in a range being salvaged is held until the salvage is done,
  * then tries again; one in a range salvaged since it faulted tries again
  * at once. Under @salvage (the VM's policy), the first error in a
- * hugetlbfs range of its RAM begins that range's salvage at once: its AO
- * goes on to be forwarded, a fault is held. TRUE when the thread was
- * taken. */
-gboolean vmce_hugepage_salvage_fault (VmceVm *vm, pid_t tid, const siginfo_t *info, gboolean salvage,
-                                      gint64 stop_us);
+ * hugetlbfs range of its RAM begins that range's salvage at once. The
+ * host's AO for a range being salvaged is held too, and handed to @redo
+ * (the rest of the signal-stop's way) once the salvage is done: telling
+ * the guest needs its vCPUs, and those that read the range wait for the
+ * salvage (HMP mce waited 10 s for one, for a 1 GiB copy). TRUE when the
+ * thread was taken. */
+typedef void (*VmceSalvageRedo) (VmceVm *vm, pid_t tid, siginfo_t *info, gint64 stop_us, gpointer user_data);
+gboolean vmce_hugepage_salvage_fault (VmceVm *vm,
+                                      pid_t tid,
+                                      const siginfo_t *info,
+                                      gboolean salvage,
+                                      gint64 stop_us,
+                                      VmceSalvageRedo redo,
+                                      gpointer redo_data);
 
 /* vmced lets go of @vm: held threads go (they fault again, and QEMU gets
  * the signal as without vmced) */
