@@ -191,6 +191,7 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
   g_autoptr(JsonNode) record = NULL;
   g_autofree gchar *no_salvage = NULL;
   g_autofree gchar *fallback = NULL;
+  g_autofree gchar *detail = NULL;
   const gchar *why_not = NULL;
   VmceHugepagePolicy policy;
   gboolean salvaged;
@@ -213,9 +214,11 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
    * hugepage-salvage.c, or from here), else `all`, saying why */
   policy = h->policy;
   salvaged = policy == VMCE_HUGEPAGE_SALVAGE && vmce_hugepage_salvage_knows (vm, base);
-  if (policy == VMCE_HUGEPAGE_SALVAGE && !salvaged && ev->result == VMCE_RESULT_INJECTED) {
+  if (policy == VMCE_HUGEPAGE_SALVAGE && !salvaged) {
     no_salvage = vmce_hugepage_salvage_check (vm, base, size, g_strcmp0 (ev->source, "simulated") == 0);
-    salvaged = no_salvage == NULL;
+    /* (a guest that could not take the page hit is not told more, as
+     * under `all`: vmce_hugepage_loss_to_tell()) */
+    salvaged = no_salvage == NULL && ev->result == VMCE_RESULT_INJECTED;
     if (no_salvage != NULL) {
       policy = VMCE_HUGEPAGE_ALL;
       fallback = g_strdup_printf ("cannot salvage: %s; handled as all", no_salvage);
@@ -231,7 +234,9 @@ vmce_hugepage_loss_on_event (VmceVm *vm, const VmceMceEvent *ev)
                                      g_strcmp0 (ev->source, "simulated") == 0, ev->seq);
   }
   tell = vmce_hugepage_loss_to_tell (policy, ev->result, pages, ev->gpa, &why_not);
-  if (why_not == NULL)
+  if (fallback != NULL && why_not != NULL)
+    why_not = detail = g_strdup_printf ("%s; %s", fallback, why_not);
+  else if (why_not == NULL)
     why_not = fallback;
   for (guint i = 0; i < tell->len; i++) {
     VmceTell t = { .gpa = g_array_index (tell, guint64, i), .about_seq = ev->seq };
