@@ -1081,6 +1081,15 @@ vmce_forward_tell (VmceVm *vm, guint64 gpa, guint64 about_seq)
 void
 vmce_forward_tell_migrated (VmceVm *vm, guint64 gpa)
 {
+  VmceForwarder *f = vmce_forwarder (vm);
+
+  /* The guest may be inside its handler for the source's last machine
+   * check (MCG_STATUS.MCIP migrates with the vCPU): the first tell here
+   * keeps the injection gap from the moment the guest runs, as the source
+   * would have kept it. Told at once, QEMU raised a triple fault ("Previous
+   * MCE still in progress"): the guest reset (seen once, under ASan). */
+  if (f->last_injection_us == 0)
+    f->last_injection_us = g_get_monotonic_time ();
   vmce_forward_tell_page (vm, gpa, "migration", 0, "a page the migration brought");
 }
 
