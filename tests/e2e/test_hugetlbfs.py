@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 
-from common import Tap, Vm, Vmced, prerequisites, thread_states, wait_for, workdir
+from common import Tap, Vm, Vmced, gpa2hva, prerequisites, thread_states, wait_for, workdir
 from vmcelab.procfs import traced_threads
 from vmcelab.qmp import Qmp
 
@@ -358,6 +358,47 @@ try:
            and vm.alive(),
            "salvage without memory for the copy: handled as all (511 told), one line saying why, QEMU alive",
            diag={"loss": loss, "log": log[-800:]})
+
+    # a live migration (part 21) of the salvaged guest: its range goes as
+    # it is (the raw pages were replaced at the reset), the pages still
+    # poisoned (the loss just handled as all) go poisoned
+    # (its RAM block must be the source's, ram0: a file too, here on tmpfs)
+    dst_file = os.path.join("/dev/shm", f"vmce-{NAME}-{os.getpid()}-dst")
+    dst = Vm.start(NAME, mem=f"{MEM_MIB}M", cpus=2, state_dir=os.path.join(work, "dst"), incoming_uri="defer",
+                   mem_file=dst_file)
+    wait_for(lambda: os.path.exists(dst.vmced_qmp_path), 30)
+    daemon.ctl("attach", "--pid", str(dst.pid), "--qmp", dst.vmced_qmp_path, "--name", "dst",
+               "--agent", dst.vmced_agent_path)
+    sock = os.path.join(work, "migrate.sock")
+    with dst.qmp() as qd:
+        qd.execute("migrate-incoming", uri=f"unix:{sock}")
+    # (the guest paused first: it stays paused on the destination, and
+    # writes nothing there while the pages are compared)
+    with vm.qmp() as q:
+        q.execute("stop")
+        q.execute("migrate", uri=f"unix:{sock}")
+        status = wait_for(lambda: (lambda st: st if st in ("cancelled", "failed", "completed") else None)(
+            q.execute("query-migrate").get("status")), 180)
+    received = wait_for(lambda: [r for r in daemon.journal_records() if r.get("type") == "migration"
+                                 and r.get("vm") == "dst" and r.get("action") == "received"], 30) or [{}]
+    kept_same, kept_read = 0, 0
+    src_base, dst_base = gpa2hva(vm, base), gpa2hva(dst, base)
+    with open(f"/proc/{vm.pid}/mem", "rb", buffering=0) as fs, open(f"/proc/{dst.pid}/mem", "rb", buffering=0) as fd:
+        for i in range(HUGE // 4096):
+            fs.seek(src_base + i * 4096)
+            fd.seek(dst_base + i * 4096)
+            a, b = fs.read(4096), fd.read(4096)
+            kept_read += 1
+            kept_same += a == b
+    tap.ok(status == "completed" and received[0].get("action") == "received"
+           and kept_same == kept_read == 512 and dst.alive(),
+           f"salvage, then a live migration: the salvaged range on the destination as it was ({kept_same} of "
+           f"{kept_read} pages byte for byte, in its QEMU's own memory), the pages still poisoned received "
+           f"there before it ran", diag={"status": status, "received": received[0].get("detail"),
+                                         "same": kept_same})
+    daemon.ctl("detach", "dst")
+    dst.stop()
+    os.unlink(dst_file)
     daemon.ctl("detach", NAME)
     wait_for(lambda: not traced_threads(vm.pid), 10)
     left = [t for t, s in thread_states(vm.pid).items() if s == "t"]
