@@ -31,7 +31,8 @@ compared in the guest), a process elsewhere got nothing, HardwareCorrupted
 saying so; only the raw page kept as poisoned; a second error in the range
 a 4 KiB page's; a vmced restarted on the journal rebuilds the raw pages
 alone; a reset replaces them; without memory for the copy
-(--salvage-reserve-mb) `all`, said once; detach leaves no thread stopped.
+(--salvage-reserve-mb) `all`, said once; a live migration to a second QEMU
+carries the salvaged range byte for byte; detach leaves no thread stopped.
 1 GiB is not simulated here: this machine's kernel has no 1 GiB huge pages
 (the host lab's --backing hugetlb-1G has).
 """
