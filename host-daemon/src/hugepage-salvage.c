@@ -222,20 +222,28 @@ vmce_mem_available (void)
   return kb << 10;
 }
 
+/* The refusal for @vma as the host is now (uname, MemAvailable) */
+static gchar *
+vmce_salvage_refusal_now (const VmceVma *vma, guint64 size, gboolean simulated)
+{
+  struct utsname u;
+
+  if (uname (&u) < 0)
+    memset (&u, 0, sizeof u);
+  return vmce_hugepage_salvage_refusal (vma, size, simulated, u.release, vmce_mem_available (),
+                                        vmce_salvage_reserve);
+}
+
 gchar *
 vmce_hugepage_salvage_check (VmceVm *vm, guint64 base, guint64 size, gboolean simulated)
 {
   g_autoptr(VmceVmaTable) vmas = NULL;
   g_autoptr(GError) error = NULL;
-  struct utsname u;
 
   vmas = vmce_vma_table_read (vmce_vm_get_pid (vm), &error);
   if (vmas == NULL)
     return g_strdup_printf ("cannot read QEMU's mappings: %s", error->message);
-  if (uname (&u) < 0)
-    memset (&u, 0, sizeof u);
-  return vmce_hugepage_salvage_refusal (vmce_vma_table_lookup (vmas, base), size, simulated, u.release,
-                                        vmce_mem_available (), vmce_salvage_reserve);
+  return vmce_salvage_refusal_now (vmce_vma_table_lookup (vmas, base), size, simulated);
 }
 
 /* --- the salvage ----------------------------------------------------------------- */
@@ -427,16 +435,12 @@ vmce_salvage_map (VmceSalvage *s, pid_t tid, GError **error)
   g_autofree gchar *refusal = NULL;
   g_autofree gchar *file = NULL;
   const VmceVma *vma;
-  struct utsname u;
 
   vmas = vmce_vma_table_read (pid, error);
   if (vmas == NULL)
     return FALSE;
   vma = vmce_vma_table_lookup (vmas, s->base);
-  if (uname (&u) < 0)
-    memset (&u, 0, sizeof u);
-  refusal = vmce_hugepage_salvage_refusal (vma, s->size, s->simulated, u.release, vmce_mem_available (),
-                                           vmce_salvage_reserve);
+  refusal = vmce_salvage_refusal_now (vma, s->size, s->simulated);
   if (refusal != NULL) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, refusal);
     return FALSE;
@@ -780,9 +784,11 @@ vmce_hugepage_salvage_start (VmceVm *vm, const VmceMceEvent *ev, guint64 base, g
 }
 
 /* The hugetlbfs range of QEMU's guest RAM that holds @page (its huge
- * page's start and size), if it is one */
+ * page's start and size), if it is one, and why it cannot be salvaged
+ * (@refusal, NULL if it can): one read of QEMU's mappings, at a stop */
 static gboolean
-vmce_salvage_huge_range (VmceVm *vm, guint64 page, guint64 *base, guint64 *size)
+vmce_salvage_huge_range (VmceVm *vm, guint64 page, gboolean simulated, guint64 *base, guint64 *size,
+                         gchar **refusal)
 {
   g_autoptr(VmceVmaTable) vmas = NULL;
   const VmceVma *vma;
@@ -796,6 +802,7 @@ vmce_salvage_huge_range (VmceVm *vm, guint64 page, guint64 *base, guint64 *size)
     return FALSE;
   *size = vma->page_size;
   *base = page & ~(*size - 1);
+  *refusal = vmce_salvage_refusal_now (vmce_vma_table_lookup (vmas, *base), *size, simulated);
   return TRUE;
 }
 
@@ -883,13 +890,11 @@ vmce_hugepage_salvage_fault (VmceVm *vm,
    * thread reads a lost 1 GiB page before its AO is delivered (seen: an AR
    * first); those reads wait for the salvage and then read the data kept,
    * instead of reaching the guest as an AR it panics of, or killing QEMU. */
-  if (s != NULL || !salvage || !vmce_salvage_huge_range (vm, page, &base, &size) ||
+  /* a page vmced's simulator took away alone is a 4 KiB error of its own */
+  if (s != NULL || !salvage || (info->si_signo == SIGSEGV && vmce_sim_lost_lsb (vm, page) == 0) ||
+      !vmce_salvage_huge_range (vm, page, info->si_signo == SIGSEGV, &base, &size, &refusal) ||
       g_hash_table_contains (sv->passed, &base) || vmce_hugepage_salvage_knows (vm, base))
     return FALSE;
-  /* a page vmced's simulator took away alone is a 4 KiB error of its own */
-  if (info->si_signo == SIGSEGV && vmce_sim_lost_lsb (vm, page) == 0)
-    return FALSE;
-  refusal = vmce_hugepage_salvage_check (vm, base, size, info->si_signo == SIGSEGV);
   if (refusal != NULL) {
     g_hash_table_add (sv->passed, g_memdup2 (&base, sizeof base));
     return FALSE; /* hugepage-loss.c says why, with the loss */
