@@ -133,6 +133,14 @@ test_config_shipped (void)
   g_assert_no_error (error);
   g_assert_cmpint (config->realtime_priority, ==, 1); /* vmced.service: LimitRTPRIO=1 */
   g_assert_true (config->all_domains);
+  /* what the package installs is what vmced does with no file: a key set
+   * to an old default would quietly override a new one on every host */
+  g_assert_true (config->has_policy);
+  g_assert_cmpint (config->policy, ==, VMCE_POLICY_FORWARD);
+  g_assert_true (config->has_migration);
+  g_assert_cmpint (config->migration, ==, VMCE_MIGRATION_CARRY);
+  g_assert_true (config->has_hugepage);
+  g_assert_cmpint (config->hugepage, ==, VMCE_HUGEPAGE_DEFAULT);
 }
 
 int
