@@ -29,7 +29,7 @@ typedef struct {
   gboolean dirty;
   gboolean closed;
   gint64 last_write_us;
-  gchar *last_error;
+  gchar *last_error; /* the last failure's kind, once said */
   guint n_written;
   VmceMetricsExport *owner;
 } VmceTextfile;
@@ -124,7 +124,10 @@ vmce_textfile_written_cb (GObject *source, GAsyncResult *res, gpointer user_data
   t->writing = FALSE;
   t->last_write_us = g_get_monotonic_time ();
   if (!g_task_propagate_boolean (G_TASK (res), &error)) {
-    if (g_strcmp0 (error->message, t->last_error) != 0)
+    /* (by its kind: GLib's message names the temporary file, new each time) */
+    g_autofree gchar *kind = g_strdup_printf ("%s %d", g_quark_to_string (error->domain), error->code);
+
+    if (g_strcmp0 (kind, t->last_error) != 0)
       g_warning ("metrics: cannot write %s: %s%s; tried again at the next change or in %d s", t->path,
                  error->message,
                  g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT)
@@ -132,7 +135,7 @@ vmce_textfile_written_cb (GObject *source, GAsyncResult *res, gpointer user_data
                      : "",
                  VMCE_METRICS_FILE_RETRY_S);
     g_free (t->last_error);
-    t->last_error = g_strdup (error->message);
+    t->last_error = g_steal_pointer (&kind);
   } else {
     if (t->last_error != NULL)
       g_message ("metrics: %s written again", t->path);

@@ -30,6 +30,15 @@ render_cb (VmceMetricsFormat format, gpointer user_data)
   return g_bytes_new (src->text, strlen (src->text));
 }
 
+/* The main loop for 10 ms, whatever comes */
+static void
+iterate_a_moment (void)
+{
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  g_usleep (10000);
+}
+
 static void
 wait_written (VmceMetricsExport *e, guint n)
 {
@@ -90,8 +99,14 @@ test_export_textfile_missing_dir (void)
                          "metrics: cannot write *vmce.prom*No such file or directory (is prometheus-node-exporter installed?)*");
   g_assert_true (vmce_metrics_export_set_textfile (e, path, &error));
   while (src.renders < 1 || g_get_monotonic_time () < deadline - 4 * G_USEC_PER_SEC)
-    g_main_context_iteration (NULL, FALSE);
+    iterate_a_moment ();
   g_test_assert_expected_messages ();
+  /* again, a second later: no second line (warnings are fatal here) */
+  vmce_metrics_export_changed (e);
+  while (src.renders < 2)
+    g_main_context_iteration (NULL, TRUE);
+  while (g_get_monotonic_time () < deadline - 2 * G_USEC_PER_SEC)
+    iterate_a_moment ();
   g_assert_cmpuint (vmce_metrics_export_get_n_written (e), ==, 0);
   g_assert_cmpint (g_mkdir (sub, 0755), ==, 0);
   g_test_expect_message ("vmce-metrics", G_LOG_LEVEL_MESSAGE, "metrics: *vmce.prom written again");
