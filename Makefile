@@ -250,7 +250,7 @@ campaign: image
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain metrics
 bench: kernels qemus guest-image
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
@@ -268,6 +268,7 @@ bench: kernels qemus guest-image
 	-@run/bench --only migration
 	-@run/bench --only migration --migration-qemu vmce-10.0
 	-@run/bench --only drain
+	-@run/bench --only metrics
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M --paused 192
 	-@run/libvirt/restarts

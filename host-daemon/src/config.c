@@ -15,6 +15,7 @@ static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms",
                                            "salvage-reserve-mb", NULL };
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
 static const gchar *const domain_keys[] = { "policy", "migration", "hugepage", NULL };
+static const gchar *const metrics_keys[] = { "textfile", "listen", NULL };
 
 /* GKeyFile keeps no line numbers: find the group's (or its key's) line in
  * the text, for messages. A key given twice is GKeyFile's last value, so
@@ -253,6 +254,57 @@ vmce_config_load_domain (VmceConfig *self,
   return TRUE;
 }
 
+/* --- [metrics] ------------------------------------------------------------ */
+
+GSocketAddress *
+vmce_config_parse_address (const gchar *text, GError **error)
+{
+  g_autoptr(GSocketConnectable) parsed = NULL;
+  g_autoptr(GInetAddress) ip = NULL;
+  const gchar *colon = strrchr (text, ':');
+  GNetworkAddress *na;
+
+  /* the port is not optional (port 0: any free one); an IPv6 address
+   * takes its brackets then */
+  parsed = g_network_address_parse (text, 0, NULL);
+  na = G_NETWORK_ADDRESS (parsed);
+  if (parsed != NULL)
+    ip = g_inet_address_new_from_string (g_network_address_get_hostname (na));
+  if (ip == NULL || colon == NULL || (strchr (text, ':') != colon && colon[-1] != ']')) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                 "'%s' is not an IP address and port (127.0.0.1:9469, [::1]:9469)", text);
+    return NULL;
+  }
+  return g_inet_socket_address_new (ip, g_network_address_get_port (na));
+}
+
+/* Where the metrics go (metrics-export.h): checked here, so that a typo is
+ * the file's line and not a quiet scrape of nothing */
+static gboolean
+vmce_config_load_metrics (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GSocketAddress) sa = NULL;
+
+  if (!vmce_config_check_keys (kf, lines, self->path, "metrics", metrics_keys, error))
+    return FALSE;
+  self->metrics_textfile = g_key_file_get_string (kf, "metrics", "textfile", NULL);
+  self->metrics_listen = g_key_file_get_string (kf, "metrics", "listen", NULL);
+  if (self->metrics_textfile != NULL &&
+      (!g_path_is_absolute (g_strstrip (self->metrics_textfile)) ||
+       !g_str_has_suffix (self->metrics_textfile, ".prom")))
+    return vmce_config_fail (error, self->path, vmce_config_line_of (lines, "metrics", "textfile"),
+                             "textfile must be an absolute path ending in .prom (node_exporter reads only "
+                             "those), not '%s'", self->metrics_textfile);
+  if (self->metrics_listen != NULL) {
+    sa = vmce_config_parse_address (g_strstrip (self->metrics_listen), &local);
+    if (sa == NULL)
+      return vmce_config_fail (error, self->path, vmce_config_line_of (lines, "metrics", "listen"),
+                               "listen: %s", local->message);
+  }
+  return TRUE;
+}
+
 VmceConfig *
 vmce_config_load (const gchar *path, GError **error)
 {
@@ -289,9 +341,11 @@ vmce_config_load (const gchar *path, GError **error)
       ok = vmce_config_load_libvirt (self, kf, lines, error);
     else if (g_str_has_prefix (groups[i], "domain ") && groups[i][7] != '\0')
       ok = vmce_config_load_domain (self, kf, lines, groups[i], error);
+    else if (g_strcmp0 (groups[i], "metrics") == 0)
+      ok = vmce_config_load_metrics (self, kf, lines, error);
     else
       ok = vmce_config_fail (error, path, vmce_config_line_of (lines, groups[i], NULL),
-                             "unknown group [%s] (known: [vmced], [libvirt], [domain NAME])",
+                             "unknown group [%s] (known: [vmced], [libvirt], [metrics], [domain NAME])",
                              groups[i]);
     if (!ok)
       return NULL;
@@ -351,5 +405,7 @@ vmce_config_free (VmceConfig *self)
   g_clear_pointer (&self->domain_policies, g_hash_table_unref);
   g_clear_pointer (&self->domain_migration, g_hash_table_unref);
   g_clear_pointer (&self->domain_hugepage, g_hash_table_unref);
+  g_free (self->metrics_textfile);
+  g_free (self->metrics_listen);
   g_free (self);
 }

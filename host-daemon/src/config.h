@@ -7,7 +7,7 @@
  */
 #pragma once
 
-#include <glib.h>
+#include <gio/gio.h>
 
 #include "policy.h"
 
@@ -30,6 +30,8 @@ typedef struct {
   GHashTable *domain_policies; /* [domain NAME] policy: name -> VmcePolicy + 1 */
   GHashTable *domain_migration; /* [domain NAME] migration: name -> VmceMigrationPolicy + 1 */
   GHashTable *domain_hugepage;  /* [domain NAME] hugepage: name -> VmceHugepagePolicy + 1 */
+  gchar *metrics_textfile; /* [metrics] textfile, or NULL */
+  gchar *metrics_listen;   /* [metrics] listen, or NULL */
 } VmceConfig;
 
 VmceConfig *vmce_config_load (const gchar *path, GError **error);
@@ -46,3 +48,7 @@ VmceMigrationPolicy vmce_config_migration_for (const VmceConfig *self,
 VmceHugepagePolicy vmce_config_hugepage_for (const VmceConfig *self,
                                              const gchar *name,
                                              VmceHugepagePolicy fallback);
+
+/* "HOST:PORT", HOST an IP address (vmced resolves no names; IPv6 in
+ * brackets): [metrics] listen, --metrics-listen */
+GSocketAddress *vmce_config_parse_address (const gchar *text, GError **error);

@@ -19,6 +19,8 @@
 #include "hugepage-loss.h"
 #include "hugepage-salvage.h"
 #include "log-writer.h"
+#include "metrics.h"
+#include "metrics-export.h"
 #include "migration-guard.h"
 #include "migration-incoming.h"
 #include "poison-index.h"
@@ -62,7 +64,26 @@ struct _VmceDaemon {
   VmceHugepagePolicy hugepage;
   gchar *libvirt_uri; /* libvirt mode's; NULL in direct mode */
   const VmceConfig *config;
+  VmceMetrics *metrics;
+  VmceMetricsExport *export; /* NULL: no metrics asked for */
 };
+
+/* (cheap: it schedules the write, maybe while a QEMU thread waits) */
+static void
+vmce_daemon_metrics_changed (VmceDaemon *self)
+{
+  if (self->export != NULL)
+    vmce_metrics_export_changed (self->export);
+}
+
+static void
+vmce_daemon_journal_error_cb (gpointer journal, gpointer user_data)
+{
+  VmceDaemon *self = user_data;
+
+  vmce_metrics_count_journal_error (self->metrics);
+  vmce_daemon_metrics_changed (self);
+}
 
 /* What vmced knew of poisoned pages before it stopped: a reset after a
  * restart must still replace them (poison-index.h) */
@@ -146,11 +167,13 @@ vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
   self->hugepage = options->hugepage;
   self->start_time_us = g_get_monotonic_time ();
   self->index = vmce_poison_index_new ();
+  self->metrics = vmce_metrics_new (g_get_real_time (), PACKAGE_VERSION);
   if (!vmce_daemon_replay_journal (self, options->journal_path, error))
     return NULL;
   self->journal = vmce_journal_open (options->journal_path, error);
   if (self->journal == NULL)
     return NULL;
+  vmce_journal_set_error_func (self->journal, vmce_daemon_journal_error_cb, self);
   self->control = vmce_control_new (options->socket_path, error);
   if (self->control == NULL)
     return NULL;
@@ -184,9 +207,12 @@ vmce_daemon_free (VmceDaemon *self)
   if (self == NULL)
     return;
   vmce_daemon_shutdown (self);
+  /* (before the journal: its last failure would tell it) */
+  g_clear_pointer (&self->export, vmce_metrics_export_free);
   g_clear_pointer (&self->control, vmce_control_free);
   g_clear_pointer (&self->journal, vmce_journal_free);
   g_clear_pointer (&self->index, vmce_poison_index_free);
+  g_clear_pointer (&self->metrics, vmce_metrics_free);
   g_ptr_array_unref (self->vms);
   g_queue_clear_full (&self->recent, (GDestroyNotify) vmce_recent_record_free);
   g_free (self->libvirt_uri);
@@ -260,6 +286,8 @@ vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
   vmce_daemon_keep_recent (self, json);
   vmce_control_broadcast (self->control, "MEMORY_ERROR", json);
   vmce_daemon_log_memory_error (ev);
+  vmce_metrics_count_error (self->metrics, ev->vm, ev->kind, ev->result);
+  vmce_daemon_metrics_changed (self);
   return json;
 }
 
@@ -269,6 +297,8 @@ vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *record)
   vmce_journal_append (self->journal, record);
   vmce_daemon_keep_recent (self, record);
   vmce_control_broadcast (self->control, event, record);
+  vmce_metrics_count_record (self->metrics, record);
+  vmce_daemon_metrics_changed (self);
 }
 
 static const gchar *
@@ -508,14 +538,21 @@ vmce_daemon_vm_attached (VmceVm *vm, gpointer user_data)
   json_builder_add_value (b, vmce_vm_to_json (vm, VMCE_VM_JSON_LISTS));
   json_builder_end_object (b);
   record = json_builder_get_root (b);
+  /* (before its record: the change that record makes shows it) */
+  vmce_metrics_vm_attached (((VmceDaemon *) user_data)->metrics, vmce_vm_get_name (vm));
   vmce_daemon_emit_record (user_data, "VM_ATTACHED", record);
 }
 
 static void
 vmce_daemon_vm_gone (VmceVm *vm, gboolean was_ready, gboolean exited, gpointer user_data)
 {
-  if (was_ready)
-    vmce_daemon_keep_poisoned (user_data, vm, exited);
+  VmceDaemon *self = user_data;
+
+  if (was_ready) {
+    vmce_metrics_vm_gone (self->metrics, vmce_vm_get_name (vm));
+    vmce_daemon_metrics_changed (self);
+    vmce_daemon_keep_poisoned (self, vm, exited);
+  }
   vmce_migration_guard_on_detach (vm);
   vmce_daemon_remove_vm (user_data, vm);
 }
@@ -749,4 +786,31 @@ vmce_daemon_status_to_json (VmceDaemon *self)
   json_builder_end_array (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);
+}
+
+/* --- metrics (metrics.h) ------------------------------------------------------ */
+
+void
+vmce_daemon_set_metrics_export (VmceDaemon *self, VmceMetricsExport *export)
+{
+  g_clear_pointer (&self->export, vmce_metrics_export_free);
+  self->export = export;
+}
+
+/* The gauges are read now: the poisoned pages of each VM (restored from
+ * the journal at attach, so a restarted vmced shows them again) and of the
+ * QEMUs not watched */
+GBytes *
+vmce_daemon_render_metrics (VmceMetricsFormat format, gpointer user_data)
+{
+  VmceDaemon *self = user_data;
+
+  for (guint i = 0; i < self->vms->len; i++) {
+    VmceVm *vm = g_ptr_array_index (self->vms, i);
+    if (vmce_vm_get_state (vm) == VMCE_VM_READY)
+      vmce_metrics_set_poisoned (self->metrics, vmce_vm_get_name (vm),
+                                 g_hash_table_size (vmce_vm_get_poisoned (vm)));
+  }
+  vmce_metrics_set_poisoned_detached (self->metrics, vmce_poison_index_get_n_pages (self->index));
+  return vmce_metrics_render (self->metrics, format);
 }

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "control.h"
 #include "mce-event.h"
+#include "metrics-export.h"
 #include "vm.h"
 
 typedef struct _VmceDaemon VmceDaemon;
@@ -80,3 +81,10 @@ void vmce_daemon_set_config (VmceDaemon *self, const VmceConfig *config);
 /* The libvirt URI vmced watches (libvirt mode), said in its status */
 void vmce_daemon_set_libvirt_uri (VmceDaemon *self, const gchar *uri);
 JsonNode *vmce_daemon_status_to_json (VmceDaemon *self);
+
+/* Where its metrics go (taken; made with vmce_daemon_render_metrics and
+ * the daemon): told of each change, freed with the daemon */
+void vmce_daemon_set_metrics_export (VmceDaemon *self, VmceMetricsExport *export);
+/* Its metrics now (a VmceMetricsRenderFunc, metrics-export.h: @user_data
+ * is the daemon) */
+GBytes *vmce_daemon_render_metrics (VmceMetricsFormat format, gpointer user_data);

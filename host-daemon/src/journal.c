@@ -47,6 +47,8 @@ struct _VmceJournal {
   guint64 n_appended;
   guint64 n_synced;
   gchar *last_error;
+  GFunc error_func;
+  gpointer error_data;
 };
 
 static void vmce_journal_submit (VmceJournal *self);
@@ -64,6 +66,8 @@ vmce_journal_set_error (VmceJournal *self, const gchar *what, int err)
                "every %u ms", msg, vmce_journal_get_n_held (self), VMCE_JOURNAL_RETRY_MS);
   g_free (self->last_error);
   self->last_error = g_steal_pointer (&msg);
+  if (self->error_func != NULL)
+    self->error_func (self, self->error_data);
 }
 
 static void
@@ -372,4 +376,11 @@ const gchar *
 vmce_journal_get_last_error (VmceJournal *self)
 {
   return self->last_error;
+}
+
+void
+vmce_journal_set_error_func (VmceJournal *self, GFunc func, gpointer user_data)
+{
+  self->error_func = func;
+  self->error_data = user_data;
 }

@@ -29,3 +29,6 @@ guint64 vmce_journal_get_n_held (VmceJournal *self);
 /* Degraded: the last write failed (its error), or NULL; writes are
  * retried, nothing is dropped */
 const gchar *vmce_journal_get_last_error (VmceJournal *self);
+/* Who to tell of each write or sync that fails (each retry too):
+ * func (journal, user_data), in the main loop */
+void vmce_journal_set_error_func (VmceJournal *self, GFunc func, gpointer user_data);

@@ -27,6 +27,7 @@
 #include "daemon.h"
 #include "libvirt-watch.h"
 #include "log-writer.h"
+#include "metrics-export.h"
 #include "hugepage-loss.h"
 #include "hugepage-salvage.h"
 #include "migration-guard.h"
@@ -149,6 +150,8 @@ typedef struct {
   gint inject_gap_ms; /* G_MININT: not given */
   gint realtime_priority; /* G_MININT: not given */
   gint salvage_reserve_mb; /* G_MININT: not given */
+  gchar *metrics_textfile;
+  gchar *metrics_listen;
   gboolean version;
   VmceConfig *config;
   VmcePolicy policy;
@@ -170,6 +173,8 @@ vmced_args_clear (VmcedArgs *a)
   g_free (a->policy_str);
   g_free (a->migration_str);
   g_free (a->hugepage_str);
+  g_free (a->metrics_textfile);
+  g_free (a->metrics_listen);
   g_clear_pointer (&a->config, vmce_config_free);
 }
 
@@ -213,6 +218,10 @@ vmced_parse_command_line (VmcedArgs *a, int *argc, char ***argv, GError **error)
       "as hugepage all (default 256)", "MIB" },
     { "realtime-priority", 0, 0, G_OPTION_ARG_INT, &a->realtime_priority,
       "Run at this SCHED_FIFO priority, 1 to 99 (default 0: normal)", "N" },
+    { "metrics-textfile", 0, 0, G_OPTION_ARG_FILENAME, &a->metrics_textfile,
+      "Write metrics for node_exporter's textfile collector to this *.prom file", "PATH" },
+    { "metrics-listen", 0, 0, G_OPTION_ARG_STRING, &a->metrics_listen,
+      "Serve metrics (GET /metrics) on this IP address and port, e.g. 127.0.0.1:9469", "ADDR:PORT" },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &vmced_verbose, "Log debug messages", NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, &a->version, "Print the version and exit", NULL },
     { NULL },
@@ -256,12 +265,39 @@ vmced_apply_config_file (VmcedArgs *a, GError **error)
     a->migration_str = g_strdup (vmce_migration_policy_to_string (config->migration));
   if (a->hugepage_str == NULL && config->has_hugepage)
     a->hugepage_str = g_strdup (vmce_hugepage_policy_to_string (config->hugepage));
+  if (a->metrics_textfile == NULL)
+    a->metrics_textfile = g_strdup (config->metrics_textfile);
+  if (a->metrics_listen == NULL)
+    a->metrics_listen = g_strdup (config->metrics_listen);
   if (a->connect_uri == NULL && config->uri != NULL) {
     a->connect_uri = g_strdup (config->uri);
     a->connect_from_config = TRUE;
     if (a->domains == NULL && !a->all_domains) {
       a->domains = g_strdupv (config->domains);
       a->all_domains = config->all_domains;
+    }
+  }
+  return TRUE;
+}
+
+/* The metrics' places, as vmced.conf's are checked (config.c) */
+static gboolean
+vmced_check_metrics_args (VmcedArgs *a, GError **error)
+{
+  g_autoptr(GSocketAddress) sa = NULL;
+
+  if (a->metrics_textfile != NULL &&
+      (!g_path_is_absolute (a->metrics_textfile) || !g_str_has_suffix (a->metrics_textfile, ".prom"))) {
+    g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                         "--metrics-textfile must be an absolute path ending in .prom (node_exporter reads "
+                         "only those)");
+    return FALSE;
+  }
+  if (a->metrics_listen != NULL) {
+    sa = vmce_config_parse_address (a->metrics_listen, error);
+    if (sa == NULL) {
+      g_prefix_error (error, "--metrics-listen: ");
+      return FALSE;
     }
   }
   return TRUE;
@@ -306,6 +342,8 @@ vmced_check_args (VmcedArgs *a, GError **error)
                          "--realtime-priority must be 0 (off) or 1 to 99");
     return FALSE;
   }
+  if (!vmced_check_metrics_args (a, error))
+    return FALSE;
   if (a->inject_gap_ms == G_MININT)
     a->inject_gap_ms = VMCE_DEFAULT_INJECT_GAP_MS;
   if (a->inject_gap_ms < 0) {
@@ -379,6 +417,40 @@ vmced_notify (const gchar *state)
   close (fd);
 }
 
+/* Metrics, if asked for (the daemon takes them): neither way stops vmced from starting (an
+ * address in use, a directory missing: one line, and vmced forwards) */
+static VmceMetricsExport *
+vmced_start_metrics (VmcedArgs *a, VmceDaemon *daemon)
+{
+  g_autoptr(VmceMetricsExport) export = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (a->metrics_textfile == NULL && a->metrics_listen == NULL)
+    return NULL;
+  export = vmce_metrics_export_new (vmce_daemon_render_metrics, daemon);
+  if (a->metrics_textfile != NULL && !vmce_metrics_export_set_textfile (export, a->metrics_textfile, &error)) {
+    g_warning ("%s", error->message);
+    g_clear_error (&error);
+  }
+  if (a->metrics_listen != NULL) {
+    if (vmce_metrics_export_listen (export, a->metrics_listen, &error))
+      g_message ("metrics on %s, port %u: GET /metrics", a->metrics_listen,
+                 vmce_metrics_export_get_port (export));
+    else
+      g_warning ("%s; vmced goes on without it", error->message);
+  }
+  return g_steal_pointer (&export);
+}
+
+/* What the process needs before the daemon and its threads are made */
+static void
+vmced_prepare_process (VmcedArgs *a)
+{
+  vmced_set_realtime (a->realtime_priority);
+  vmce_hugepage_salvage_set_reserve ((guint64) a->salvage_reserve_mb << 20);
+  vmced_raise_nofile ();
+}
+
 /* The daemon, until SIGTERM or a required attach fails */
 static int
 vmced_run (VmcedArgs *a, const sigset_t *mask)
@@ -397,15 +469,14 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
   VmcedContext ctx = { 0 };
   int sfd;
 
-  vmced_set_realtime (a->realtime_priority);
-  vmce_hugepage_salvage_set_reserve ((guint64) a->salvage_reserve_mb << 20);
-  vmced_raise_nofile ();
+  vmced_prepare_process (a);
   daemon = vmce_daemon_new (&options, &error);
   if (daemon == NULL) {
     vmce_log_error ("%s", error->message);
     return EXIT_FAILURE;
   }
   vmce_commands_register (vmce_daemon_get_control (daemon), daemon);
+  vmce_daemon_set_metrics_export (daemon, vmced_start_metrics (a, daemon));
 
   sfd = signalfd (-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sfd < 0) {

@@ -111,6 +111,33 @@ test_config_errors (void)
                 "5: policy must be");
 }
 
+/* [metrics]: where the metrics go, checked at load (a typo is a line of
+ * the file, not a scrape that finds nothing) */
+static void
+test_config_metrics (void)
+{
+  g_autofree gchar *path = write_config ("[metrics]\n"
+                                         "textfile = /var/lib/prometheus/node-exporter/vmce.prom\n"
+                                         "listen = [::1]:9469\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
+  g_autoptr(GSocketAddress) sa = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (config->metrics_textfile, ==, "/var/lib/prometheus/node-exporter/vmce.prom");
+  g_assert_cmpstr (config->metrics_listen, ==, "[::1]:9469");
+  sa = vmce_config_parse_address ("127.0.0.1:9469", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (sa)), ==, 9469);
+  g_unlink (path);
+  expect_error ("[metrics]\nport = 9469\n", "2: unknown key 'port' in [metrics] (known: textfile, listen)");
+  expect_error ("[metrics]\n\ntextfile = vmce.prom\n", "3: textfile must be an absolute path ending in .prom");
+  expect_error ("[metrics]\ntextfile = /var/lib/vmce/metrics.txt\n", "2: textfile must be an absolute path");
+  expect_error ("[metrics]\nlisten = localhost:9469\n", "2: listen: 'localhost:9469' is not an IP address");
+  expect_error ("[metrics]\nlisten = 127.0.0.1\n", "2: listen: '127.0.0.1' is not an IP address and port");
+  expect_error ("[metrics]\nlisten = ::1\n", "2: listen: '::1' is not");
+}
+
 static void
 test_config_missing (void)
 {
@@ -149,6 +176,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/config/good", test_config_good);
   g_test_add_func ("/config/errors", test_config_errors);
+  g_test_add_func ("/config/metrics", test_config_metrics);
   g_test_add_func ("/config/missing", test_config_missing);
   g_test_add_func ("/config/shipped", test_config_shipped);
   return g_test_run ();

@@ -153,8 +153,10 @@ def case_install():
     tap.ok(status.startswith("install ok installed"), f"dpkg: {status}")
     missing = [p for p in ("/usr/sbin/vmced", "/usr/bin/vmcectl", "/usr/share/man/man8/vmced.8.gz",
                            "/usr/share/man/man1/vmcectl.1.gz", "/etc/vmce/vmced.conf",
-                           "/lib/systemd/system/vmced.service") if not os.path.exists(host.path(p))]
-    tap.ok(not missing, "vmced in /usr/sbin, vmcectl in /usr/bin, man pages, vmced.conf, the unit",
+                           "/lib/systemd/system/vmced.service", "/usr/share/vmce/prometheus/vmce-alerts.yml")
+               if not os.path.exists(host.path(p))]
+    tap.ok(not missing, "vmced in /usr/sbin, vmcectl in /usr/bin, man pages, vmced.conf, the unit, "
+                        "the alert rules",
            diag=f"missing: {missing}")
     conffiles = sh("dpkg-query", "-W", "-f=${Conffiles}", "vmce", check=False).stdout
     tap.ok("/etc/vmce/vmced.conf" in conffiles, "vmced.conf is a conffile", diag=conffiles)

@@ -288,6 +288,21 @@ def _drain(t, d, how):
           + ", ".join(f"{r['seconds']:.1f}" for r in poisoned) + " s)", how=how)
 
 
+def _metrics(t, d, how):
+    m = d["metrics"]
+    if not m.get("scrape"):
+        t.missing("metrics at 256 VMs: size, scrape time; error to alert firing", how, m.get("why"))
+        return
+    s, om = m["scrape"], m["scrape"]["openmetrics"]
+    scrape = s["prometheus_scrape_ms"]
+    t.row(f"metrics at {m['vms']} VMs: size, Prometheus's scrape (avg) of vmced's endpoint / node_exporter",
+          f"{om['bytes'] / 1024:.0f} KiB, {om['series']} series; {scrape['vmced']['avg']} ms / "
+          f"{scrape['node']['avg']} ms", how=how)
+    a = m["alert"]
+    t.row("error to VmceGuestMemoryError firing at 1 s intervals, endpoint / textfile (median)",
+          f"{a['vmced']['median_s']} s / {a['node']['median_s']} s", how=how)
+
+
 # each part of the bench: its figure file, the command that writes it, what
 # the table says when it is not there, and how it fills its rows
 PARTS = [
@@ -320,6 +335,8 @@ PARTS = [
     ("migration-vmce-10.0", "run/bench --only migration --migration-qemu vmce-10.0",
      "live migration with poisoned pages over none, vmce-10.0", _migration),
     ("drain", "run/bench --only drain", "drain of a libvirt host of 8 guests, 2 poisoned", _drain),
+    ("metrics", "run/bench --only metrics", "metrics at 256 VMs: size, scrape time; error to alert firing",
+     _metrics),
 ]
 
 
