@@ -30,6 +30,8 @@ typedef struct {
   GHashTable *domain_policies; /* [domain NAME] policy: name -> VmcePolicy + 1 */
   GHashTable *domain_migration; /* [domain NAME] migration: name -> VmceMigrationPolicy + 1 */
   GHashTable *domain_hugepage;  /* [domain NAME] hugepage: name -> VmceHugepagePolicy + 1 */
+  gchar **attach_sockets;   /* [attach] sockets: absolute patterns, or NULL */
+  gint attach_greeting_ms;  /* [attach] greeting-ms, or -1 */
 } VmceConfig;
 
 VmceConfig *vmce_config_load (const gchar *path, GError **error);

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "attach-watch.h"
 #include "commands.h"
 #include "config.h"
 #include "daemon.h"
@@ -47,6 +48,7 @@ typedef struct {
   VmceMigrationPolicy cli_migration;
   VmceHugepagePolicy cli_hugepage;
   VmceLibvirtWatch *libvirt_watch;
+  VmceAttachWatch *attach_watch; /* [attach], or NULL */
 } VmcedContext;
 
 /* SIGHUP: the config file again. A file with errors is refused whole (one
@@ -126,6 +128,45 @@ vmced_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
       g_main_loop_quit (ctx->loop);
     }
   }
+}
+
+/* An [attach] socket's QEMU attached: its policy by the name QEMU gave */
+static void
+vmced_attach_found_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (ctx->daemon, res, NULL);
+
+  /* (if not, the daemon journaled and said why) */
+  if (vm != NULL)
+    vmce_vm_set_policy (vm, vmce_config_policy_for (ctx->config, vmce_vm_get_name (vm), ctx->cli_policy));
+}
+
+static void
+vmced_attach_found (const gchar *path, GSocket *socket, pid_t pid, const GError *error, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+
+  if (error != NULL) {
+    vmce_daemon_attach_failed (ctx->daemon, pid, error);
+    return;
+  }
+  vmce_daemon_attach_socket_async (ctx->daemon, pid, socket, path, ctx->cli_policy, vmced_attach_found_cb, ctx);
+}
+
+/* [attach]'s sockets: those there now, and each one made from now on. A
+ * restarted vmced finds its QEMUs again this way. */
+static void
+vmced_start_attach_watch (VmcedContext *ctx)
+{
+  g_autoptr(GError) error = NULL;
+  guint greeting_ms = ctx->config->attach_greeting_ms > 0 ? (guint) ctx->config->attach_greeting_ms
+                                                          : VMCE_ATTACH_GREETING_MS;
+
+  ctx->attach_watch = vmce_attach_watch_new ((const gchar *const *) ctx->config->attach_sockets,
+                                             greeting_ms, vmced_attach_found, ctx, &error);
+  if (ctx->attach_watch == NULL)
+    g_warning ("%s", error->message);
 }
 
 /* What the command line (and, where it says nothing, the config file) asks */
@@ -448,9 +489,12 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     vmce_daemon_set_libvirt_uri (daemon, a->connect_uri);
     ctx.libvirt_watch = libvirt_watch;
   }
+  if (ctx.config != NULL && ctx.config->attach_sockets != NULL)
+    vmced_start_attach_watch (&ctx);
   vmced_notify ("READY=1");
   g_main_loop_run (loop);
   vmced_notify ("STOPPING=1");
+  g_clear_pointer (&ctx.attach_watch, vmce_attach_watch_free);
   ctx.libvirt_watch = NULL;
   g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
   g_clear_pointer (&ctx.config, vmce_config_free);

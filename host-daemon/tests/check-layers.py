@@ -15,7 +15,8 @@ LAYERS = [
     ("base", "page policy error json-util mce-encode mce-event decision poison-set poison-xml proc-info "
              "proc-maps line-socket config log-writer"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
-                 "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client"),
+                 "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client "
+                 "attach-watch"),
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison vcpu-hold qemu-hwpoison"),
