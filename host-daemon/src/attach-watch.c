@@ -24,10 +24,19 @@
  * to try it again until the greeting's time is up */
 #define VMCE_PROBE_RETRY_MS 20
 
+/* one more look for a greeting, when the connection QEMU accepted may be
+ * this probe's own */
+#define VMCE_PROBE_GRACE_MS 100
+/* QEMU's monitor flags in /proc/net/unix: a listening socket */
+#define VMCE_SO_ACCEPTCON 0x10000
+
 typedef struct {
   gchar *path;
   guint greeting_ms;
   gint64 deadline_us;
+  guint startup_ms;
+  gint64 startup_deadline_us;
+  gboolean grace;
   GSocket *socket;
   pid_t pid;
   GSource *wait; /* what the probe waits on: one at a time */
@@ -130,6 +139,83 @@ vmce_probe_check_greeting (VmceProbe *p, const gchar *buf, gssize n, GError **er
 }
 
 static gboolean
+vmce_probe_same_file (const gchar *a, const gchar *b)
+{
+  g_autofree gchar *base_a = g_path_get_basename (a);
+  g_autofree gchar *base_b = g_path_get_basename (b);
+  g_autofree gchar *dir_a = NULL;
+  g_autofree gchar *dir_b = NULL;
+  g_autofree gchar *real_a = NULL;
+  g_autofree gchar *real_b = NULL;
+
+  if (g_strcmp0 (base_a, base_b) != 0)
+    return FALSE;
+  /* /var/run is /run on Debian: the directories as the kernel sees them */
+  dir_a = g_path_get_dirname (a);
+  dir_b = g_path_get_dirname (b);
+  real_a = realpath (dir_a, NULL);
+  real_b = realpath (dir_b, NULL);
+  return real_a != NULL && g_strcmp0 (real_a, real_b) == 0;
+}
+
+/* How many connections the server at @path has accepted and still holds
+ * (/proc/net/unix: an accepted socket carries its listener's path), -1 if
+ * that cannot be read. None means QEMU is still starting (its main loop,
+ * which accepts, runs once the machine is built), so a connection queued
+ * now is the first it will serve */
+static gint
+vmce_probe_accepted (const gchar *path)
+{
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  gint n = 0;
+
+  if (!g_file_get_contents ("/proc/net/unix", &text, NULL, NULL))
+    return -1;
+  lines = g_strsplit (text, "\n", -1);
+  /* Num RefCount Protocol Flags Type St Inode Path */
+  for (guint i = 1; lines[i] != NULL; i++) {
+    g_auto(GStrv) f = g_strsplit (lines[i], " ", 8);
+
+    if (g_strv_length (f) < 8 || f[7][0] != '/')
+      continue;
+    if ((g_ascii_strtoull (f[3], NULL, 16) & VMCE_SO_ACCEPTCON) == 0 && g_strcmp0 (f[5], "03") == 0 &&
+        vmce_probe_same_file (f[7], path))
+      n++;
+  }
+  return n;
+}
+
+/* The greeting's time is up. FALSE: wait on (QEMU has accepted no one yet,
+ * or the one it accepted may be this probe); TRUE with @error: give up */
+static gboolean
+vmce_probe_give_up (VmceProbe *p, GError **error)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint accepted = vmce_probe_accepted (p->path);
+
+  if (accepted == 0 && now < p->startup_deadline_us) {
+    p->deadline_us = MIN (now + (gint64) p->greeting_ms * 1000, p->startup_deadline_us);
+    return FALSE;
+  }
+  if (accepted > 0 && !p->grace) {
+    p->grace = TRUE;
+    p->deadline_us = now + VMCE_PROBE_GRACE_MS * 1000;
+    return FALSE;
+  }
+  if (accepted == 0)
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_TIMEOUT,
+                 "%s: no QMP greeting, and in %.1f s it accepted no connection: its main loop does not "
+                 "run (a QEMU still starting, or hung)", p->path, p->startup_ms / 1000.0);
+  else
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_BUSY,
+                 "%s: no QMP greeting within %u ms: held by another client (QEMU serves one at a "
+                 "time), or not QEMU's monitor; vmced let it go and tries again when it is created "
+                 "anew or named by `vmcectl attach --qmp`", p->path, p->greeting_ms);
+  return TRUE;
+}
+
+static gboolean
 vmce_probe_readable_cb (gint fd, GIOCondition condition, gpointer user_data)
 {
   GTask *task = user_data;
@@ -147,11 +233,10 @@ vmce_probe_readable_cb (gint fd, GIOCondition condition, gpointer user_data)
    * call a deadline readable, and mark the socket timed out for its next
    * user: hence a plain fd source) */
   if (condition == 0 && g_get_monotonic_time () >= p->deadline_us) {
-    vmce_probe_fail (task, g_error_new (VMCE_ERROR, VMCE_ERROR_BUSY,
-                                        "%s: no QMP greeting within %u ms: held by another client "
-                                        "(QEMU serves one at a time), or not QEMU's monitor; "
-                                        "vmced let it go and tries again when it is created anew "
-                                        "or named by `vmcectl attach --qmp`", p->path, p->greeting_ms));
+    if (vmce_probe_give_up (p, &error))
+      vmce_probe_fail (task, error);
+    else
+      vmce_probe_wait_greeting (task);
     return G_SOURCE_REMOVE;
   }
   n = recv (fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
@@ -247,6 +332,7 @@ vmce_probe_connect (GTask *task)
 static void
 vmce_attach_probe_start (const gchar *path,
                          guint greeting_ms,
+                         guint startup_ms,
                          GCancellable *cancellable,
                          GAsyncReadyCallback callback,
                          gpointer user_data)
@@ -256,7 +342,9 @@ vmce_attach_probe_start (const gchar *path,
 
   p->path = g_strdup (path);
   p->greeting_ms = greeting_ms;
+  p->startup_ms = MAX (startup_ms, greeting_ms);
   p->deadline_us = g_get_monotonic_time () + (gint64) greeting_ms * 1000;
+  p->startup_deadline_us = g_get_monotonic_time () + (gint64) p->startup_ms * 1000;
   p->cancellable = cancellable != NULL ? g_object_ref (cancellable) : NULL;
   g_task_set_task_data (task, p, (GDestroyNotify) vmce_probe_free);
   g_task_set_source_tag (task, vmce_attach_probe_async);
@@ -266,10 +354,11 @@ vmce_attach_probe_start (const gchar *path,
 void
 vmce_attach_probe_async (const gchar *path,
                          guint greeting_ms,
+                         guint startup_ms,
                          GAsyncReadyCallback callback,
                          gpointer user_data)
 {
-  vmce_attach_probe_start (path, greeting_ms, NULL, callback, user_data);
+  vmce_attach_probe_start (path, greeting_ms, startup_ms, NULL, callback, user_data);
 }
 
 GSocket *
@@ -294,6 +383,7 @@ typedef struct {
 struct _VmceAttachWatch {
   GPtrArray *dirs; /* VmceWatchDir */
   guint greeting_ms;
+  guint startup_ms;
   VmceAttachFound found;
   gpointer user_data;
   /* probes under way end with the watch */
@@ -350,7 +440,8 @@ vmce_watch_probe (VmceAttachWatch *self, const gchar *path)
   wp->watch = self;
   wp->path = g_strdup (path);
   g_debug ("probing %s", path);
-  vmce_attach_probe_start (path, self->greeting_ms, self->cancellable, vmce_watch_probe_cb, wp);
+  vmce_attach_probe_start (path, self->greeting_ms, self->startup_ms, self->cancellable,
+                           vmce_watch_probe_cb, wp);
 }
 
 static void
@@ -445,6 +536,7 @@ vmce_watch_dir_scan (VmceAttachWatch *self, VmceWatchDir *d)
 VmceAttachWatch *
 vmce_attach_watch_new (const gchar *const *patterns,
                        guint greeting_ms,
+                       guint startup_ms,
                        VmceAttachFound found,
                        gpointer user_data,
                        GError **error)
@@ -453,6 +545,7 @@ vmce_attach_watch_new (const gchar *const *patterns,
 
   self->dirs = g_ptr_array_new_with_free_func ((GDestroyNotify) vmce_watch_dir_free);
   self->greeting_ms = greeting_ms;
+  self->startup_ms = startup_ms;
   self->found = found;
   self->user_data = user_data;
   self->cancellable = g_cancellable_new ();

@@ -5,9 +5,12 @@
  *
  * QEMU serves one client per monitor socket: a second connection waits in
  * the kernel's backlog, greeted only once the first client leaves, and
- * then owns the monitor. So a probe never waits in that queue: no greeting
- * within a short time and it closes its connection, saying the socket is
- * held by another client.
+ * then owns the monitor. So a probe never waits in that queue behind
+ * another client: no greeting within a short time while QEMU has accepted
+ * a connection, and it closes its own, saying the socket is held by
+ * another client. A QEMU that has accepted none is still starting (it
+ * accepts once its main loop runs, after the machine is built): the probe
+ * is first in its queue, and waits on for its greeting.
  *
  * Copyright (C) 2026 The vmce authors
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -19,14 +22,19 @@
 #include <gio/gio.h>
 
 #define VMCE_ATTACH_GREETING_MS 1000
+/* how long a QEMU that accepts no connection may take to start */
+#define VMCE_ATTACH_STARTUP_MS 60000
 
-/* Connects to @path and waits up to @greeting_ms for QMP's greeting, read
- * with MSG_PEEK so that the QMP client reads it again. Errors (VMCE_ERROR):
- * BUSY held by another client (no greeting in time, or its queue full);
+/* Connects to @path and waits up to @greeting_ms for QMP's greeting (up to
+ * @startup_ms while the server has accepted no connection), read with
+ * MSG_PEEK so that the QMP client reads it again. Errors (VMCE_ERROR): BUSY
+ * held by another client (no greeting in time, or its queue full);
  * INVALID_PARAMETER not a socket, or not QMP (something else said, or the
- * connection closed); NOT_FOUND no such file, or nothing listens */
+ * connection closed); NOT_FOUND no such file, or nothing listens; TIMEOUT
+ * no connection accepted in @startup_ms */
 void vmce_attach_probe_async (const gchar *path,
                               guint greeting_ms,
+                              guint startup_ms,
                               GAsyncReadyCallback callback,
                               gpointer user_data);
 /* The connected socket, the greeting unread; @pid: the peer's process
@@ -49,6 +57,7 @@ typedef struct _VmceAttachWatch VmceAttachWatch;
  * called once per probe. A pattern that matches nothing is said once. */
 VmceAttachWatch *vmce_attach_watch_new (const gchar *const *patterns,
                                         guint greeting_ms,
+                                        guint startup_ms,
                                         VmceAttachFound found,
                                         gpointer user_data,
                                         GError **error);

@@ -164,7 +164,8 @@ vmced_start_attach_watch (VmcedContext *ctx)
                                                           : VMCE_ATTACH_GREETING_MS;
 
   ctx->attach_watch = vmce_attach_watch_new ((const gchar *const *) ctx->config->attach_sockets,
-                                             greeting_ms, vmced_attach_found, ctx, &error);
+                                             greeting_ms, VMCE_ATTACH_STARTUP_MS, vmced_attach_found, ctx,
+                                             &error);
   if (ctx->attach_watch == NULL)
     g_warning ("%s", error->message);
 }

@@ -1,8 +1,9 @@
 /*
  * [attach]'s probe and watch against sockets of this process: a monitor
- * that greets (at once, or in two writes), one that never accepts (held:
- * its client is elsewhere), one that says something else, one that closes,
- * a file, a socket nobody listens on; the watch's first scan, a socket made
+ * that greets (at once, or in two writes, or only after a while accepting
+ * no one, as a QEMU still starting), one held by another client, one that
+ * never accepts, one that says something else, one that closes, a file, a
+ * socket nobody listens on; the watch's first scan, a socket made
  * later in a directory it made, a name that does not match, and the watch
  * freed while a probe waits.
  *
@@ -20,13 +21,17 @@
 
 #define GREETING "{\"QMP\": {\"version\": {}, \"capabilities\": []}}\r\n"
 
-typedef enum { SERVE_GREET, SERVE_GREET_SPLIT, SERVE_OTHER, SERVE_CLOSE, SERVE_NOTHING } Serve;
+/* SERVE_HELD accepts one client (the test's own) and then no more, as QEMU
+ * while another client has its monitor; SERVE_NOTHING accepts none, as a
+ * QEMU still starting */
+typedef enum { SERVE_GREET, SERVE_GREET_SPLIT, SERVE_OTHER, SERVE_CLOSE, SERVE_HELD, SERVE_NOTHING } Serve;
 
 typedef struct {
   int fd;
   Serve serve;
   guint source;
   GPtrArray *conns; /* fds accepted, kept open */
+  int holder;       /* SERVE_HELD: the client it holds */
 } Server;
 
 static gboolean
@@ -59,11 +64,25 @@ accept_cb (gint fd, GIOCondition cond, gpointer user_data)
     return G_SOURCE_CONTINUE;
   }
   g_ptr_array_add (s->conns, GINT_TO_POINTER (conn));
+  if (s->serve == SERVE_HELD) {
+    s->source = 0;
+    return G_SOURCE_REMOVE;
+  }
   return G_SOURCE_CONTINUE;
 }
 
-/* A listening socket at @path; SERVE_NOTHING never accepts (as QEMU while
- * another client has its monitor) */
+static int
+connect_to (const gchar *path)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_strlcpy (sa.sun_path, path, sizeof sa.sun_path);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &sa, sizeof sa), ==, 0);
+  return fd;
+}
+
+/* A listening socket at @path, serving as @serve says */
 static Server *
 server_new (const gchar *path, Serve serve)
 {
@@ -78,6 +97,11 @@ server_new (const gchar *path, Serve serve)
   s->conns = g_ptr_array_new ();
   if (serve != SERVE_NOTHING)
     s->source = g_unix_fd_add (s->fd, G_IO_IN, accept_cb, s);
+  if (serve == SERVE_HELD) {
+    s->holder = connect_to (path);
+    while (s->conns->len == 0)
+      g_main_context_iteration (NULL, TRUE);
+  }
   return s;
 }
 
@@ -89,6 +113,8 @@ server_free (Server *s)
   g_ptr_array_unref (s->conns);
   g_clear_handle_id (&s->source, g_source_remove);
   close (s->fd);
+  if (s->holder > 0)
+    close (s->holder);
   g_free (s);
 }
 
@@ -109,10 +135,19 @@ probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+probe_with (const gchar *path, guint startup_ms, Probed *p)
+{
+  memset (p, 0, sizeof *p);
+  vmce_attach_probe_async (path, 100, startup_ms, probed_cb, p);
+  while (!p->done)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static void
 probe (const gchar *path, Probed *p)
 {
   memset (p, 0, sizeof *p);
-  vmce_attach_probe_async (path, 300, probed_cb, p);
+  vmce_attach_probe_async (path, 300, 300, probed_cb, p);
   while (!p->done)
     g_main_context_iteration (NULL, TRUE);
 }
@@ -173,7 +208,39 @@ probe_fails (const gchar *leaf, gint serve, VmceErrorCode code, const gchar *wor
 static void
 test_probe_held (void)
 {
-  probe_fails ("held.sock", SERVE_NOTHING, VMCE_ERROR_BUSY, "held by another client");
+  probe_fails ("held.sock", SERVE_HELD, VMCE_ERROR_BUSY, "held by another client");
+  /* and one that accepts no one for longer than a QEMU may take to start */
+  probe_fails ("hung.sock", SERVE_NOTHING, VMCE_ERROR_TIMEOUT, "accepted no connection");
+}
+
+static gboolean
+start_serving_cb (gpointer user_data)
+{
+  Server *s = user_data;
+
+  s->serve = SERVE_GREET;
+  s->source = g_unix_fd_add (s->fd, G_IO_IN, accept_cb, s);
+  return G_SOURCE_REMOVE;
+}
+
+/* a QEMU still building its machine accepts no one for a while: the probe,
+ * first in its queue, waits past the greeting's time for it */
+static void
+test_probe_starting (void)
+{
+  g_autofree gchar *dir = g_dir_make_tmp ("attach-XXXXXX", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "starting.sock", NULL);
+  Server *s = server_new (path, SERVE_NOTHING);
+  Probed p;
+
+  g_timeout_add (400, start_serving_cb, s);
+  probe_with (path, 5000, &p);
+  g_assert_no_error (p.error);
+  g_assert_nonnull (p.socket);
+  g_object_unref (p.socket);
+  server_free (s);
+  g_unlink (path);
+  g_rmdir (dir);
 }
 
 static void
@@ -235,7 +302,7 @@ test_watch (void)
   g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
   sa = server_new (a, SERVE_GREET);
   g_test_expect_message ("vmce-attach", G_LOG_LEVEL_MESSAGE, "*nothing matches */none/*.sock yet*");
-  watch = vmce_attach_watch_new (patterns, 300, found_cb, &f, &error);
+  watch = vmce_attach_watch_new (patterns, 300, 300, found_cb, &f, &error);
   g_assert_no_error (error);
   g_test_assert_expected_messages ();
   /* the directory of a pattern that matched nothing is made, to be watched */
@@ -271,7 +338,7 @@ test_watch_freed_while_probing (void)
   const gchar *patterns[] = { pattern, NULL };
   Found f = { g_ptr_array_new_with_free_func (g_free) };
   Server *s = server_new (held, SERVE_NOTHING);
-  VmceAttachWatch *watch = vmce_attach_watch_new (patterns, 5000, found_cb, &f, NULL);
+  VmceAttachWatch *watch = vmce_attach_watch_new (patterns, 5000, 5000, found_cb, &f, NULL);
   gint64 until = g_get_monotonic_time () + 100 * 1000;
 
   while (g_get_monotonic_time () < until)
@@ -295,6 +362,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/attach-watch/probe/greeted-in-two-writes", GINT_TO_POINTER (SERVE_GREET_SPLIT),
                         test_probe_greeted);
   g_test_add_func ("/attach-watch/probe/held", test_probe_held);
+  g_test_add_func ("/attach-watch/probe/starting", test_probe_starting);
   g_test_add_func ("/attach-watch/probe/not-qmp", test_probe_not_qmp);
   g_test_add_func ("/attach-watch/probe/nothing-there", test_probe_nothing_there);
   g_test_add_func ("/attach-watch/watch", test_watch);
