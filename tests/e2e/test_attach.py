@@ -36,7 +36,7 @@ root = os.path.join(work, "root")  # stands for / on the Proxmox host
 qemu_server = os.path.join(root, "var", "run", "qemu-server")
 vmce_qmp = os.path.join(root, "run", "vmce", "qmp")
 bad_dir = os.path.join(root, "bad")
-for d in (qemu_server, vmce_qmp, bad_dir):
+for d in (qemu_server, bad_dir):
     os.makedirs(d, exist_ok=True)
 mgmt_path = os.path.join(qemu_server, f"{VMID}.qmp")
 vmce_path = os.path.join(vmce_qmp, f"{VMID}.sock")
@@ -130,8 +130,20 @@ def attach_failed():
             if r["type"] == "attach-failed"}
 
 
+HOOK = os.path.join(paths.ROOT, "host-daemon", "data", "proxmox", "vmce-hook.sh")
+
+
+def hook(phase):
+    """The hookscript the package ships, as Proxmox VE calls it"""
+    return subprocess.run([HOOK, VMID, phase], env={**os.environ, "VMCE_QMP_DIR": vmce_qmp},
+                          capture_output=True, text=True, timeout=10)
+
+
 def case_attached_as_it_appears():
     global holder, daemon, vm
+    res = hook("pre-start")
+    tap.ok(res.returncode == 0 and os.path.isdir(vmce_qmp) and (os.stat(vmce_qmp).st_mode & 0o777) == 0o700,
+           "the hookscript's pre-start made the socket directory, 0700", diag=res.stderr)
     daemon = Vmced(work, ["--config", conf])
     vm = start_qemu()
     # qemu-server's own client, on the management socket
