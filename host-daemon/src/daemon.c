@@ -651,11 +651,13 @@ vmce_daemon_attach_socket_async (VmceDaemon *self,
                                  pid_t pid,
                                  GSocket *qmp_socket,
                                  const gchar *qmp_path,
+                                 const gchar *name,
+                                 const gchar *agent_path,
                                  VmcePolicy policy,
                                  GAsyncReadyCallback callback,
                                  gpointer user_data)
 {
-  VmceVm *vm = vmce_daemon_new_vm (self, pid, qmp_path, NULL, NULL, policy);
+  VmceVm *vm = vmce_daemon_new_vm (self, pid, qmp_path, name, agent_path, policy);
 
   vmce_vm_set_monitor (vm, qmp_socket, NULL, NULL);
   vmce_daemon_attach_vm (self, vm, callback, user_data);

@@ -58,11 +58,13 @@ void vmce_daemon_attach_domain_async (VmceDaemon *self,
                                       GAsyncReadyCallback callback,
                                       gpointer user_data);
 /* A QMP socket vmced connected itself (attach-watch.c's probe: the
- * greeting unread), @qmp_path where it lives; the name from QEMU */
+ * greeting unread), @qmp_path where it lives; @name NULL: QEMU's own */
 void vmce_daemon_attach_socket_async (VmceDaemon *self,
                                       pid_t pid,
                                       GSocket *qmp_socket,
                                       const gchar *qmp_path,
+                                      const gchar *name,
+                                      const gchar *agent_path,
                                       VmcePolicy policy,
                                       GAsyncReadyCallback callback,
                                       gpointer user_data);

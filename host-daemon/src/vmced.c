@@ -151,7 +151,8 @@ vmced_attach_found (const gchar *path, GSocket *socket, pid_t pid, const GError 
     vmce_daemon_attach_failed (ctx->daemon, pid, error);
     return;
   }
-  vmce_daemon_attach_socket_async (ctx->daemon, pid, socket, path, ctx->cli_policy, vmced_attach_found_cb, ctx);
+  vmce_daemon_attach_socket_async (ctx->daemon, pid, socket, path, NULL, NULL, ctx->cli_policy,
+                                   vmced_attach_found_cb, ctx);
 }
 
 /* [attach]'s sockets: those there now, and each one made from now on. A

@@ -10,8 +10,8 @@ every case, in order: the QEMU attached as its socket appears, a simulated
 error forwarded into a guest process, the management client still
 answered; bad input (a socket that is not QMP, a file, a pattern that
 matches nothing); vmced restarted, attached again by itself, and told to
-watch the held management socket too: 'held by another client', and not
-taken once its holder leaves.
+watch the held management socket too: 'held by another client' (and by
+`vmcectl attach --qmp` with no pid), and not taken once its holder leaves.
 """
 import os
 import socket
@@ -194,6 +194,10 @@ def case_restart():
            "the held management socket: 'held by another client'", diag=daemon.log_text())
     tap.eq(sum(1 for line in daemon.log_text().splitlines() if "held by another client" in line), 1,
            "said once, in one line")
+    # asked by hand, with no pid: probed the same way, refused in one line
+    res = daemon.ctl("attach", "--qmp", mgmt_path, check=False)
+    tap.ok(res.returncode != 0 and "held by another client" in res.stderr and len(res.stderr.splitlines()) == 1,
+           "`vmcectl attach --qmp` on the held socket: one line, 'held by another client'", diag=res.stderr)
     tap.eq(holder.execute("query-status")["status"], "running", "the management client is still answered")
 
 
