@@ -27,7 +27,7 @@
 /* one more look for a greeting, when the connection QEMU accepted may be
  * this probe's own */
 #define VMCE_PROBE_GRACE_MS 100
-/* QEMU's monitor flags in /proc/net/unix: a listening socket */
+/* __SO_ACCEPTCON in /proc/net/unix's Flags: a listening socket */
 #define VMCE_SO_ACCEPTCON 0x10000
 
 typedef struct {
@@ -386,6 +386,10 @@ struct _VmceAttachWatch {
   guint startup_ms;
   VmceAttachFound found;
   gpointer user_data;
+  /* the paths being probed: a socket made during the first scan is seen
+   * by it and by the monitor, and a second probe would wait behind the
+   * first's connection, "held" by vmced itself */
+  GHashTable *probing;
   /* probes under way end with the watch */
   GCancellable *cancellable;
 };
@@ -425,9 +429,11 @@ vmce_watch_probe_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   pid_t pid = 0;
   g_autoptr(GSocket) socket = vmce_attach_probe_finish (res, &pid, &error);
 
-  /* the watch is gone */
-  if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+  /* (cancelled: the watch is gone) */
+  if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+    g_hash_table_remove (wp->watch->probing, wp->path);
     wp->watch->found (wp->path, socket, pid, error, wp->watch->user_data);
+  }
   g_free (wp->path);
   g_free (wp);
 }
@@ -435,8 +441,11 @@ vmce_watch_probe_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 vmce_watch_probe (VmceAttachWatch *self, const gchar *path)
 {
-  VmceWatchProbe *wp = g_new0 (VmceWatchProbe, 1);
+  VmceWatchProbe *wp;
 
+  if (!g_hash_table_add (self->probing, g_strdup (path)))
+    return;
+  wp = g_new0 (VmceWatchProbe, 1);
   wp->watch = self;
   wp->path = g_strdup (path);
   g_debug ("probing %s", path);
@@ -549,6 +558,7 @@ vmce_attach_watch_new (const gchar *const *patterns,
   self->found = found;
   self->user_data = user_data;
   self->cancellable = g_cancellable_new ();
+  self->probing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 0; patterns != NULL && patterns[i] != NULL; i++) {
     g_autofree gchar *dir = g_path_get_dirname (patterns[i]);
     g_autofree gchar *glob = g_path_get_basename (patterns[i]);
@@ -561,7 +571,7 @@ vmce_attach_watch_new (const gchar *const *patterns,
     g_ptr_array_add (vmce_watch_dir_get (self, dir)->globs, g_steal_pointer (&glob));
   }
   /* watching first: a socket made during the scan is seen by one or both
-   * (a second probe of one QEMU is refused by the daemon as a duplicate) */
+   * (probed once) */
   for (guint i = 0; i < self->dirs->len; i++) {
     VmceWatchDir *d = g_ptr_array_index (self->dirs, i);
     if (vmce_watch_dir_start (d, self->cancellable))
@@ -579,5 +589,6 @@ vmce_attach_watch_free (VmceAttachWatch *self)
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
   g_ptr_array_unref (self->dirs);
+  g_hash_table_unref (self->probing);
   g_free (self);
 }

@@ -161,9 +161,12 @@ static void
 vmced_start_attach_watch (VmcedContext *ctx)
 {
   g_autoptr(GError) error = NULL;
-  guint greeting_ms = ctx->config->attach_greeting_ms > 0 ? (guint) ctx->config->attach_greeting_ms
-                                                          : VMCE_ATTACH_GREETING_MS;
+  guint greeting_ms;
 
+  if (ctx->config == NULL || ctx->config->attach_sockets == NULL)
+    return;
+  greeting_ms = ctx->config->attach_greeting_ms > 0 ? (guint) ctx->config->attach_greeting_ms
+                                                    : VMCE_ATTACH_GREETING_MS;
   ctx->attach_watch = vmce_attach_watch_new ((const gchar *const *) ctx->config->attach_sockets,
                                              greeting_ms, VMCE_ATTACH_STARTUP_MS, vmced_attach_found, ctx,
                                              &error);
@@ -422,6 +425,21 @@ vmced_notify (const gchar *state)
   close (fd);
 }
 
+/* What the main loop's callbacks share: @a's config is taken */
+static void
+vmced_context_init (VmcedContext *ctx, VmcedArgs *a, GMainLoop *loop, VmceDaemon *daemon)
+{
+  ctx->loop = loop;
+  ctx->daemon = daemon;
+  ctx->exit_status = EXIT_SUCCESS;
+  ctx->config_path = a->config_path;
+  ctx->config = g_steal_pointer (&a->config);
+  ctx->cli_policy = a->policy;
+  ctx->cli_migration = a->migration;
+  ctx->cli_hugepage = a->hugepage;
+  vmce_daemon_set_config (daemon, ctx->config);
+}
+
 /* The daemon, until SIGTERM or a required attach fails */
 static int
 vmced_run (VmcedArgs *a, const sigset_t *mask)
@@ -456,15 +474,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     return EXIT_FAILURE;
   }
   loop = g_main_loop_new (NULL, FALSE);
-  ctx.loop = loop;
-  ctx.daemon = daemon;
-  ctx.exit_status = EXIT_SUCCESS;
-  ctx.config_path = a->config_path;
-  ctx.config = g_steal_pointer (&a->config);
-  ctx.cli_policy = a->policy;
-  ctx.cli_migration = a->migration;
-  ctx.cli_hugepage = a->hugepage;
-  vmce_daemon_set_config (daemon, ctx.config);
+  vmced_context_init (&ctx, a, loop, daemon);
   /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
    * SIG_IPI, say) waits for us, monitor answers and clients do not */
   g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
@@ -491,8 +501,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     vmce_daemon_set_libvirt_uri (daemon, a->connect_uri);
     ctx.libvirt_watch = libvirt_watch;
   }
-  if (ctx.config != NULL && ctx.config->attach_sockets != NULL)
-    vmced_start_attach_watch (&ctx);
+  vmced_start_attach_watch (&ctx);
   vmced_notify ("READY=1");
   g_main_loop_run (loop);
   vmced_notify ("STOPPING=1");
