@@ -266,7 +266,7 @@ vmce_cmd_attach_probed_cb (GObject *source, GAsyncResult *res, gpointer user_dat
   g_autoptr(GSocket) socket = vmce_attach_probe_finish (res, &pid, &error);
 
   if (socket == NULL) {
-    vmce_daemon_attach_failed (p->daemon, pid, error);
+    vmce_daemon_attach_failed (p->daemon, pid, "attach (no pid)", error);
     vmce_control_request_error_literal (p->req, error);
   } else {
     vmce_daemon_attach_socket_async (p->daemon, pid, socket, p->qmp, p->name, p->agent, p->policy,

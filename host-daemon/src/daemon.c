@@ -353,10 +353,9 @@ vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *e
 }
 
 void
-vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const GError *error)
+vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const gchar *who, const GError *error)
 {
-  /* @error names the socket already */
-  vmce_daemon_journal_attach_failed_as (self, NULL, pid, "[attach]", error);
+  vmce_daemon_journal_attach_failed_as (self, NULL, pid, who, error);
 }
 
 static void

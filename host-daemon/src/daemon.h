@@ -71,8 +71,8 @@ void vmce_daemon_attach_socket_async (VmceDaemon *self,
 VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error);
 /* An attach that failed before there was a session (a socket that is not
  * a free QMP monitor; @pid 0 if unknown): an attach-failed record and the
- * one line, @error naming the socket */
-void vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const GError *error);
+ * one line, led by @who (what asked), @error naming the socket */
+void vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const gchar *who, const GError *error);
 
 /* By name, or by pid given as a decimal string */
 VmceVm *vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **error);

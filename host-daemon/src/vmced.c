@@ -148,7 +148,7 @@ vmced_attach_found (const gchar *path, GSocket *socket, pid_t pid, const GError 
   VmcedContext *ctx = user_data;
 
   if (error != NULL) {
-    vmce_daemon_attach_failed (ctx->daemon, pid, error);
+    vmce_daemon_attach_failed (ctx->daemon, pid, "[attach]", error);
     return;
   }
   vmce_daemon_attach_socket_async (ctx->daemon, pid, socket, path, NULL, NULL, ctx->cli_policy,
