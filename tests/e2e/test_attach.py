@@ -19,8 +19,8 @@ import subprocess
 import threading
 import time
 
-from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, victim_status, wait_for,
-                    wait_sigbus, workdir)
+from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, thread_states, victim_status,
+                    wait_for, wait_sigbus, workdir)
 from vmcelab import qemus
 from vmcelab.qmp import Qmp
 from vmcelab.vm import _boot_args
@@ -216,6 +216,8 @@ def case_not_taken_after_holder_leaves():
            diag=answered)
     st = daemon.ctl_json("status")
     tap.eq([v["qmp"] for v in st["vms"]], [vmce_path], "vmced watches the QEMU once, through its own socket")
+    tap.ok("t" not in thread_states(vm.pid).values() and vm.alive() and daemon.alive(),
+           "after the bad input: no QEMU thread left stopped, QEMU and vmced up", diag=thread_states(vm.pid))
 
 
 t0 = time.monotonic()
