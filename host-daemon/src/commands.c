@@ -5,7 +5,7 @@
  *   query-vm      {vm}                one VM with its RAM layout
  *   query-events  {vm?, limit?}       recent journal records
  *   subscribe                         events from now on
- *   attach        {pid, qmp, name?, agent?, policy?}
+ *   attach        {pid?, qmp, name?, agent?, policy?}
  *   detach        {vm}
  *   set-policy    {vm, policy?, migration?, hugepage?}
  *                                     forward, ignore-ao, pass, stop or force;
@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "agent-client.h"
+#include "attach-watch.h"
 #include "commands.h"
 #include "forward.h"
 #include "hugepage-loss.h"
@@ -236,15 +237,69 @@ vmce_commands_get_policy (VmceControlRequest *req, JsonObject *args, VmcePolicy 
   return FALSE;
 }
 
+/* attach with no pid: the socket probed as [attach] probes it (never
+ * waiting behind another client), QEMU the process serving it */
+typedef struct {
+  VmceDaemon *daemon;
+  VmceControlRequest *req;
+  gchar *qmp;
+  gchar *name;
+  gchar *agent;
+  VmcePolicy policy;
+} VmceCmdProbe;
+
+static void
+vmce_cmd_probe_free (VmceCmdProbe *p)
+{
+  g_free (p->qmp);
+  g_free (p->name);
+  g_free (p->agent);
+  g_free (p);
+}
+
+static void
+vmce_cmd_attach_probed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmceCmdProbe *p = user_data;
+  g_autoptr(GError) error = NULL;
+  pid_t pid = 0;
+  g_autoptr(GSocket) socket = vmce_attach_probe_finish (res, &pid, &error);
+
+  if (socket == NULL) {
+    vmce_daemon_attach_failed (p->daemon, pid, "attach (no pid)", error);
+    vmce_control_request_error_literal (p->req, error);
+  } else {
+    vmce_daemon_attach_socket_async (p->daemon, pid, socket, p->qmp, p->name, p->agent, p->policy,
+                                     vmce_cmd_attach_cb, p->req);
+  }
+  vmce_cmd_probe_free (p);
+}
+
+static void
+vmce_cmd_attach_by_socket (VmceControlRequest *req, JsonObject *args, VmcePolicy policy, gpointer daemon)
+{
+  VmceCmdProbe *p = g_new0 (VmceCmdProbe, 1);
+
+  p->daemon = daemon;
+  p->req = req;
+  p->qmp = g_strdup (vmce_json_object_get_string_opt (args, "qmp"));
+  p->name = g_strdup (vmce_json_object_get_string_opt (args, "name"));
+  p->agent = g_strdup (vmce_json_object_get_string_opt (args, "agent"));
+  p->policy = policy;
+  vmce_attach_probe_async (p->qmp, VMCE_ATTACH_GREETING_MS, VMCE_ATTACH_STARTUP_MS,
+                           vmce_cmd_attach_probed_cb, p);
+}
+
 static void
 vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 {
   g_autoptr(GError) error = NULL;
   const gchar *qmp = vmce_json_object_get_string_opt (args, "qmp");
   VmcePolicy policy = VMCE_POLICY_FORWARD;
+  gboolean by_socket = !json_object_has_member (args, "pid");
   guint64 pid = 0;
 
-  if (!vmce_json_object_get_u64 (args, "pid", &pid, &error) || pid == 0 || pid > G_MAXINT) {
+  if (!by_socket && (!vmce_json_object_get_u64 (args, "pid", &pid, &error) || pid == 0 || pid > G_MAXINT)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "'pid': %s",
                                 error != NULL ? error->message : "not a process id");
     return;
@@ -263,6 +318,10 @@ vmce_cmd_attach (VmceControlRequest *req, JsonObject *args, gpointer user_data)
   }
   if (!vmce_commands_get_policy (req, args, &policy))
     return;
+  if (by_socket) {
+    vmce_cmd_attach_by_socket (req, args, policy, user_data);
+    return;
+  }
   vmce_daemon_attach_async (user_data, (pid_t) pid, qmp,
                             vmce_json_object_get_string_opt (args, "name"),
                             vmce_json_object_get_string_opt (args, "agent"), policy,

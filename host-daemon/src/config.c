@@ -16,6 +16,7 @@ static const gchar *const vmced_keys[] = { "socket", "journal", "inject-gap-ms",
 static const gchar *const libvirt_keys[] = { "uri", "domains", "all-domains", NULL };
 static const gchar *const domain_keys[] = { "policy", "migration", "hugepage", NULL };
 static const gchar *const metrics_keys[] = { "textfile", "listen", NULL };
+static const gchar *const attach_keys[] = { "sockets", "greeting-ms", NULL };
 
 /* GKeyFile keeps no line numbers: find the group's (or its key's) line in
  * the text, for messages. A key given twice is GKeyFile's last value, so
@@ -305,6 +306,42 @@ vmce_config_load_metrics (VmceConfig *self, GKeyFile *kf, gchar **lines, GError 
   return TRUE;
 }
 
+/* [attach]: QMP sockets found by pattern. Only the last component may hold
+ * wildcards: its directory is the one watched for new sockets */
+static gboolean
+vmce_config_load_attach (VmceConfig *self, GKeyFile *kf, gchar **lines, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  guint line = vmce_config_line_of (lines, "attach", "sockets");
+
+  if (!vmce_config_check_keys (kf, lines, self->path, "attach", attach_keys, error))
+    return FALSE;
+  self->attach_sockets = g_key_file_get_string_list (kf, "attach", "sockets", NULL, NULL);
+  if (self->attach_sockets == NULL || self->attach_sockets[0] == NULL)
+    return vmce_config_fail (error, self->path, vmce_config_line_of (lines, "attach", NULL),
+                             "[attach] needs sockets = PATTERN (e.g. /run/vmce/qmp/*.sock)");
+  for (guint i = 0; self->attach_sockets[i] != NULL; i++) {
+    gchar *pattern = g_strstrip (self->attach_sockets[i]);
+    g_autofree gchar *dir = g_path_get_dirname (pattern);
+
+    if (!g_path_is_absolute (pattern) || g_str_has_suffix (pattern, "/"))
+      return vmce_config_fail (error, self->path, line,
+                               "sockets: '%s' is not an absolute path to sockets", pattern);
+    if (strpbrk (dir, "*?[") != NULL)
+      return vmce_config_fail (error, self->path, line,
+                               "sockets: '%s': wildcards only in the last part (its directory is "
+                               "the one watched)", pattern);
+  }
+  if (g_key_file_has_key (kf, "attach", "greeting-ms", NULL)) {
+    self->attach_greeting_ms = g_key_file_get_integer (kf, "attach", "greeting-ms", &local);
+    if (local != NULL || self->attach_greeting_ms < 1 || self->attach_greeting_ms > 60000)
+      return vmce_config_fail (error, self->path,
+                               vmce_config_line_of (lines, "attach", "greeting-ms"),
+                               "greeting-ms must be a number of milliseconds, 1 to 60000");
+  }
+  return TRUE;
+}
+
 VmceConfig *
 vmce_config_load (const gchar *path, GError **error)
 {
@@ -319,6 +356,7 @@ vmce_config_load (const gchar *path, GError **error)
   self->inject_gap_ms = -1;
   self->realtime_priority = -1;
   self->salvage_reserve_mb = -1;
+  self->attach_greeting_ms = -1;
   self->domain_policies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_migration = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->domain_hugepage = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -339,13 +377,15 @@ vmce_config_load (const gchar *path, GError **error)
       ok = vmce_config_load_vmced (self, kf, lines, error);
     else if (g_strcmp0 (groups[i], "libvirt") == 0)
       ok = vmce_config_load_libvirt (self, kf, lines, error);
+    else if (g_strcmp0 (groups[i], "attach") == 0)
+      ok = vmce_config_load_attach (self, kf, lines, error);
     else if (g_str_has_prefix (groups[i], "domain ") && groups[i][7] != '\0')
       ok = vmce_config_load_domain (self, kf, lines, groups[i], error);
     else if (g_strcmp0 (groups[i], "metrics") == 0)
       ok = vmce_config_load_metrics (self, kf, lines, error);
     else
       ok = vmce_config_fail (error, path, vmce_config_line_of (lines, groups[i], NULL),
-                             "unknown group [%s] (known: [vmced], [libvirt], [metrics], [domain NAME])",
+                             "unknown group [%s] (known: [vmced], [libvirt], [metrics], [attach], [domain NAME])",
                              groups[i]);
     if (!ok)
       return NULL;
@@ -402,6 +442,7 @@ vmce_config_free (VmceConfig *self)
   g_free (self->journal_path);
   g_free (self->uri);
   g_strfreev (self->domains);
+  g_strfreev (self->attach_sockets);
   g_clear_pointer (&self->domain_policies, g_hash_table_unref);
   g_clear_pointer (&self->domain_migration, g_hash_table_unref);
   g_clear_pointer (&self->domain_hugepage, g_hash_table_unref);

@@ -32,6 +32,8 @@ typedef struct {
   GHashTable *domain_hugepage;  /* [domain NAME] hugepage: name -> VmceHugepagePolicy + 1 */
   gchar *metrics_textfile; /* [metrics] textfile, or NULL */
   gchar *metrics_listen;   /* [metrics] listen, or NULL */
+  gchar **attach_sockets;   /* [attach] sockets: absolute patterns, or NULL */
+  gint attach_greeting_ms;  /* [attach] greeting-ms, or -1 */
 } VmceConfig;
 
 VmceConfig *vmce_config_load (const gchar *path, GError **error);

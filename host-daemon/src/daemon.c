@@ -350,28 +350,42 @@ typedef struct {
 
 /* The journal keeps what an operator would ask about later: which QEMU
  * was not watched, and why (a QEMU gone before vmced got to it, a monitor
- * that answered nonsense). The requester has had the same line as its
- * error; a libvirt host's attaches have no requester to read it */
+ * that answered nonsense, one held by another client). The requester has
+ * had the same line as its error; a libvirt host's attaches, and those of
+ * [attach]'s sockets, have no requester to read it */
 static void
-vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *error)
+vmce_daemon_journal_attach_failed_as (VmceDaemon *self, const gchar *name, pid_t pid, const gchar *who,
+                                      const GError *error)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) record = NULL;
   g_autofree gchar *time = vmce_format_time (g_get_real_time ());
-  g_autofree gchar *who = vmce_vm_get_name (vm) != NULL ? g_strdup_printf ("vm %s", vmce_vm_get_name (vm))
-                                                         : g_strdup_printf ("pid %d", vmce_vm_get_pid (vm));
 
   json_builder_begin_object (b);
   vmce_json_builder_add_string (b, "type", "attach-failed");
   vmce_json_builder_add_string (b, "time", time);
-  vmce_json_builder_add_string (b, "vm", vmce_vm_get_name (vm));
-  vmce_json_builder_add_int (b, "pid", vmce_vm_get_pid (vm));
+  vmce_json_builder_add_string (b, "vm", name);
+  vmce_json_builder_add_int (b, "pid", pid);
   vmce_json_builder_add_string (b, "reason", error->message);
   json_builder_end_object (b);
   record = json_builder_get_root (b);
   vmce_daemon_emit_record (self, "ATTACH_FAILED", record);
-  vmce_log_record (VMCE_LOG_ATTACH_FAILED, vmce_vm_get_name (vm), NULL, 0, "%s: cannot attach: %s", who,
-                   error->message);
+  vmce_log_record (VMCE_LOG_ATTACH_FAILED, name, NULL, 0, "%s: cannot attach: %s", who, error->message);
+}
+
+static void
+vmce_daemon_journal_attach_failed (VmceDaemon *self, VmceVm *vm, const GError *error)
+{
+  g_autofree gchar *who = vmce_vm_get_name (vm) != NULL ? g_strdup_printf ("vm %s", vmce_vm_get_name (vm))
+                                                         : g_strdup_printf ("pid %d", vmce_vm_get_pid (vm));
+
+  vmce_daemon_journal_attach_failed_as (self, vmce_vm_get_name (vm), vmce_vm_get_pid (vm), who, error);
+}
+
+void
+vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const gchar *who, const GError *error)
+{
+  vmce_daemon_journal_attach_failed_as (self, NULL, pid, who, error);
 }
 
 static void
@@ -665,6 +679,23 @@ vmce_daemon_attach_domain_async (VmceDaemon *self,
 
   vmce_vm_set_monitor (vm, qmp_socket, monitor, monitor_free);
   vmce_vm_set_uuid (vm, domain->uuid);
+  vmce_daemon_attach_vm (self, vm, callback, user_data);
+}
+
+void
+vmce_daemon_attach_socket_async (VmceDaemon *self,
+                                 pid_t pid,
+                                 GSocket *qmp_socket,
+                                 const gchar *qmp_path,
+                                 const gchar *name,
+                                 const gchar *agent_path,
+                                 VmcePolicy policy,
+                                 GAsyncReadyCallback callback,
+                                 gpointer user_data)
+{
+  VmceVm *vm = vmce_daemon_new_vm (self, pid, qmp_path, name, agent_path, policy);
+
+  vmce_vm_set_monitor (vm, qmp_socket, NULL, NULL);
   vmce_daemon_attach_vm (self, vm, callback, user_data);
 }
 

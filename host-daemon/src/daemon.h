@@ -58,7 +58,22 @@ void vmce_daemon_attach_domain_async (VmceDaemon *self,
                                       VmcePolicy policy,
                                       GAsyncReadyCallback callback,
                                       gpointer user_data);
+/* A QMP socket vmced connected itself (attach-watch.c's probe: the
+ * greeting unread), @qmp_path where it lives; @name NULL: QEMU's own */
+void vmce_daemon_attach_socket_async (VmceDaemon *self,
+                                      pid_t pid,
+                                      GSocket *qmp_socket,
+                                      const gchar *qmp_path,
+                                      const gchar *name,
+                                      const gchar *agent_path,
+                                      VmcePolicy policy,
+                                      GAsyncReadyCallback callback,
+                                      gpointer user_data);
 VmceVm *vmce_daemon_attach_finish (VmceDaemon *self, GAsyncResult *res, GError **error);
+/* An attach that failed before there was a session (a socket that is not
+ * a free QMP monitor; @pid 0 if unknown): an attach-failed record and the
+ * one line, led by @who (what asked), @error naming the socket */
+void vmce_daemon_attach_failed (VmceDaemon *self, pid_t pid, const gchar *who, const GError *error);
 
 /* By name, or by pid given as a decimal string */
 VmceVm *vmce_daemon_lookup_vm (VmceDaemon *self, const gchar *name_or_pid, GError **error);

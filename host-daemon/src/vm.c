@@ -37,7 +37,8 @@ struct _VmceVm {
   gchar *qmp_path;
   gchar *agent_path;
   /* a libvirt domain: its UUID, and the monitor reached through libvirt
-   * (qmp_path is then NULL) */
+   * (monitor_owner, and qmp_path NULL); or a socket vmced connected itself
+   * and probed (no owner, qmp_path where it is) */
   gchar *uuid;
   GSocket *qmp_socket;
   gpointer monitor_owner;
@@ -651,7 +652,8 @@ vmce_vm_attach_status_cb (GObject *source, GAsyncResult *res, gpointer user_data
     self->incoming = g_strcmp0 (status, "inmigrate") == 0;
     self->running = g_strcmp0 (status, "running") == 0;
   }
-  if (self->qmp_socket != NULL) {
+  /* libvirt sets the capabilities it needs on the monitor it lends */
+  if (self->monitor_owner != NULL) {
     vmce_vm_attach_trace (self);
     return;
   }
@@ -951,7 +953,7 @@ vmce_vm_attach_async (VmceVm *self, GAsyncReadyCallback callback, gpointer user_
     return;
   }
   if (self->qmp_socket != NULL)
-    self->qmp = vmce_qmp_client_new (self->qmp_socket, self->name);
+    self->qmp = vmce_qmp_client_new (self->qmp_socket, self->name != NULL ? self->name : self->qmp_path);
   else
     self->qmp = vmce_qmp_client_connect (self->qmp_path, &error);
   if (self->qmp == NULL) {

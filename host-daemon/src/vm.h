@@ -93,7 +93,8 @@ VmceVm *vmce_vm_new (const VmceVmHandler *handler,
                      const gchar *name,
                      const gchar *agent_path,
                      VmcePolicy policy);
-/* For a libvirt domain: QMP on @socket, kept up by @owner (freed with the vm) */
+/* For a libvirt domain: QMP on @socket, kept up by @owner (freed with the
+ * vm). @owner NULL: a socket vmced connected itself (to its qmp_path) */
 void vmce_vm_set_monitor (VmceVm *self, GSocket *socket, gpointer owner, GDestroyNotify owner_free);
 void vmce_vm_set_uuid (VmceVm *self, const gchar *uuid);
 VmceVm *vmce_vm_ref (VmceVm *self);

@@ -566,7 +566,8 @@ vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
   g_autofree gchar *qmp = NULL, *name = NULL, *agent = NULL, *policy = NULL, *path = NULL;
   gint pid = 0;
   GOptionEntry entries[] = {
-    { "pid", 'p', 0, G_OPTION_ARG_INT, &pid, "QEMU's process id", "PID" },
+    { "pid", 'p', 0, G_OPTION_ARG_INT, &pid,
+      "QEMU's process id (default: the one serving --qmp, its greeting awaited as [attach] does)", "PID" },
     { "policy", 0, 0, G_OPTION_ARG_STRING, &policy,
       "forward (default), ignore-ao, pass, stop or force", "POLICY" },
     { "qmp", 'q', 0, G_OPTION_ARG_FILENAME, &qmp, "Its QMP socket (on vmced's host)", "PATH" },
@@ -578,11 +579,12 @@ vmcectl_cmd_attach (VmceCtlConn *c, int argc, char **argv)
 
   if (!vmcectl_parse ("- watch a running QEMU", entries, &argc, &argv))
     return EXIT_FAILURE;
-  if (pid <= 0 || qmp == NULL) {
-    g_printerr ("vmcectl: error: attach needs --pid and --qmp\n");
+  if (pid < 0 || qmp == NULL) {
+    g_printerr ("vmcectl: error: attach needs --qmp (and --pid, or vmced takes the socket's own)\n");
     return EXIT_FAILURE;
   }
-  json_object_set_int_member (args, "pid", pid);
+  if (pid > 0)
+    json_object_set_int_member (args, "pid", pid);
   path = vmcectl_path_for_vmced (c, "--qmp", qmp, &error);
   if (path == NULL)
     return vmcectl_fail (error);
@@ -1051,7 +1053,7 @@ static const struct {
   { "vm", vmcectl_cmd_vm, "VM: vCPUs, RAM layout and poisoned pages of one VM" },
   { "events", vmcectl_cmd_events, "[--vm VM] [-n N] [--follow]: journal records" },
   { "attach", vmcectl_cmd_attach,
-    "--pid PID --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
+    "[--pid PID] --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },
   { "policy", vmcectl_cmd_policy,
     "VM [forward|ignore-ao|pass|stop|force] [--migration carry|refuse] [--hugepage salvage|one|all]: what to "

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "attach-watch.h"
 #include "commands.h"
 #include "config.h"
 #include "daemon.h"
@@ -48,6 +49,7 @@ typedef struct {
   VmceMigrationPolicy cli_migration;
   VmceHugepagePolicy cli_hugepage;
   VmceLibvirtWatch *libvirt_watch;
+  VmceAttachWatch *attach_watch; /* [attach], or NULL */
 } VmcedContext;
 
 /* SIGHUP: the config file again. A file with errors is refused whole (one
@@ -127,6 +129,50 @@ vmced_attach_cb (GObject *source, GAsyncResult *res, gpointer user_data)
       g_main_loop_quit (ctx->loop);
     }
   }
+}
+
+/* An [attach] socket's QEMU attached: its policy by the name QEMU gave */
+static void
+vmced_attach_found_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+  g_autoptr(VmceVm) vm = vmce_daemon_attach_finish (ctx->daemon, res, NULL);
+
+  /* (if not, the daemon journaled and said why) */
+  if (vm != NULL)
+    vmce_vm_set_policy (vm, vmce_config_policy_for (ctx->config, vmce_vm_get_name (vm), ctx->cli_policy));
+}
+
+static void
+vmced_attach_found (const gchar *path, GSocket *socket, pid_t pid, const GError *error, gpointer user_data)
+{
+  VmcedContext *ctx = user_data;
+
+  if (error != NULL) {
+    vmce_daemon_attach_failed (ctx->daemon, pid, "[attach]", error);
+    return;
+  }
+  vmce_daemon_attach_socket_async (ctx->daemon, pid, socket, path, NULL, NULL, ctx->cli_policy,
+                                   vmced_attach_found_cb, ctx);
+}
+
+/* [attach]'s sockets: those there now, and each one made from now on. A
+ * restarted vmced finds its QEMUs again this way. */
+static void
+vmced_start_attach_watch (VmcedContext *ctx)
+{
+  g_autoptr(GError) error = NULL;
+  guint greeting_ms;
+
+  if (ctx->config == NULL || ctx->config->attach_sockets == NULL)
+    return;
+  greeting_ms = ctx->config->attach_greeting_ms > 0 ? (guint) ctx->config->attach_greeting_ms
+                                                    : VMCE_ATTACH_GREETING_MS;
+  ctx->attach_watch = vmce_attach_watch_new ((const gchar *const *) ctx->config->attach_sockets,
+                                             greeting_ms, VMCE_ATTACH_STARTUP_MS, vmced_attach_found, ctx,
+                                             &error);
+  if (ctx->attach_watch == NULL)
+    g_warning ("%s", error->message);
 }
 
 /* What the command line (and, where it says nothing, the config file) asks */
@@ -451,6 +497,21 @@ vmced_prepare_process (VmcedArgs *a)
   vmced_raise_nofile ();
 }
 
+/* What the main loop's callbacks share: @a's config is taken */
+static void
+vmced_context_init (VmcedContext *ctx, VmcedArgs *a, GMainLoop *loop, VmceDaemon *daemon)
+{
+  ctx->loop = loop;
+  ctx->daemon = daemon;
+  ctx->exit_status = EXIT_SUCCESS;
+  ctx->config_path = a->config_path;
+  ctx->config = g_steal_pointer (&a->config);
+  ctx->cli_policy = a->policy;
+  ctx->cli_migration = a->migration;
+  ctx->cli_hugepage = a->hugepage;
+  vmce_daemon_set_config (daemon, ctx->config);
+}
+
 /* The daemon, until SIGTERM or a required attach fails */
 static int
 vmced_run (VmcedArgs *a, const sigset_t *mask)
@@ -484,15 +545,7 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     return EXIT_FAILURE;
   }
   loop = g_main_loop_new (NULL, FALSE);
-  ctx.loop = loop;
-  ctx.daemon = daemon;
-  ctx.exit_status = EXIT_SUCCESS;
-  ctx.config_path = a->config_path;
-  ctx.config = g_steal_pointer (&a->config);
-  ctx.cli_policy = a->policy;
-  ctx.cli_migration = a->migration;
-  ctx.cli_hugepage = a->hugepage;
-  vmce_daemon_set_config (daemon, ctx.config);
+  vmced_context_init (&ctx, a, loop, daemon);
   /* ptrace stops come first: a stopped QEMU thread (a vCPU kicked with
    * SIG_IPI, say) waits for us, monitor answers and clients do not */
   g_unix_fd_add_full (G_PRIORITY_HIGH, sfd, G_IO_IN, vmced_signal_cb, &ctx, NULL);
@@ -519,9 +572,11 @@ vmced_run (VmcedArgs *a, const sigset_t *mask)
     vmce_daemon_set_libvirt_uri (daemon, a->connect_uri);
     ctx.libvirt_watch = libvirt_watch;
   }
+  vmced_start_attach_watch (&ctx);
   vmced_notify ("READY=1");
   g_main_loop_run (loop);
   vmced_notify ("STOPPING=1");
+  g_clear_pointer (&ctx.attach_watch, vmce_attach_watch_free);
   ctx.libvirt_watch = NULL;
   g_clear_pointer (&libvirt_watch, vmce_libvirt_watch_free);
   g_clear_pointer (&ctx.config, vmce_config_free);

@@ -16,7 +16,7 @@ LAYERS = [
              "proc-maps line-socket config log-writer metrics"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
                  "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client "
-                 "metrics-export"),
+                 "metrics-export attach-watch"),
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison vcpu-hold qemu-hwpoison"),

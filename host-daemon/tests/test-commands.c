@@ -228,6 +228,8 @@ test_commands_guest (Fixture *fx, gconstpointer data)
 static void
 test_commands_attach_relative (Fixture *fx, gconstpointer data)
 {
+  g_autofree gchar *journal = NULL;
+  g_autofree gchar *args = NULL;
   JsonObject *r;
 
   if (fx->dir == NULL)
@@ -237,6 +239,16 @@ test_commands_attach_relative (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (error_desc (r), ==, "'qmp' and 'agent' must be absolute paths (vmced opens them)");
   r = call (fx, "attach", "{\"pid\": 1, \"qmp\": \"/run/qmp.sock\", \"agent\": \"./agent.sock\"}");
   g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+  /* no pid: the socket is probed first (attach-watch.c), and what is not a
+   * free monitor is one error naming it */
+  r = call (fx, "attach", "{\"qmp\": \"/nonexistent/qmp.sock\"}");
+  g_assert_cmpstr (error_class (r), ==, "NotFound");
+  g_assert_nonnull (strstr (error_desc (r), "/nonexistent/qmp.sock"));
+  journal = g_build_filename (fx->dir, "journal.jsonl", NULL);
+  args = g_strdup_printf ("{\"qmp\": \"%s\"}", journal);
+  r = call (fx, "attach", args);
+  g_assert_cmpstr (error_class (r), ==, "InvalidParameter");
+  g_assert_nonnull (strstr (error_desc (r), "not a socket"));
 }
 
 /* The journal's attach record's "vm" (owned by @fx), once written */

@@ -138,6 +138,30 @@ test_config_metrics (void)
   expect_error ("[metrics]\nlisten = ::1\n", "2: listen: '::1' is not");
 }
 
+/* [attach]: socket patterns, their errors */
+static void
+test_config_attach (void)
+{
+  g_autofree gchar *path = write_config ("[attach]\n"
+                                         "sockets = /run/vmce/qmp/*.sock; /srv/vm/qmp-[0-9]*.sock\n"
+                                         "greeting-ms = 250\n");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmceConfig) config = vmce_config_load (path, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (config->attach_sockets), ==, 2);
+  g_assert_cmpstr (config->attach_sockets[0], ==, "/run/vmce/qmp/*.sock");
+  g_assert_cmpstr (config->attach_sockets[1], ==, "/srv/vm/qmp-[0-9]*.sock");
+  g_assert_cmpint (config->attach_greeting_ms, ==, 250);
+  g_unlink (path);
+  expect_error ("[attach]\ngreeting-ms = 100\n", "1: [attach] needs sockets = PATTERN");
+  expect_error ("[attach]\n\nsockets = qmp/*.sock\n", "3: sockets: 'qmp/*.sock' is not an absolute path");
+  expect_error ("[attach]\nsockets = /run/*/qmp.sock\n", "2: sockets: '/run/*/qmp.sock': wildcards only in the last part");
+  expect_error ("[attach]\nsockets = /run/vmce/qmp/\n", "2: sockets: '/run/vmce/qmp/' is not an absolute path to sockets");
+  expect_error ("[attach]\nsockets = /q/*.sock\ngreeting-ms = 0\n", "3: greeting-ms must be");
+  expect_error ("[attach]\nsockets = /q/*.sock\npidfile = /q/x.pid\n", "3: unknown key 'pidfile' in [attach]");
+}
+
 static void
 test_config_missing (void)
 {
@@ -168,6 +192,8 @@ test_config_shipped (void)
   g_assert_cmpint (config->migration, ==, VMCE_MIGRATION_CARRY);
   g_assert_true (config->has_hugepage);
   g_assert_cmpint (config->hugepage, ==, VMCE_HUGEPAGE_DEFAULT);
+  /* [attach] is there, commented out: no socket is watched by default */
+  g_assert_null (config->attach_sockets);
 }
 
 int
@@ -177,6 +203,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/good", test_config_good);
   g_test_add_func ("/config/errors", test_config_errors);
   g_test_add_func ("/config/metrics", test_config_metrics);
+  g_test_add_func ("/config/attach", test_config_attach);
   g_test_add_func ("/config/missing", test_config_missing);
   g_test_add_func ("/config/shipped", test_config_shipped);
   return g_test_run ();
