@@ -123,9 +123,10 @@ def check_host_pfn(r):
     text = daemon.ctl("events", "--pfn", str(want or 0)).stdout
     tap.ok(f"vm e2e-forward: GPA {r['gpa']}, HVA {r['hva']}" in text,
            "AO: vmcectl events --pfn (decimal) names the guest, its GPA and the HVA", diag=text)
-    bad = daemon.ctl("events", "--pfn", "page", check=False)
-    tap.ok(bad.returncode != 0 and bad.stderr.count("\n") == 1 and "--pfn" in bad.stderr,
-           "AO: vmcectl events --pfn with no number: one error line", diag=bad.stderr)
+    for arg, says in (("page", "--pfn"), ("0x80000000000000", "no page frame number")):
+        bad = daemon.ctl("events", "--pfn", arg, check=False)
+        tap.ok(bad.returncode != 0 and bad.stderr.count("\n") == 1 and says in bad.stderr,
+               f"AO: vmcectl events --pfn {arg}: one error line", diag=bad.stderr)
 
 
 def case_late_kill():

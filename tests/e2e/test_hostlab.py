@@ -20,7 +20,7 @@ here) and what it can give a guest (qemus FEATURES):
                  AR, SIGBUS when the vCPU's own AR is handled first)
   kvm    vmced   on this AMD L1 kvm_amd hides MCG_SER_P: with SUCCOR (the
                  QEMU has it: the guest CPU gets succor=on) the victim
-                 recovers, without it vmced refuses and says why (AO: the
+                 recovers (AO: the host records joined by pfn, as for tcg), without it vmced refuses and says why (AO: the
                  guest runs on, AR: the VM is paused); a second SRAR into the
                  same guest recovers too wherever QEMU has inject-mce
   kvm    qemu    amd_kvm recover: the victim recovers; panic: the AMD guest
@@ -270,6 +270,9 @@ def check_kvm_vmced(q, r, label, kind):
                "the victim recovered")
         tap.ok(got(r, "BUS_MCEERR_AO" if kind == "ao" else "BUS_MCEERR_AR"),
                f"{label}: at the victim's own VA", diag=r.get("signal"))
+        if kind == "ao":
+            ev = events(r, "injected")
+            check_host_records(label, r, ev[0] if ev else {})
     else:
         refused = events(r, "refused")
         tap.eq(r["outcome"], "refused",
