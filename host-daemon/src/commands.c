@@ -3,7 +3,7 @@
  *
  *   query-status                      daemon, journal, VMs
  *   query-vm      {vm}                one VM with its RAM layout
- *   query-events  {vm?, limit?}       recent journal records
+ *   query-events  {vm?, pfn?, limit?} recent journal records
  *   subscribe                         events from now on
  *   attach        {pid?, qmp, name?, agent?, policy?}
  *   detach        {vm}
@@ -189,13 +189,22 @@ vmce_cmd_query_events (VmceControlRequest *req, JsonObject *args, gpointer user_
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonNode) events = NULL;
   guint64 limit = 100;
+  guint64 pfn = 0;
+  gboolean by_pfn = FALSE;
 
-  if (!vmce_json_object_get_u64_opt (args, "limit", &limit, NULL, &error)) {
+  if (!vmce_json_object_get_u64_opt (args, "limit", &limit, NULL, &error) ||
+      !vmce_json_object_get_u64_opt (args, "pfn", &pfn, &by_pfn, &error)) {
     vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER, "%s", error->message);
     return;
   }
+  /* a pfn has 55 bits at most (pagemap's field) */
+  if (by_pfn && pfn >= (G_GUINT64_CONSTANT (1) << 55)) {
+    vmce_control_request_error (req, VMCE_ERROR_INVALID_PARAMETER,
+                                "pfn 0x%" G_GINT64_MODIFIER "x is no page frame number: it has 55 bits at most", pfn);
+    return;
+  }
   events = vmce_daemon_get_recent (user_data, vmce_json_object_get_string_opt (args, "vm"),
-                                   (guint) MIN (limit, G_MAXUINT));
+                                   by_pfn ? (gint64) pfn : -1, (guint) MIN (limit, G_MAXUINT));
   vmce_control_request_return (req, events);
 }
 

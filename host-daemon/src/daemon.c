@@ -25,6 +25,7 @@
 #include "migration-incoming.h"
 #include "poison-index.h"
 #include "proc-info.h"
+#include "ras-lookup.h"
 #include "reset-guard.h"
 #include "sim-poison.h"
 #include "vm-json.h"
@@ -38,8 +39,13 @@
 
 typedef struct {
   gchar *vm; /* the VM it is about, for filtering without parsing */
+  gint64 host_pfn; /* the host page it is about, -1 for none: `vmcectl events --pfn` */
   gchar *line;
 } VmceRecentRecord;
+
+/* rasdaemon's row for a host page is looked for after these waits (ms):
+ * it reads the kernel's tracepoint some time after the signal */
+static const guint vmce_ras_waits_ms[] = { 500, 1000, 2000, 4000, 0 };
 
 static void
 vmce_recent_record_free (VmceRecentRecord *r)
@@ -60,6 +66,7 @@ struct _VmceDaemon {
   /* poisoned pages of QEMUs not watched now, from the journal */
   VmcePoisonIndex *index;
   VmcePoisonIndexStats replay;
+  VmceRasLookup *ras; /* what rasdaemon recorded for a real error's host page */
   VmceMigrationPolicy migration;
   VmceHugepagePolicy hugepage;
   gchar *libvirt_uri; /* libvirt mode's; NULL in direct mode */
@@ -155,6 +162,12 @@ vmce_daemon_restore_poisoned (VmceDaemon *self, VmceVm *vm)
   }
 }
 
+static void
+vmce_daemon_ras_record_cb (JsonNode *record, gpointer user_data)
+{
+  vmce_daemon_emit_record (user_data, "HOST_PAGE", record);
+}
+
 VmceDaemon *
 vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
 {
@@ -168,6 +181,7 @@ vmce_daemon_new (const VmceDaemonOptions *options, GError **error)
   self->start_time_us = g_get_monotonic_time ();
   self->index = vmce_poison_index_new ();
   self->metrics = vmce_metrics_new (g_get_real_time (), PACKAGE_VERSION);
+  self->ras = vmce_ras_lookup_new (VMCE_RASDAEMON_DB, vmce_ras_waits_ms, vmce_daemon_ras_record_cb, self);
   if (!vmce_daemon_replay_journal (self, options->journal_path, error))
     return NULL;
   self->journal = vmce_journal_open (options->journal_path, error);
@@ -213,6 +227,7 @@ vmce_daemon_free (VmceDaemon *self)
   g_clear_pointer (&self->journal, vmce_journal_free);
   g_clear_pointer (&self->index, vmce_poison_index_free);
   g_clear_pointer (&self->metrics, vmce_metrics_free);
+  g_clear_pointer (&self->ras, vmce_ras_lookup_free);
   g_ptr_array_unref (self->vms);
   g_queue_clear_full (&self->recent, (GDestroyNotify) vmce_recent_record_free);
   g_free (self->libvirt_uri);
@@ -226,7 +241,10 @@ vmce_daemon_keep_recent (VmceDaemon *self, JsonNode *record)
 {
   VmceRecentRecord *r = g_new0 (VmceRecentRecord, 1);
 
+  JsonNode *pfn = json_object_get_member (json_node_get_object (record), "host_pfn");
+
   r->vm = g_strdup (vmce_record_vm_name (record));
+  r->host_pfn = pfn != NULL && json_node_get_value_type (pfn) == G_TYPE_INT64 ? json_node_get_int (pfn) : -1;
   r->line = vmce_json_to_line (record);
   g_queue_push_tail (&self->recent, r);
   while (self->recent.length > VMCE_RECENT_MAX)
@@ -288,6 +306,10 @@ vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev)
   vmce_daemon_log_memory_error (ev);
   vmce_metrics_count_error (self->metrics, ev->vm, ev->kind, ev->result);
   vmce_daemon_metrics_changed (self);
+  /* the host's own record of a real error's page, once rasdaemon wrote it */
+  if (g_strcmp0 (ev->source, "kernel") == 0 && ev->host_pfn.from != VMCE_HOST_PFN_UNKNOWN &&
+      ev->host_pfn.from != VMCE_HOST_PFN_NONE)
+    vmce_ras_lookup_start (self->ras, ev->vm, ev->seq, ev->host_pfn.pfn);
   return json;
 }
 
@@ -314,7 +336,7 @@ vmce_record_vm_name (JsonNode *record)
 }
 
 JsonNode *
-vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit)
+vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, gint64 host_pfn, guint limit)
 {
   g_autoptr(JsonArray) arr = json_array_new ();
   g_autoptr(GPtrArray) matching = g_ptr_array_new ();
@@ -323,7 +345,7 @@ vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit)
 
   for (GList *l = self->recent.head; l != NULL; l = l->next) {
     VmceRecentRecord *r = l->data;
-    if (vm == NULL || g_strcmp0 (r->vm, vm) == 0)
+    if ((vm == NULL || g_strcmp0 (r->vm, vm) == 0) && (host_pfn < 0 || r->host_pfn == host_pfn))
       g_ptr_array_add (matching, r);
   }
   first = limit > 0 && matching->len > limit ? matching->len - limit : 0;

@@ -87,8 +87,10 @@ void vmce_daemon_keep_poisoned (VmceDaemon *self, VmceVm *vm, gboolean exited);
 JsonNode *vmce_daemon_emit_event (VmceDaemon *self, VmceMceEvent *ev);
 /* Journals a record that is not a memory error and tells subscribers */
 void vmce_daemon_emit_record (VmceDaemon *self, const gchar *event, JsonNode *record);
-/* Newest last; @vm NULL for all; @limit 0 for all kept */
-JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, guint limit);
+/* Newest last; @vm NULL for all; @host_pfn: only the records about that
+ * host page (memory errors, host-page records), -1 for all; @limit 0 for
+ * all kept */
+JsonNode *vmce_daemon_get_recent (VmceDaemon *self, const gchar *vm, gint64 host_pfn, guint limit);
 
 /* vmced.conf, for per-domain settings of VMs attached from now on (not
  * owned; NULL for none) */

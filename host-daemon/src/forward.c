@@ -33,6 +33,7 @@
 #include "decision.h"
 #include "error.h"
 #include "forward.h"
+#include "host-pfn.h"
 #include "json-util.h"
 #include "page.h"
 #include "remote-syscall.h"
@@ -93,6 +94,7 @@ typedef struct {
   guint retry_bound_ms; /* how long one injection may be refused or dropped */
   GHashTable *stuck;    /* host page -> loads of it vmced could not complete (guint) */
   VmcePark *park;       /* NULL: not paused by vmced */
+  int pagemap_fd;       /* QEMU's /proc/PID/pagemap, opened at its first error; -1 */
 } VmceForwarder;
 
 GQuark vmce_forwarder_quark (void);
@@ -117,6 +119,8 @@ vmce_forwarder_free (VmceForwarder *f)
   g_clear_handle_id (&f->gap_source, g_source_remove);
   g_hash_table_unref (f->stuck);
   g_clear_pointer (&f->park, vmce_park_free);
+  if (f->pagemap_fd >= 0)
+    close (f->pagemap_fd);
   g_free (f);
 }
 
@@ -128,6 +132,7 @@ vmce_forwarder_new (void)
   g_queue_init (&f->injections);
   f->retry_bound_ms = VMCE_RETRY_BOUND_MS;
   f->stuck = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  f->pagemap_fd = -1;
   return f;
 }
 
@@ -831,6 +836,28 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
   }
 }
 
+/* The host page of the error, read while the thread is stopped (before
+ * anything gives the page back): one pread, no slower than the stop's other
+ * /proc reads. The host's own records (rasdaemon) are joined to it later,
+ * off this path */
+static void
+vmce_forward_read_host_pfn (VmceVm *vm, VmceMceEvent *ev)
+{
+  VmceForwarder *f = vmce_forwarder (vm);
+  g_autoptr(GError) error = NULL;
+  guint64 entry;
+
+  if (f->pagemap_fd < 0)
+    f->pagemap_fd = vmce_host_pfn_open (vmce_vm_get_pid (vm), &error);
+  if (f->pagemap_fd < 0 || !vmce_host_pfn_read (f->pagemap_fd, ev->hva, &entry, &error)) {
+    g_debug ("%s: %s", vmce_vm_get_name (vm), error->message);
+    ev->host_pfn.from = VMCE_HOST_PFN_NONE;
+    ev->host_pfn.why = "QEMU's pagemap could not be read";
+    return;
+  }
+  vmce_host_pfn_decode (entry, g_strcmp0 (ev->source, "kernel") == 0, &ev->host_pfn);
+}
+
 static VmceMceEvent *
 vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
 {
@@ -851,6 +878,7 @@ vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
   ev->request_id = stop->request_id;
   ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
   ev->kind = stop->info.si_code == BUS_MCEERR_AR ? VMCE_MCE_KIND_AR : VMCE_MCE_KIND_AO;
+  vmce_forward_read_host_pfn (vm, ev);
   return ev;
 }
 

@@ -130,6 +130,21 @@ vmce_mce_event_add_origin (JsonBuilder *b, const VmceMceEvent *ev)
     vmce_json_builder_add_int (b, "about_seq", (gint64) ev->about_seq);
 }
 
+/* The host page, which the host's own records (rasdaemon, the kernel's
+ * log, EDAC on real hardware) name: an integer, as a pfn fits in 55 bits.
+ * Only for an error a signal brought: an injection has no host page */
+static void
+vmce_mce_event_add_host_pfn (JsonBuilder *b, const VmceMceEvent *ev)
+{
+  if (ev->host_pfn.from == VMCE_HOST_PFN_UNKNOWN)
+    return;
+  vmce_mce_event_add_int_or_null (b, "host_pfn", ev->host_pfn.from != VMCE_HOST_PFN_NONE,
+                                  (gint64) ev->host_pfn.pfn);
+  vmce_json_builder_add_string (b, "host_pfn_from", vmce_host_pfn_from_to_string (ev->host_pfn.from));
+  if (ev->host_pfn.from == VMCE_HOST_PFN_NONE)
+    vmce_json_builder_add_string (b, "host_pfn_why", ev->host_pfn.why);
+}
+
 /* the SIGBUS, and where the error is in QEMU's memory and the guest's */
 static void
 vmce_mce_event_add_address (JsonBuilder *b, const VmceMceEvent *ev)
@@ -146,6 +161,7 @@ vmce_mce_event_add_address (JsonBuilder *b, const VmceMceEvent *ev)
       vmce_json_builder_add_string (b, "hva", NULL);
     vmce_json_builder_add_string (b, "lsb", NULL);
   }
+  vmce_mce_event_add_host_pfn (b, ev);
   if (ev->have_gpa) {
     vmce_json_builder_add_hex (b, "gpa", ev->gpa);
     vmce_json_builder_add_string (b, "block", ev->block);

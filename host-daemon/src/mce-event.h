@@ -9,6 +9,7 @@
 #include <json-glib/json-glib.h>
 #include <sys/types.h>
 
+#include "host-pfn.h"
 #include "mce-encode.h"
 
 typedef enum {
@@ -43,6 +44,8 @@ typedef struct {
   const gchar *source;
   guint64 request_id;  /* the vmcectl request it answers, 0 if none */
   guint64 about_seq;   /* source "huge-page": the error that showed the loss */
+  /* the host page: looked up at the signal-stop for a signal's error */
+  VmceHostPfn host_pfn;
   gboolean have_gpa;
   guint64 gpa;
   gchar *block;

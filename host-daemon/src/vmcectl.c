@@ -156,6 +156,22 @@ vmcectl_print_result (JsonObject *ev)
   g_print ("\n");
 }
 
+/* The host page: what the host's own records (rasdaemon, the kernel's log)
+ * name it by */
+static void
+vmcectl_print_host_pfn (JsonObject *ev)
+{
+  JsonNode *pfn = json_object_get_member (ev, "host_pfn");
+
+  if (pfn == NULL)
+    return;
+  if (JSON_NODE_HOLDS_VALUE (pfn))
+    g_print ("  host page   pfn 0x%" G_GINT64_MODIFIER "x (from its %s)\n", (guint64) json_node_get_int (pfn),
+             g_strcmp0 (vmcectl_str (ev, "host_pfn_from"), "present") == 0 ? "mapping" : "hwpoison entry");
+  else
+    g_print ("  host page   unknown: %s\n", vmcectl_str (ev, "host_pfn_why"));
+}
+
 static void
 vmcectl_print_memory_error (JsonObject *ev)
 {
@@ -179,8 +195,37 @@ vmcectl_print_memory_error (JsonObject *ev)
                  : "");
   }
   vmcectl_print_result (ev);
+  vmcectl_print_host_pfn (ev);
   if (vmce_json_object_get_string_opt (ev, "detail") != NULL)
     g_print ("  note        %s\n", vmcectl_str (ev, "detail"));
+}
+
+/* rasdaemon's row for a host page, or why there is none, in one phrase */
+static gchar *
+vmcectl_rasdaemon_phrase (JsonObject *host_page)
+{
+  JsonNode *row = host_page != NULL ? json_object_get_member (host_page, "rasdaemon") : NULL;
+
+  if (host_page == NULL)
+    return g_strdup ("not looked up (yet)");
+  if (row == NULL || !JSON_NODE_HOLDS_OBJECT (row))
+    return g_strdup_printf ("none: %s", vmcectl_str (host_page, "detail"));
+  JsonObject *r = json_node_get_object (row);
+  return g_strdup_printf ("%s: %s, at %s (its row %" G_GINT64_FORMAT ")", vmcectl_str (r, "page_type"),
+                          vmcectl_str (r, "action_result"), vmcectl_str (r, "timestamp"),
+                          json_object_get_int_member_with_default (r, "id", 0));
+}
+
+/* What the host's rasdaemon said of an error's host page (a host-page record) */
+static void
+vmcectl_print_host_page (JsonObject *ev)
+{
+  g_autofree gchar *ras = vmcectl_rasdaemon_phrase (ev);
+
+  g_print ("%s  host-page vm %s: pfn 0x%" G_GINT64_MODIFIER "x of error %" G_GINT64_FORMAT ": rasdaemon %s\n",
+           vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"),
+           (guint64) json_object_get_int_member_with_default (ev, "host_pfn", 0),
+           json_object_get_int_member_with_default (ev, "about_seq", 0), ras);
 }
 
 /* One journal record, as a person reads it */
@@ -197,6 +242,8 @@ vmcectl_print_event (JsonObject *ev)
     vmcectl_print_huge_page_loss (ev);
   else if (g_strcmp0 (type, "huge-page-salvage") == 0)
     vmcectl_print_huge_page_salvage (ev);
+  else if (g_strcmp0 (type, "host-page") == 0)
+    vmcectl_print_host_page (ev);
   else if (g_strcmp0 (type, "memory-error") != 0)
     vmcectl_print_other_record (ev, type);
   else
@@ -480,6 +527,74 @@ vmcectl_cmd_vm (VmceCtlConn *c, int argc, char **argv)
   return EXIT_SUCCESS;
 }
 
+/* The host-page record about memory error @seq among @records, or NULL */
+static JsonNode *
+vmcectl_find_host_page (JsonArray *records, gint64 seq)
+{
+  for (guint i = 0; i < json_array_get_length (records); i++) {
+    JsonObject *r = json_array_get_object_element (records, i);
+    if (g_strcmp0 (vmcectl_str (r, "type"), "host-page") == 0 &&
+        json_object_get_int_member_with_default (r, "about_seq", 0) == seq)
+      return json_array_get_element (records, i);
+  }
+  return NULL;
+}
+
+/* Who was hit by host page @pfn: each memory error on it with what the
+ * host's rasdaemon recorded for it; --json: the error's record with the
+ * host-page record as its "host_page" (null: none yet) */
+static int
+vmcectl_events_by_pfn (VmceCtlConn *c, const gchar *vm, const gchar *pfn_arg, gint limit)
+{
+  GError *error = NULL;
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autoptr(JsonNode) ret = NULL;
+  JsonArray *records;
+  guint64 pfn;
+  guint n = 0;
+
+  if (!vmce_parse_u64 (pfn_arg, &pfn, &error)) {
+    g_prefix_error (&error, "--pfn: ");
+    return vmcectl_fail (error);
+  }
+  if (vm != NULL)
+    json_object_set_string_member (args, "vm", vm);
+  json_object_set_int_member (args, "pfn", (gint64) MIN (pfn, (guint64) G_MAXINT64));
+  json_object_set_int_member (args, "limit", MAX (limit, 0));
+  ret = vmcectl_call (c, "query-events", args, &error);
+  if (ret == NULL)
+    return vmcectl_fail (error);
+  records = json_node_get_array (ret);
+  for (guint i = 0; i < json_array_get_length (records); i++) {
+    JsonObject *ev = json_array_get_object_element (records, i);
+    JsonNode *host_page;
+    g_autofree gchar *ras = NULL;
+
+    if (g_strcmp0 (vmcectl_str (ev, "type"), "memory-error") != 0)
+      continue;
+    n++;
+    host_page = vmcectl_find_host_page (records, json_object_get_int_member_with_default (ev, "seq", 0));
+    if (opt_json) {
+      g_autoptr(JsonNode) joined = json_node_copy (json_array_get_element (records, i));
+      g_autofree gchar *line = NULL;
+
+      json_object_set_member (json_node_get_object (joined), "host_page",
+                              host_page != NULL ? json_node_copy (host_page) : json_node_new (JSON_NODE_NULL));
+      line = vmce_json_to_line (joined);
+      g_print ("%s\n", line);
+      continue;
+    }
+    ras = vmcectl_rasdaemon_phrase (host_page != NULL ? json_node_get_object (host_page) : NULL);
+    g_print ("%s  vm %s: GPA %s, HVA %s, %s %s, %s (error %" G_GINT64_FORMAT ")\n  rasdaemon: %s\n",
+             vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"), vmcectl_str (ev, "gpa"), vmcectl_str (ev, "hva"),
+             vmcectl_str (ev, "source"), vmcectl_str (ev, "si_code"), vmcectl_str (ev, "result"),
+             json_object_get_int_member_with_default (ev, "seq", 0), ras);
+  }
+  if (n == 0 && !opt_json)
+    g_print ("no error on host page 0x%" G_GINT64_MODIFIER "x among vmced's recent records\n", pfn);
+  return EXIT_SUCCESS;
+}
+
 static int
 vmcectl_cmd_events (VmceCtlConn *c, int argc, char **argv)
 {
@@ -487,18 +602,29 @@ vmcectl_cmd_events (VmceCtlConn *c, int argc, char **argv)
   g_autoptr(JsonObject) args = json_object_new ();
   g_autoptr(JsonNode) ret = NULL;
   g_autofree gchar *vm = NULL;
+  g_autofree gchar *pfn = NULL;
   gboolean follow = FALSE;
-  gint limit = 20;
+  gint limit = -1;
   GOptionEntry entries[] = {
     { "vm", 0, 0, G_OPTION_ARG_STRING, &vm, "Only this VM", "VM" },
-    { "limit", 'n', 0, G_OPTION_ARG_INT, &limit, "How many past records (default 20, 0: all)",
+    { "limit", 'n', 0, G_OPTION_ARG_INT, &limit, "How many past records (default 20, with --pfn all; 0: all)",
       "N" },
     { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow, "Then wait for new ones", NULL },
+    { "pfn", 0, 0, G_OPTION_ARG_STRING, &pfn,
+      "Who was hit by this host page (decimal or 0x hex): each error on it, with rasdaemon's record", "PFN" },
     { NULL },
   };
 
   if (!vmcectl_parse ("- recent journal records", entries, &argc, &argv))
     return EXIT_FAILURE;
+  if (pfn != NULL && follow) {
+    g_printerr ("vmcectl: error: --pfn answers from the records vmced keeps; not with --follow\n");
+    return EXIT_FAILURE;
+  }
+  if (pfn != NULL)
+    return vmcectl_events_by_pfn (c, vm, pfn, limit < 0 ? 0 : limit);
+  if (limit < 0)
+    limit = 20;
   if (vm != NULL)
     json_object_set_string_member (args, "vm", vm);
   json_object_set_int_member (args, "limit", MAX (limit, 0));
@@ -1051,7 +1177,8 @@ static const struct {
 } vmcectl_commands[] = {
   { "status", vmcectl_cmd_status, "vmced, its journal and the VMs it watches" },
   { "vm", vmcectl_cmd_vm, "VM: vCPUs, RAM layout and poisoned pages of one VM" },
-  { "events", vmcectl_cmd_events, "[--vm VM] [-n N] [--follow]: journal records" },
+  { "events", vmcectl_cmd_events, "[--vm VM] [-n N] [--follow | --pfn PFN]: journal records; who was hit by a "
+    "host page" },
   { "attach", vmcectl_cmd_attach,
     "[--pid PID] --qmp PATH [--name NAME] [--agent PATH] [--policy POLICY]" },
   { "detach", vmcectl_cmd_detach, "VM: stop watching a VM" },

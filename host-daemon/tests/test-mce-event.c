@@ -168,6 +168,36 @@ test_parse_u64 (void)
   g_assert_nonnull (strstr (error->message, "range"));
 }
 
+/* the host page: an integer where known, null and why where looked up in
+ * vain, absent where nothing was looked up (an injection) */
+static void
+test_mce_event_host_pfn (void)
+{
+  g_autoptr(VmceMceEvent) ev = sample_event ();
+  JsonNode *node;
+  JsonObject *obj;
+
+  node = vmce_mce_event_to_json (ev);
+  g_assert_false (json_object_has_member (json_node_get_object (node), "host_pfn"));
+  json_node_unref (node);
+
+  ev->host_pfn = (VmceHostPfn) { .from = VMCE_HOST_PFN_HWPOISON, .pfn = G_GUINT64_CONSTANT (0x7fffffffffffff) };
+  node = vmce_mce_event_to_json (ev);
+  obj = json_node_get_object (node);
+  g_assert_cmpint (json_object_get_int_member (obj, "host_pfn"), ==, G_GINT64_CONSTANT (0x7fffffffffffff));
+  g_assert_cmpstr (json_object_get_string_member (obj, "host_pfn_from"), ==, "hwpoison-entry");
+  g_assert_false (json_object_has_member (obj, "host_pfn_why"));
+  json_node_unref (node);
+
+  ev->host_pfn = (VmceHostPfn) { .from = VMCE_HOST_PFN_NONE, .why = "the page is swapped out" };
+  node = vmce_mce_event_to_json (ev);
+  obj = json_node_get_object (node);
+  g_assert_true (json_object_get_null_member (obj, "host_pfn"));
+  g_assert_true (json_object_get_null_member (obj, "host_pfn_from"));
+  g_assert_cmpstr (json_object_get_string_member (obj, "host_pfn_why"), ==, "the page is swapped out");
+  json_node_unref (node);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -175,6 +205,7 @@ main (int argc, char **argv)
   g_test_add_func ("/mce-event/json", test_mce_event_json);
   g_test_add_func ("/mce-event/passed", test_mce_event_passed);
   g_test_add_func ("/mce-event/line", test_mce_event_line);
+  g_test_add_func ("/mce-event/host-pfn", test_mce_event_host_pfn);
   g_test_add_func ("/mce-event/parse-u64", test_parse_u64);
   return g_test_run ();
 }

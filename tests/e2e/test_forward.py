@@ -5,6 +5,7 @@ One 512 MiB TCG guest and one vmced serve every case, in order:
 AO with early kill, late kill, AR on access, bad input, an error outside
 guest RAM (passed on to QEMU), QEMU killed while attached.
 """
+import json
 import os
 import signal
 import subprocess
@@ -93,8 +94,39 @@ def case_ao_early_kill():
         tap.eq(r["mce"]["status"], "0xbd000000000000c0", "AO: SRAO status injected")
         tap.ok(isinstance(r["latency_us"], int) and r["latency_us"] > 0,
                f"AO: acknowledged {r['latency_us']} us after the signal-stop")
+        check_host_pfn(r)
     tap.ok(vm.alive(), "AO: QEMU is still running")
     tap.ok("t" not in thread_states(vm.pid).values(), "AO: no QEMU thread is left stopped")
+
+
+def pagemap_pfn(pid, hva):
+    """The pfn QEMU's page table maps @hva to, as root reads it; None if
+    the page is not present"""
+    with open(f"/proc/{pid}/pagemap", "rb") as f:
+        f.seek(hva // 4096 * 8)
+        entry = int.from_bytes(f.read(8), "little")
+    return entry & ((1 << 55) - 1) if entry >> 63 else None
+
+
+def check_host_pfn(r):
+    """The record names the host page (a simulated error's page is still
+    mapped, taken away with PROT_NONE), and `vmcectl events --pfn` finds
+    the error by it, naming the guest and its page"""
+    want = pagemap_pfn(vm.pid, int(r["hva"], 16))
+    tap.ok(want and (r.get("host_pfn"), r.get("host_pfn_from")) == (want, "present"),
+           "AO: the journal names the host page, the pfn QEMU's pagemap maps the HVA to",
+           diag=f"pagemap {want}, record {r.get('host_pfn')} {r.get('host_pfn_from')} {r.get('host_pfn_why')}")
+    res = daemon.ctl("--json", "events", "--pfn", hex(want or 0))
+    found = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    tap.eq([(e["seq"], e["vm"], e["gpa"], e["host_page"]) for e in found], [(r["seq"], "e2e-forward", r["gpa"], None)],
+           "AO: vmcectl events --pfn finds that error by its host page (no rasdaemon record: a simulated error)")
+    text = daemon.ctl("events", "--pfn", str(want or 0)).stdout
+    tap.ok(f"vm e2e-forward: GPA {r['gpa']}, HVA {r['hva']}" in text,
+           "AO: vmcectl events --pfn (decimal) names the guest, its GPA and the HVA", diag=text)
+    for arg, says in (("page", "--pfn"), ("0x80000000000000", "no page frame number")):
+        bad = daemon.ctl("events", "--pfn", arg, check=False)
+        tap.ok(bad.returncode != 0 and bad.stderr.count("\n") == 1 and says in bad.stderr,
+               f"AO: vmcectl events --pfn {arg}: one error line", diag=bad.stderr)
 
 
 def case_late_kill():

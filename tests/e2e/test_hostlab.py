@@ -9,7 +9,10 @@ built skips its rows, saying why. What each row asserts follows from what
 that QEMU does by itself (qemus.BEHAVIOUR, read from its source and checked
 here) and what it can give a guest (qemus FEATURES):
   tcg    vmced   the victim gets BUS_MCEERR_AO/AR at its own VA, whatever the
-                 QEMU: L1 sent QEMU the SIGBUS, the journal has the GPA; for
+                 QEMU: L1 sent QEMU the SIGBUS, the journal has the GPA and
+                 (AO) the host pfn L1 poisoned, which L1's
+                 ras:memory_failure_event names too, rasdaemon's answer for
+                 it and `vmcectl events --pfn`; for
                  AR the host's early AO is held back (ignore-ao) and the vCPU
                  consumes the page, which vmced replaces
   tcg    qemu    tcg_sigbus forward: QEMU forwards it itself, the victim
@@ -17,7 +20,7 @@ here) and what it can give a guest (qemus FEATURES):
                  AR, SIGBUS when the vCPU's own AR is handled first)
   kvm    vmced   on this AMD L1 kvm_amd hides MCG_SER_P: with SUCCOR (the
                  QEMU has it: the guest CPU gets succor=on) the victim
-                 recovers, without it vmced refuses and says why (AO: the
+                 recovers (AO: the host records joined by pfn, as for tcg), without it vmced refuses and says why (AO: the
                  guest runs on, AR: the VM is paused); a second SRAR into the
                  same guest recovers too wherever QEMU has inject-mce
   kvm    qemu    amd_kvm recover: the victim recovers; panic: the AMD guest
@@ -146,6 +149,7 @@ def check_tcg_vmced(label, r, kind):
         tap.ok(ev and ev[0]["gpa"] == r["gpa"] and ev[0]["source"] == "kernel"
                and ev[0]["si_code"] == "BUS_MCEERR_AO" and ev[0]["hva"] == r["hva"],
                f"{label}: the journal holds the kernel's AO with the victim's GPA", diag=r["journal"])
+        check_host_records(label, r, ev[0] if ev else {})
         return
     tap.ok(got(r, "BUS_MCEERR_AR"), f"{label}: BUS_MCEERR_AR at the victim's own VA", diag=r.get("signal"))
     ignored = events(r, "ignored")
@@ -156,6 +160,37 @@ def check_tcg_vmced(label, r, kind):
     tap.ok(ar and ar[0]["thread"].startswith("vcpu") and int(ar[0]["gpa"], 16) & ~0xfff == int(r["gpa"], 16)
            and "replaced" in (ar[0]["detail"] or ""),
            f"{label}: the vCPU consumed it; SRAR injected in the victim's page, the host page replaced", diag=ar)
+
+
+def check_host_records(label, r, ev):
+    """The host's own records of the page, joined with vmced's by the pfn:
+    the page L1 poisoned, the kernel's ras:memory_failure_event, rasdaemon's
+    database (Debian 12's rasdaemon is built without memory-failure
+    support: none there, which vmced's host-page record must say), and
+    `vmcectl events --pfn` in L1 naming the guest and its GPA"""
+    want = int(r["host_pfn"], 16) if isinstance(r.get("host_pfn"), str) else r.get("host_pfn")
+    tap.ok((ev.get("host_pfn"), ev.get("host_pfn_from")) == (want, "hwpoison-entry"),
+           f"{label}: vmced's record names the host page L1 poisoned, read from QEMU's hwpoison entry",
+           diag={k: ev.get(k) for k in ("host_pfn", "host_pfn_from", "host_pfn_why")})
+    j = next((x for x in r.get("host_records") or [] if x["seq"] == ev.get("seq")), {})
+    tap.ok(any(int(t["pfn"], 16) == want for t in j.get("tracepoint", [])),
+           f"{label}: L1's ras:memory_failure_event names the same pfn ({want:#x})", diag=j.get("tracepoint"))
+    hp, row = j.get("host_page") or {}, j.get("rasdaemon")
+    if isinstance(row, dict) and "error" not in row:
+        tap.ok(hp.get("host_pfn") == want and hp.get("rasdaemon") == row,
+               f"{label}: vmced's host-page record holds rasdaemon's row for the pfn "
+               f"({row['page_type']}: {row['action_result']})", diag={"vmced": hp, "rasdaemon": row})
+    else:
+        ras = host.get("rasdaemon") or {}
+        tap.ok(ras.get("db") and not ras.get("memory_failure") and hp.get("host_pfn") == want
+               and hp.get("rasdaemon") is None and "memory_failure_event" in (hp.get("detail") or ""),
+               f"{label}: L1's rasdaemon runs but keeps no memory-failure records, and vmced's host-page "
+               "record says so", diag={"vmced": hp, "rasdaemon": row, "l1": ras})
+    q = j.get("vmcectl") or [{}]
+    tap.ok(len(q) == 1 and (q[0].get("vm"), q[0].get("gpa")) == (ev.get("vm"), r["gpa"])
+           and (q[0].get("host_page") or {}).get("about_seq") == ev.get("seq"),
+           f"{label}: vmcectl events --pfn in L1 names the guest and its GPA, with the host-page record",
+           diag=q)
 
 
 def check_row(q, r):
@@ -235,6 +270,9 @@ def check_kvm_vmced(q, r, label, kind):
                "the victim recovered")
         tap.ok(got(r, "BUS_MCEERR_AO" if kind == "ao" else "BUS_MCEERR_AR"),
                f"{label}: at the victim's own VA", diag=r.get("signal"))
+        if kind == "ao":
+            ev = events(r, "injected")
+            check_host_records(label, r, ev[0] if ev else {})
     else:
         refused = events(r, "refused")
         tap.eq(r["outcome"], "refused",

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from . import labcampaign, overhead
+from . import labcampaign, overhead, rasdaemon
 from .procfs import process_reads, thread_states
 from . import qemus as qemus_mod
 from .daemon import Vmced
@@ -805,6 +805,14 @@ def run_scenario(sc, l2, l1log):
         "huge_page_loss": loss,
         "blast_radius": blast,
     }
+    if l2.daemon:
+        # the host's rasdaemon recorded the page too: vmced's host-page
+        # record (what it read of rasdaemon's) beside rasdaemon's own row
+        result["host_records"] = rasdaemon.join(
+            lambda: l2.daemon.journal_records()[journal_len:],
+            [r for r in journal if r["type"] == "memory-error" and r.get("source") == "kernel"],
+            lambda pfn: [json.loads(ln) for ln in l2.daemon.ctl("--json", "events", "--pfn", hex(pfn),
+                                                                   check=False).stdout.splitlines() if ln.strip()])
     after_the_error(l2, sc, victim, sig, elapsed_ms, result)
     if sc.get("migrate"):
         migrate_after(l2, sc, victim, result)
@@ -1446,6 +1454,7 @@ def l1_qemus(spec):
     with open("/proc/cpuinfo") as f:
         vendor = next((ln.split(":")[1].strip() for ln in f if ln.startswith("vendor_id")), "?")
     emit("host", kernel=os.uname().release, cpu_vendor=vendor, kvm=os.path.exists("/dev/kvm"),
+         rasdaemon=rasdaemon.state(), memory_failure_trace=rasdaemon.trace_on(),
          qemu=qemus_[0]["l1_version"] or "?",
          qemus=[{"slug": q["slug"], "name": q.get("name"), "binary": q["binary"], "version": q["l1_version"]}
                 for q in qemus_])
