@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Three hosts on this machine (run/fleet up 3: each a Debian 12 host of its
 own, a container booted with systemd-nspawn in a network namespace, with
-its own sshd and libvirtd, vmce's package installed and its vmced run by
+its own sshd and libvirtd, vmce's packages deployed with vmce's Ansible
+playbook (deploy/ansible/vmce.yml over the hosts' sshd) and its vmced run by
 systemd, and one 128 MiB TCG guest, on a private network of the fleet's
 own), reached only as an operator reaches other hosts: libvirt over qemu+ssh, vmced over vmcectl --connect ssh://. Asserts:
-every host's vmced took its guest; run/virsh/campaign over the three runs
+every host's vmced took its guest; dpkg knows the packages and each host's
+vmced.conf is the playbook's; the playbook run again (run/fleet deploy)
+changes nothing on any host; run/virsh/campaign over the three runs
 their cases side by side into one results file with the host first; one
 host's libvirtd and sshd killed mid-campaign leaves its unfinished cases
 "not run (host lost: ...)" while the others pass; a resume runs only what is
@@ -129,6 +132,34 @@ def remote_agent(hosts):
            f"the agent's socket gone on {b['name']}: one line naming the host and the path", diag=(errs, want))
 
 
+def recap(out):
+    """host -> {ok: N, changed: N, ...}: ansible-playbook's PLAY RECAP"""
+    got = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", out, re.M):
+        got[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return got
+
+
+def deployed_again(hosts):
+    """run/fleet up deployed with deploy/ansible/vmce.yml: each host's
+    vmced.conf is the role's; a second run of the playbook (an operator's
+    next run over hosts that have it all) changes nothing"""
+    heads = {h["name"]: fleet("exec", h["name"], "head", "-n", "1", "/etc/vmce/vmced.conf").stdout.strip()
+             for h in hosts}
+    tap.ok(all(v.startswith("# Ansible managed: vmce's Ansible role") for v in heads.values()),
+           "each host's /etc/vmce/vmced.conf was written by the playbook's template", diag=heads)
+    t = time.monotonic()
+    r = fleet("deploy", timeout=600)
+    took = time.monotonic() - t
+    got = recap(r.stdout)
+    tap.ok(r.returncode == 0 and set(got) == {h["name"] for h in hosts}
+           and all(x.get("ok", 0) > 0 and x.get("changed") == 0 and x.get("failed") == 0
+                   and x.get("unreachable") == 0 for x in got.values())
+           and r.stdout.count("ok: [") >= len(hosts) and "Vmced answers" in r.stdout,
+           f"run/fleet deploy: the playbook again over the three hosts, changed=0 on each (idempotent; "
+           f"{took:.1f} s)", diag=(r.stdout[-2500:], r.stderr[-500:]))
+
+
 def journal_of(h, dom):
     """host @h's vmced's records of @dom (vmcectl --json events)"""
     r = ctl(h, "--json", "events", "--vm", dom, "-n", "0")
@@ -205,6 +236,7 @@ try:
            f"each host runs the vmced of the package {desc.get('package')} under its systemd, has vmce-lab "
            "for its campaign worker, and no checkout", diag=installed)
 
+    deployed_again(hosts)
     remote_agent(hosts)
     drain_and_back(hosts)
 

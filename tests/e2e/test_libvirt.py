@@ -8,9 +8,14 @@ names the domain and its UUID with the victim's GPA), a domain destroyed
 mid-run is let go without error, a libvirtd restarted ten times under a
 CPU hog per core is reconnected every time and the same three QEMUs taken
 again, no thread left stopped, the run/virsh/campaign script
-completes and its summary matches the journal; bad input.
+completes and its summary matches the journal; libvirt marks each domain
+vmced took "tainted: custom monitor control commands issued" (virsh
+dominfo's Messages), once in the domain's log and in libvirtd's, however
+many commands, injections and libvirtd restarts came after (vmced speaks
+QMP through virDomainQemuMonitorCommand: docs/operator.md); bad input.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +64,29 @@ def poison_victim(name, agent):
     ev = daemon.poison(name, "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"], "--kind", "ao")
     sig = wait_sigbus(agent, victim["pid"])
     return victim, ev, sig
+
+
+def custom_monitor_taint(names):
+    """What the operator sees of vmced's monitor passthrough, after its
+    attach, injections, a campaign and libvirtd's restarts: the custom-monitor
+    taint in virsh dominfo, and one line for it in the domain's log
+    (/var/log/libvirt/qemu/NAME.log, the private instance's) and in
+    libvirtd's own (its warning)"""
+    info = {n: virsh("dominfo", n) for n in names}
+    logs = {}
+    for n in names:
+        with open(os.path.join(lv, "log", "qemu", f"{n}.log"), errors="replace") as f:
+            logs[n] = [ln.strip() for ln in f if "is tainted: custom-monitor" in ln]
+    with open(os.path.join(lv, "libvirtd.log"), errors="replace") as f:
+        warned = [ln for ln in f if "is tainted: custom-monitor" in ln]
+    tap.ok(all("tainted: custom monitor control commands issued" in info[n] for n in names)
+           and all(len(v) == 1 and re.search(r"Domain id=\d+ is tainted: custom-monitor$", v[0])
+                   for v in logs.values())
+           and all(sum(f"name='{n}'" in ln for ln in warned) == 1 for n in names),
+           "libvirt marks each domain vmced took: virsh dominfo says 'tainted: custom monitor control "
+           "commands issued', its log and libvirtd's say 'is tainted: custom-monitor' once, after "
+           f"{RESTARTS} libvirtd restarts and every injection",
+           diag=(info, logs, warned))
 
 
 try:
@@ -189,6 +217,7 @@ try:
     libvirt_events = {n: int(line.split()[-1]) for line in res.stdout.splitlines()
                       for n in names if line.strip().startswith(n + ":")}
     tap.eq(libvirt_events, {n: 2 for n in names}, "libvirt saw each injection (memory-failure events)")
+    custom_monitor_taint(names)
 
     # bad input
     r = subprocess.run([paths.vmced(), "--socket", os.path.join(work, "bad.sock"), "--journal",

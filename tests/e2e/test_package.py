@@ -9,7 +9,8 @@ overlay of images/mkroot's root: minbase, systemd, D-Bus, no libvirt and
 nothing of vmce's (Debian 13's has its own QEMU). In order, in one
 container and one guest:
 - apt installs build/deb's vmce_*.deb, fetching its Depends from the
-  mirror; the unit is enabled and running; systemd-analyze's exposure;
+  mirror; its files (the Ansible playbook among the examples); the unit
+  is enabled and running; systemd-analyze's exposure;
 - no libvirt on the host: vmced says once that it runs in attach mode;
 - journald: `journalctl -u vmced -p warning` shows the memory error and
   not vmced's notices; the error is found by its MESSAGE_ID and VMCE_VM,
@@ -153,10 +154,13 @@ def case_install():
     tap.ok(status.startswith("install ok installed"), f"dpkg: {status}")
     missing = [p for p in ("/usr/sbin/vmced", "/usr/bin/vmcectl", "/usr/share/man/man8/vmced.8.gz",
                            "/usr/share/man/man1/vmcectl.1.gz", "/etc/vmce/vmced.conf",
-                           "/lib/systemd/system/vmced.service", "/usr/share/vmce/prometheus/vmce-alerts.yml")
+                           "/lib/systemd/system/vmced.service", "/usr/share/vmce/prometheus/vmce-alerts.yml",
+                           "/usr/share/vmce/proxmox/vmce-hook.sh",
+                           "/usr/share/doc/vmce/examples/ansible/vmce.yml",
+                           "/usr/share/doc/vmce/examples/ansible/roles/vmce/templates/vmced.conf.j2")
                if not os.path.exists(host.path(p))]
     tap.ok(not missing, "vmced in /usr/sbin, vmcectl in /usr/bin, man pages, vmced.conf, the unit, "
-                        "the alert rules",
+                        "the alert rules, the Proxmox VE hookscript, the Ansible playbook in the examples",
            diag=f"missing: {missing}")
     conffiles = sh("dpkg-query", "-W", "-f=${Conffiles}", "vmce", check=False).stdout
     tap.ok("/etc/vmce/vmced.conf" in conffiles, "vmced.conf is a conffile", diag=conffiles)
