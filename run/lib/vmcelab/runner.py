@@ -151,6 +151,7 @@ class GuestVm:
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template, qemu=qemu.binary if qemu else None,
                       cpu_model=self.spec.cpu, image=image,
+                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
