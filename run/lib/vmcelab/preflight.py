@@ -63,7 +63,10 @@ def firmware_line(image, firmware="auto"):
 def accel_line(accel, qemu=None):
     if accel != "kvm":
         return ("accel", True, f"{accel}")
-    usable, why = kvm_usable(qemu)
+    try:
+        usable, why = kvm_usable(qemu)
+    except (OSError, RuntimeError) as e:  # its probe guest's kernel not built, say
+        usable, why = False, f"KVM could not be tried: {str(e).splitlines()[0]}"
     return ("accel", usable, f"kvm: {why}" + ("" if usable else ": use accel = tcg here, or the host "
                                                                   "lab's L1 (run/hostlab)"))
 
