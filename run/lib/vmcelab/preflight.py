@@ -34,6 +34,10 @@ FILES = ("guest-file-open", "guest-file-read", "guest-file-write", "guest-file-c
 # a getty's prompt): qga should answer within seconds after that
 BOOTED = ("Multi-User System", "Graphical Interface", "Startup finished", " login: ")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# what a console says when nothing will boot: a boot loader at its rescue
+# prompt, firmware with nothing to boot (SeaBIOS, OVMF's shell)
+STUCK = ("grub rescue>", "No bootable device", "Boot failed: not a bootable disk", "Shell> ",
+         "BdsDxe: No bootable option")
 # how long qga may stay silent once the console says the guest is up
 AFTER_BOOT_S = 15.0
 
@@ -140,7 +144,15 @@ def wait_qga(vm, agent, timeout):
         if not vm.alive() or "Kernel panic" in vm.console():
             _, why = vm.why_silent(0)
             return ("qga channel", False, f"the guest went down before qemu-guest-agent answered: {why}")
-        if up_at is None and any(b in ANSI.sub("", vm.console()) for b in BOOTED):
+        console = ANSI.sub("", vm.console())
+        stuck = next((b for b in STUCK if b in console), None)
+        if stuck:
+            said = [x.strip() for x in console.splitlines() if x.strip().startswith("error:")]
+            return ("qga channel", False, f"the image does not boot: its console ends at '{stuck.strip()}'"
+                                          + (f" ({said[0]})" if said else "") + ": see its console.log; "
+                                          "a UEFI-only disk booted by BIOS, or the other way round? "
+                                          "(firmware = uefi|bios)")
+        if up_at is None and any(b in console for b in BOOTED):
             up_at = time.monotonic()
         up = time.monotonic() - up_at if up_at is not None else 0.0
         if up > AFTER_BOOT_S:
@@ -185,7 +197,10 @@ def check_domain(domain, uri=None):
     except OSError as e:
         return None, [("qga channel", False, f"qemu-guest-agent in domain {domain} does not answer ({e}): "
                                              "is it installed and running in the guest?")]
-    version, lines = guest_lines(agent)
+    try:
+        version, lines = guest_lines(agent)
+    except AgentError as e:  # it stopped answering, or the domain went, midway
+        return None, [("qga channel", False, f"domain {domain}: {str(e).splitlines()[0]}")]
     return version, [("qga channel", True, f"domain {domain}: qemu-guest-agent answers")] + lines
 
 
