@@ -160,9 +160,8 @@ class SilentQga(unittest.TestCase):
             def execute(self, *a, **k):
                 raise OSError("no answer")
         agent = qga.QgaAgent(Silent())
-        with unittest.mock.patch.object(preflight, "AFTER_BOOT_S", 0.2), \
-                unittest.mock.patch.object(preflight.time, "sleep", lambda s: None):
-            what, ok, text = preflight.wait_qga(Guest(), agent, timeout=60)
+        with unittest.mock.patch.object(preflight.time, "sleep", lambda s: None):
+            what, ok, text = preflight.wait_qga(Guest(), agent, timeout=60, after_boot=0.2)
         self.assertEqual((what, ok), ("qga channel", False))
         self.assertIn("the guest is up (its console says so) and qemu-guest-agent has not answered", text)
 

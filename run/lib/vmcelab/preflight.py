@@ -128,10 +128,10 @@ def guest_lines(agent):
     return version, lines
 
 
-def wait_qga(vm, agent, timeout):
+def wait_qga(vm, agent, timeout, after_boot=AFTER_BOOT_S):
     """('qga channel', ok, text): qga's first answer, or why it did not
     come: QEMU or the kernel died, or the guest is up and qga is silent
-    (then within AFTER_BOOT_S of the guest saying so, not after @timeout)"""
+    (then within @after_boot s of the guest saying so, not after @timeout)"""
     start = time.monotonic()
     up_at = None  # when the console first said the guest's userland is up
     while True:
@@ -155,7 +155,7 @@ def wait_qga(vm, agent, timeout):
         if up_at is None and any(b in console for b in BOOTED):
             up_at = time.monotonic()
         up = time.monotonic() - up_at if up_at is not None else 0.0
-        if up > AFTER_BOOT_S:
+        if up > after_boot:
             return ("qga channel", False, f"the guest is up (its console says so) and qemu-guest-agent "
                                           f"has not answered in {up:.0f} s: install qemu-guest-agent in "
                                           "the image and let it start (Debian: apt install "
@@ -168,10 +168,11 @@ def wait_qga(vm, agent, timeout):
 
 
 def check_booted(vm, timeout):
-    """The guest-side lines of a Vm just started with an image"""
+    """The guest-side lines of a Vm just started with an image; qga's
+    grace after the guest is up stretched as @timeout is (VMCE_TIME_SCALE)"""
     agent = qga.QgaAgent(qga.QgaSocket(vm.qga_path), why_silent=lambda: vm.why_silent(0))
     try:
-        line = wait_qga(vm, agent, timeout)
+        line = wait_qga(vm, agent, timeout, AFTER_BOOT_S * max(1.0, timeout / 180.0))
         if not line[1]:
             return None, [line]
         version, lines = guest_lines(agent)

@@ -954,6 +954,9 @@ class Runner:
                 return case_record(case, expected, None, None, t_start, time.time())
             if case.not_real:  # before any boot: nothing of it can run
                 raise NotRun(case.not_real)
+            if gvm.spec.image and case.inject == "guest-selftest":
+                raise NotRun("vmce's kernel selftests come with vmce's own guest, not in an operator's "
+                             "image: run this case on a kernel (kernel = vmce-6.1)")
             if gvm.unbootable:
                 raise NotRun(gvm.unbootable)
             if not self.reuse or not gvm.fit(self.campaign.max_poisoned):
