@@ -9,14 +9,19 @@ Asserts: on debian-12, given by its path as an operator gives an image
 anon, page cache clean and dirty, shmem, THP, and AR) passes with systemd up
 and qga answering, every process signalled at its own address with the
 right si_code and vmced's journal naming each page's GPA; on
-debian-12-cloud (no handler) the error resets the VM, QEMU's own words on
-record, and its next boot comes up, and the same kernel by path (Debian's
-package unpacked with dpkg -x) on vmce's own guest; the same campaign
-through run/virsh/campaign on a libvirt domain of the image booting by
-itself (firmware, GRUB), results in the same results.jsonl and report; bad input: a domain without qga, an image that
-does not boot, a qga that stops answering (hung) or whose domain dies
-(dead), no executable tmpfs, a qga that refuses guest-exec: each a case
-"not run (why)" or one clear error, never a hang.
+debian-12-cloud by its path (a UEFI-only disk: OVMF, GRUB's EFI image, its
+disk on virtio-scsi; no handler) the error resets the VM, QEMU's own words
+on record, and its next boot comes up, and the same kernel by path
+(Debian's package unpacked with dpkg -x) on vmce's own guest; the same
+campaign through run/virsh/campaign on a libvirt domain of the image
+booting by itself (firmware, GRUB), results in the same results.jsonl and
+report; the preflight (run/campaign --check-image, --check-domain) says
+in one line each what an image lacks: nothing boots a blank disk, UEFI
+without OVMF, a domain without a qga channel, a qga with guest-exec
+blocked, and all is well on a good domain; bad input: a domain without
+qga, an image that does not boot, a qga that stops answering (hung) or
+whose domain dies (dead), no executable tmpfs, a qga that refuses
+guest-exec: each a case "not run (why)" or one clear error, never a hang.
 """
 import glob
 import json
@@ -114,11 +119,14 @@ tap.ok("Welcome to" in console and "Started qemu-guest-agent.service" in console
 tap.ok(f"Image {disk} ({debian12.release}) survives 6 of 6" in res.stdout.replace("\n", " "),
        "the summary names the image with its kernel: survives 6 of 6", diag=res.stdout[-600:])
 
-# -- 2. debian-12-cloud: a kernel without the handler, measured, not refused
+# -- 2. debian-12-cloud: a kernel without the handler, measured, not
+# refused; by its path, so it boots by itself: a UEFI-only disk (OVMF, the
+# firmware read from its GPT) on virtio-scsi
+cloud_disk = os.path.join(images.image_dir("debian-12-cloud"), "disk.qcow2")
 cloud_spec = os.path.join(work, "cloud.ini")
 with open(cloud_spec, "w") as f:
-    f.write("[campaign]\nname = cloud\n[guest image]\nmem = 1G\nimage = debian-12-cloud\n"
-            "[case found]\npage = anon-dirty\nkind = ao\n")
+    f.write(f"[campaign]\nname = cloud\n[guest image]\nmem = 1G\nimage = {cloud_disk}\n"
+            "disk-bus = virtio-scsi\n[case found]\npage = anon-dirty\nkind = ao\n")
 out = os.path.join(work, "cloud")
 res, took = campaign("--out", out, cloud_spec)
 got = cases(os.path.join(out, "results.jsonl")) if os.path.exists(os.path.join(out, "results.jsonl")) else {}
@@ -135,9 +143,47 @@ tap.ok(obs.get("reset") and obs.get("qemu_alive") and "triple fault" in (inj.get
        diag={k: obs.get(k) for k in ("reset", "qemu_alive")} | {"injected": inj})
 tap.ok((obs.get("after_reset") or {}).get("booted"),
        f"its next boot came up ({(obs.get('after_reset') or {}).get('seconds')} s)", diag=obs.get("after_reset"))
-tap.ok("survives 0 of 1 error kind: every error resets the VM" in res.stdout
-       and "no CONFIG_MEMORY_FAILURE" in res.stdout,
+# (by its path, the image's name is long: the summary's lines wrap)
+summary_text = res.stdout.replace("\n", " ")
+tap.ok("survives 0 of 1 error kind: every error resets the VM" in summary_text
+       and "no CONFIG_MEMORY_FAILURE" in summary_text,
        "the summary says it plainly: survives 0 of 1, every error resets the VM, and why")
+vm_dir = next((os.path.join(out, d) for d in os.listdir(out) if d.startswith("image-")), out)
+with open(os.path.join(vm_dir, "vm.json")) as f:
+    command = " ".join(json.load(f)["command"])
+with open(os.path.join(vm_dir, "console.log"), errors="replace") as f:
+    said = f.read()
+tap.ok("if=pflash" in command and "OVMF_CODE_4M.fd" in command and "scsi-hd" in command
+       and "-kernel" not in command and "EFI v2" in said and "by EDK II" in said and "[sda]" in said,
+       "... it booted by UEFI (OVMF read from its GPT, the kernel says 'EFI ... by EDK II'), its disk "
+       "on virtio-scsi (sda)", diag=command[-400:])
+
+# -- 2c. the preflight, where it needs no boot: one line, in seconds
+blank = os.path.join(work, "blank.qcow2")
+subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", blank, "64M"], check=True)
+for what, image, env, line in (
+        ("a blank disk", blank, {}, "nothing boots this disk"),
+        ("a UEFI image without OVMF installed", cloud_disk, {"VMCE_OVMF_DIR": os.path.join(work, "no-ovmf")},
+         "the image boots by UEFI and OVMF is not installed")):
+    t = time.monotonic()
+    res = subprocess.run([sys.executable, CAMPAIGN, "--check-image", image], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, **env))
+    took = time.monotonic() - t
+    missing = [x for x in res.stdout.splitlines() if x.split()[:1] == ["MISSING"]]
+    tap.ok(res.returncode == 1 and "not ready" in res.stdout and len(missing) == 1
+           and "firmware" in missing[0] and line in missing[0] and took < 10,
+           f"run/campaign --check-image on {what}: one line, '{line}', exit 1 ({took:.1f} s)",
+           diag=res.stdout + res.stderr)
+res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", cloud_spec], capture_output=True, text=True,
+                     timeout=60, env=dict(os.environ, VMCE_OVMF_DIR=os.path.join(work, "no-ovmf")))
+tap.ok(res.returncode == 2 and res.stderr.count("\n") == 1 and "OVMF is not installed" in res.stderr,
+       "a campaign on a UEFI image without OVMF: one line before anything runs, exit 2", diag=res.stderr)
+blank_spec = os.path.join(work, "blank-auto.ini")
+with open(blank_spec, "w") as f:
+    f.write(f"[campaign]\nname = blank\n[guest image]\nimage = {blank}\n[case found]\npage = anon-dirty\n")
+res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", blank_spec], capture_output=True, text=True, timeout=60)
+tap.ok(res.returncode == 2 and res.stderr.count("\n") == 1 and "nothing boots this disk" in res.stderr,
+       "a campaign on a blank disk: one line before anything runs, exit 2", diag=res.stderr)
 
 # -- 2b. the same kernel as a new user tries it: Debian's package unpacked
 # with dpkg -x (no modules.dep: depmod runs in its postinst) and given by
@@ -167,11 +213,11 @@ else:
            "... its modules.dep made in vmce's cache (busybox depmod), the unpacked tree untouched")
 
 # -- 3. an image that does not boot: not run, said why, never a hang
-blank = os.path.join(work, "blank.qcow2")
-subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", blank, "64M"], check=True)
+# (firmware = bios: booted all the same, as the operator says)
 blank_spec = os.path.join(work, "blank.ini")
 with open(blank_spec, "w") as f:
-    f.write(f"[campaign]\nname = blank\n[guest image]\nimage = {blank}\n[case found]\npage = anon-dirty\n")
+    f.write(f"[campaign]\nname = blank\n[guest image]\nimage = {blank}\nfirmware = bios\n"
+            "[case found]\npage = anon-dirty\n")
 # its boot timeout shortened (VMCE_TIME_SCALE stretches or shrinks them all)
 res, took = campaign("--out", os.path.join(work, "blank"), blank_spec, timeout=300,
                      env=dict(os.environ, VMCE_TIME_SCALE="0.1"))
@@ -248,6 +294,29 @@ try:
     tap.ok(res.returncode == 1 and os.path.exists(os.path.join(vout, "report.html")),
            "the campaign went to its end (exit 1: cases not run) and wrote its report")
 
+    # -- 4b. the preflight on running domains (no boot): a good one, one without qga
+    def check_domain(name):
+        t = time.monotonic()
+        res = subprocess.run([sys.executable, CAMPAIGN, "--check-domain", name, "--libvirt", uri],
+                             capture_output=True, text=True, timeout=120)
+        lines = {}
+        for x in res.stdout.splitlines()[1:]:
+            mark, rest = x.split(None, 1)
+            what = next((w for w in ("qga channel", "guest-exec", "file calls", "executable tmpfs",
+                                     "/var/lib/vmce") if rest.startswith(w)), rest)
+            lines[what] = (mark, rest[len(what):].strip())
+        return res, lines, time.monotonic() - t
+    res, lines, took = check_domain(op)
+    tap.ok(res.returncode == 0 and "ready for a campaign" in res.stdout and len(lines) == 5
+           and all(m == "ok" for m, _ in lines.values()),
+           f"run/campaign --check-domain {op}: every requirement ok, exit 0 ({took:.1f} s)",
+           diag=res.stdout + res.stderr)
+    res, lines, took = check_domain(bare)
+    tap.ok(res.returncode == 1 and list(lines) == ["qga channel"] and lines["qga channel"][0] == "MISSING"
+           and "no qemu-guest-agent channel" in lines["qga channel"][1],
+           f"--check-domain {bare}: one line, no qemu-guest-agent channel, exit 1 ({took:.1f} s)",
+           diag=res.stdout + res.stderr)
+
     # -- 5. bad input to the agent, on the running domain: never a hang
     agent = qga.QgaAgent(qga.QgaVirsh(op, uri))
     agent.wait_ready(60)
@@ -286,6 +355,12 @@ try:
     agent._qga("guest-file-close", {"handle": handle})
     agent._spawn("/bin/sh", ["-c", "sleep 1; systemctl restart qemu-guest-agent"], capture=False)
     time.sleep(6)
+    res, lines, took = check_domain(op)
+    tap.ok(res.returncode == 1 and lines.get("guest-exec", ("",))[0] == "MISSING"
+           and "guest-exec disabled: remove them from block-rpcs" in lines["guest-exec"][1]
+           and [m for m, _ in lines.values()].count("MISSING") == 1,
+           f"--check-domain on a qga with guest-exec blocked: one line says so, exit 1 ({took:.1f} s)",
+           diag=res.stdout + res.stderr)
     rout = os.path.join(work, "refused")
     res = subprocess.run([VIRSH_CAMPAIGN, "--connect", uri, "--out", rout, op],
                          capture_output=True, text=True, timeout=600, env=env)

@@ -5,6 +5,7 @@ import os
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
@@ -619,6 +620,44 @@ class Images(Files):
         with self.assertRaises(SpecError) as cm:
             self.parse("[case c]\n", kernels=["debian-6.1"], images=["debian-12"])
         self.assertIn("an image boots its own kernel", str(cm.exception))
+
+    def test_firmware_disk_bus_and_accel(self):
+        c = self.parse("[guest g]\nimage = debian-12\nfirmware = uefi\ndisk-bus = virtio-scsi\n[case c]\n")
+        g = c.guests["g"]
+        self.assertEqual((g.firmware, g.disk_bus, g.accel), ("uefi", "virtio-scsi", "tcg"))
+        # run/campaign --accel, --firmware, --disk-bus: every guest's, over the file's
+        c = self.parse(self.SPEC, boot={"accel": "kvm", "firmware": "bios", "disk_bus": None})
+        g = c.guests["g"]
+        self.assertEqual((g.firmware, g.disk_bus, g.accel), ("bios", "virtio-blk", "kvm"))
+        self.assertTrue(all(x.accel == "kvm" for x in c.cases))
+        c = self.parse("[case c]\n", images=["debian-12"], boot={"accel": "kvm", "disk_bus": "virtio-scsi"})
+        g = c.guests["guest"]
+        self.assertEqual((g.firmware, g.disk_bus, g.accel), ("auto", "virtio-scsi", "kvm"))
+        self.assertEqual(c.guests["guest"].on(c.kernels["debian-12"], c.qemus[g.qemus[0]]).disk_bus,
+                         "virtio-scsi", "the booted guest's too")
+
+    def test_bad_firmware_and_disk_bus(self):
+        self.assertIn("test.ini:3: 'efi' is not a firmware (known: auto, uefi, bios)",
+                      self.error("[guest g]\nimage = debian-12\nfirmware = efi\n[case c]\n"))
+        self.assertIn("test.ini:3: 'disk-bus' is an image's: this guest boots a kernel",
+                      self.error("[guest g]\nkernel = debian-6.1\ndisk-bus = virtio-scsi\n[case c]\n"))
+
+    def test_what_a_guest_needs_here_is_said_before_anything_runs(self):
+        c = self.parse("[guest g]\nimage = debian-12\nfirmware = uefi\n[case c]\n")
+        # a known image boots its kernel directly: UEFI only when asked for
+        with unittest.mock.patch.dict(os.environ, {"VMCE_OVMF_DIR": "/nonexistent"}):
+            with self.assertRaises(SpecError) as cm:
+                c.check_boot()
+        self.assertEqual(str(cm.exception), "test.ini: image debian-12: the image boots by UEFI and OVMF is "
+                                            "not installed (/nonexistent/OVMF_CODE_4M.fd is missing): "
+                                            "apt-get install ovmf (run/install-deps does)")
+        c = self.parse(self.SPEC, boot={"accel": "kvm"})
+        with unittest.mock.patch("vmcelab.kvm.kvm_usable", lambda *a: (False, "no /dev/kvm")):
+            with self.assertRaises(SpecError) as cm:
+                c.check_boot()
+        self.assertIn("accel = kvm: KVM is not usable on this host (no /dev/kvm): use accel = tcg here", str(cm.exception))
+        with unittest.mock.patch("vmcelab.kvm.kvm_usable", lambda *a: (True, "booted")):
+            c.check_boot()
 
 
 class Selftests(unittest.TestCase):

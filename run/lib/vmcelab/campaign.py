@@ -10,7 +10,9 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
                     and qemu are lists: every case on that guest runs on each
                     kernel under each QEMU), image (a list too, instead of
                     kernel: debian-12, debian-12-cloud or a PATH; the image is
-                    the whole guest, driven through qemu-guest-agent)
+                    the whole guest, driven through qemu-guest-agent), and
+                    for an image firmware (auto, uefi, bios) and disk-bus
+                    (virtio-blk, virtio-scsi)
   [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat,
                     forwarder, panic_on_unrecoverable (lists: every combination
                     is a case)
@@ -131,6 +133,9 @@ SECTIONS = {
         Key("ksm", BOOLEAN, False),
         Key("disk", BOOLEAN, True),
         Key("cpu", CPU, DEFAULT_CPU),
+        # an image's: how it boots (auto: as its partition table says) and its disk
+        Key("firmware", TEXT, "auto", allowed=images_mod.FIRMWARES),
+        Key("disk-bus", TEXT, "virtio-blk", allowed=images_mod.BUSES),
     ),
     # every combination of the lists is a case
     "matrix": (
@@ -274,6 +279,7 @@ class Guest:
         self.qemus = qemus or [qemus_mod.DEFAULT]
         self.kernel = self.qemu = None
         self.image = False  # kernels are images (images.Image)
+        self.firmware, self.disk_bus = "auto", "virtio-blk"  # an image's (images.Image.boot)
 
     def on(self, kernel, qemu):
         """This guest type running @kernel under @qemu: what a worker boots.
@@ -283,6 +289,7 @@ class Guest:
         g = Guest(self.name, self.mem, self.cpus, self.accel, self.hugepages, self.ksm, self.disk,
                   [kernel.name], [qemu.name], self.cpu)
         g.kernel, g.qemu, g.image = kernel, qemu, self.image
+        g.firmware, g.disk_bus = self.firmware, self.disk_bus
         if len(self.kernels) > 1 or kernel.name != kernels_mod.DEFAULT:
             g.name += f"-{kernel_slug(kernel.name)}"
         if len(self.qemus) > 1 or qemu.name != qemus_mod.DEFAULT:
@@ -292,7 +299,7 @@ class Guest:
     def to_dict(self):
         return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel, cpu=self.cpu,
                     hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels,
-                    qemus=self.qemus, image=self.image)
+                    qemus=self.qemus, image=self.image, firmware=self.firmware, disk_bus=self.disk_bus)
 
 
 def kernel_slug(spelling):
@@ -390,13 +397,13 @@ class Campaign:
 
     @classmethod
     def load(cls, path, kernels=None, qemus=None, images=None, resolve_image=None, errors=None,
-             machine=None):
+             machine=None, boot=None):
         try:
             with open(path) as f:
                 text = f.read()
         except OSError as e:
             raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
-        return cls.parse(text, path, kernels, qemus, images, resolve_image, errors, machine)
+        return cls.parse(text, path, kernels, qemus, images, resolve_image, errors, machine, boot)
 
     @staticmethod
     def hosts_file(path):
@@ -416,7 +423,7 @@ class Campaign:
 
     @classmethod
     def parse(cls, text, path="<campaign>", kernels=None, qemus=None, images=None, resolve_image=None,
-              errors=None, machine=None):
+              errors=None, machine=None, boot=None):
         """kernels, qemus, images: lists that replace every guest's `kernel`,
         `qemu` and `image` (the command line's --kernels, --qemus and
         --images; --images makes every guest an image's). resolve_image:
@@ -424,7 +431,9 @@ class Campaign:
         domains, for run/virsh/campaign). errors: "simulated" or "real"
         (ERRORS) makes every host error that (run/campaign --errors).
         machine: (accel, cpu) for every guest (run/hostlab --campaign
-        --accel)"""
+        --accel). boot: {"accel", "firmware", "disk_bus"}, each given
+        replacing every guest's (run/campaign --accel, --firmware,
+        --disk-bus; the last two an image's guest's only)"""
         if kernels and images:
             raise SpecError(f"{path}: --kernels and --images: an image boots its own kernel")
         if errors is not None and errors not in ERRORS:
@@ -433,7 +442,7 @@ class Campaign:
         self.path = path
         _Reader(self, _File(text, path), dict(kernels=kernels, qemus=qemus, images=images,
                                               resolve_image=resolve_image, errors=errors,
-                                              machine=machine)).read()
+                                              machine=machine, boot=boot or {})).read()
         return self
 
     def _expand(self, scenarios):
@@ -474,6 +483,29 @@ class Campaign:
         raise SpecError(f"{self.path}:{self.host_real_line}: inject = host-real needs a host kernel "
                         "with MEMORY_FAILURE, which this one has not: run the campaign in the host "
                         f"lab (run/hostlab --campaign {self.path})")
+
+    def check_boot(self):
+        """What a guest needs of this host to boot, said before anything
+        runs: a disk something boots, OVMF for an image that boots by UEFI,
+        a KVM that runs a guest where one asks for accel = kvm"""
+        if any(g.accel == "kvm" for g in self.guests.values()):
+            from .kvm import kvm_usable  # here: it boots a probe guest once per build (cached)
+            usable, why = kvm_usable()
+            if not usable:
+                raise SpecError(f"{self.path}: accel = kvm: KVM is not usable on this host ({why}): use "
+                                "accel = tcg here, or run it where KVM runs guests (the host lab's L1)")
+        for g in self.guests.values():
+            for spelling in g.kernels if g.image else ():
+                image = self.kernels[spelling]
+                if g.firmware == "auto" and image.image is None and image.firmware is None:
+                    raise SpecError(f"{self.path}: image {spelling}: no partition table nor boot signature: "
+                                    "nothing boots this disk (say firmware = bios or uefi to boot it all the same)")
+                try:
+                    fw, _ = image.boot(g.firmware, g.disk_bus)
+                    if fw == "uefi":
+                        images_mod.ovmf()
+                except images_mod.ImageError as e:
+                    raise SpecError(f"{self.path}: image {spelling}: {e}") from None
 
     def ordered(self):
         """The cases in the order to run them: as the file has them, or (order =
@@ -607,7 +639,7 @@ class _Reader:
 
     def guest(self, section, v, name):
         machine = self.opts["machine"]
-        accel = machine[0] if machine else v["accel"]
+        accel = machine[0] if machine else self.opts["boot"].get("accel") or v["accel"]
         qemus = self.names(section, "qemu", v["qemu"])
         if v["image"] and v["kernel"]:
             self.fail(section, "image", "a guest has a kernel or an image, not both: an image boots "
@@ -620,7 +652,19 @@ class _Reader:
                       qemus=qemus, cpu=self.cpu(section, (machine[1] or DEFAULT_CPU) if machine else v["cpu"],
                                                 qemus, accel))
         guest.image = is_image
+        self.image_boot(section, guest, v, is_image)
         return guest
+
+    def image_boot(self, section, guest, v, is_image):
+        """An image's firmware and disk bus: the command line's, else the
+        file's; a kernel's guest has neither (vmce's own guest boots its
+        kernel directly, its data disk on virtio-blk)"""
+        boot = self.opts["boot"]
+        for key, attr in (("firmware", "firmware"), ("disk-bus", "disk_bus")):
+            value = boot.get(attr) or v[key]
+            if not is_image and v[key] != dict(firmware="auto", disk_bus="virtio-blk")[attr]:
+                self.fail(section, key, f"'{key}' is an image's: this guest boots a kernel (say image =)")
+            setattr(guest, attr, value)
 
     def default_guest(self):
         """The guest of a file with no [guest]: the defaults, on the command
@@ -630,6 +674,10 @@ class _Reader:
                       kernels=self.names(None, "image" if images else "kernel", []),
                       qemus=self.names(None, "qemu", []))
         guest.image = bool(images)
+        boot = self.opts["boot"]
+        guest.accel = boot.get("accel") or guest.accel
+        if images:
+            guest.firmware, guest.disk_bus = boot.get("firmware") or "auto", boot.get("disk_bus") or "virtio-blk"
         if machine:
             guest.accel, guest.cpu = machine[0], machine[1] or DEFAULT_CPU
         return guest

@@ -7,10 +7,17 @@ image, the image is the guest: its own kernel, its own userland.
                    BIOS disk with GRUB, booted here through the kernel and
                    initramfs copied out beside it, which is faster
   debian-12-cloud  the same with linux-image-cloud-amd64, the kernel
-                   Debian's cloud images boot
+                   Debian's cloud images boot, on a UEFI-only disk (GPT,
+                   an EFI system partition)
   PATH             an operator's qcow2 or raw image; it boots by itself
                    (firmware, its own boot loader), and its kernel is known
                    once it runs (qga's guest-get-osinfo)
+
+The firmware an image boots by is read from its partition table
+(firmware_of): a GPT disk with an EFI system partition and no BIOS boot
+partition is UEFI's, booted with OVMF (Debian's ovmf package), anything
+else SeaBIOS's; a campaign's `firmware` (--firmware) says it otherwise.
+Its disk is virtio-blk or virtio-scsi (`disk-bus`, --disk-bus).
 
 An image's kernel is judged by the expectations of the nearest kernel vmce
 knows (kernels.nearest_table), and said so; a kernel without the HWPOISON
@@ -21,11 +28,20 @@ import json
 import os
 import re
 import subprocess
+import tempfile
+import uuid
 
 from . import kernels as kernels_mod
 from . import paths
 
 KNOWN = ("debian-12", "debian-12-cloud")
+FIRMWARES = ("auto", "uefi", "bios")
+BUSES = ("virtio-blk", "virtio-scsi")
+ESP = uuid.UUID("c12a7328-f81f-11d2-ba4b-00a0c93ec93b")
+BIOS_BOOT = uuid.UUID("21686148-6943-6e6f-744e-656564454649")
+# Debian 12's ovmf: the 4 MiB flash build without Secure Boot, and the
+# empty variable store each VM gets a copy of
+OVMF_CODE, OVMF_VARS = "OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"
 
 
 class ImageError(Exception):
@@ -34,6 +50,59 @@ class ImageError(Exception):
 
 def image_dir(name):
     return os.path.join(paths.build_dir(), "images", name)
+
+
+def ovmf():
+    """(code, vars) of the UEFI firmware, or ImageError saying it is missing"""
+    d = os.environ.get("VMCE_OVMF_DIR") or "/usr/share/OVMF"
+    files = [os.path.join(d, f) for f in (OVMF_CODE, OVMF_VARS)]
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise ImageError(f"the image boots by UEFI and OVMF is not installed ({missing[0]} is missing): "
+                         "apt-get install ovmf (run/install-deps does)")
+    return tuple(files)
+
+
+def _gpt_types(head):
+    """The partition type GUIDs of a GPT in @head (the disk's first 34
+    sectors), or None where there is no GPT"""
+    if head[512:520] != b"EFI PART":
+        return None
+    lba, count, size = (int.from_bytes(head[512 + o:512 + o + n], "little") for o, n in ((72, 8), (80, 4), (84, 4)))
+    types = []
+    for i in range(min(count, 128)):
+        at = lba * 512 + i * size
+        if size < 16 or at + 16 > len(head):
+            break
+        raw = head[at:at + 16]
+        if any(raw):
+            types.append(uuid.UUID(bytes_le=raw))
+    return types
+
+
+def boot_record(head):
+    """What a disk's first sectors say of how it boots: "uefi" (GPT, an EFI
+    system partition, no BIOS boot partition), "bios" (MBR, or a GPT with
+    a BIOS boot partition or without an ESP), or None (no partition table
+    nor boot signature: a blank disk, nothing boots it)"""
+    types = _gpt_types(head)
+    if types is not None:
+        return "uefi" if ESP in types and BIOS_BOOT not in types else "bios"
+    return "bios" if head[510:512] == b"\x55\xaa" else None
+
+
+def read_head(path, fmt, size=34 * 512):
+    """The first @size bytes a guest sees of the image (qemu-img dd: a
+    qcow2's too)"""
+    with tempfile.TemporaryDirectory(prefix="vmce-head-") as d:
+        out = os.path.join(d, "head")
+        res = subprocess.run(["qemu-img", "dd", "-f", fmt, "-O", "raw", f"bs={size}", "count=1",
+                              f"if={path}", f"of={out}"], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise ImageError(f"{path}: qemu-img cannot read its first sectors: "
+                             f"{(res.stderr.strip().splitlines() or ['?'])[-1]}")
+        with open(out, "rb") as f:
+            return f.read()
 
 
 def is_image_spelling(value):
@@ -58,6 +127,8 @@ class Image:
         self.meta = meta or {}
         self.release, self.missing = None, None
         self.table, self.nearest = kernels_mod.DEFAULT, None
+        # how its disk boots (boot_record): None, unknown (nothing boots it)
+        self.firmware = self.meta.get("firmware")
         self.learn(release, config)
 
     def learn(self, release, config=None):
@@ -71,6 +142,22 @@ class Image:
         # Debian's own kernel in a Debian image is the table's kernel itself
         self.table, self.nearest = kernels_mod.table_for(release, self.missing, debian_exact=True)
 
+    def boot(self, firmware="auto", bus="virtio-blk"):
+        """QEMU's arguments for the image's firmware and disk: @firmware
+        auto (its own, read from the disk), uefi or bios; @bus virtio-blk or
+        virtio-scsi. UEFI's variable store is a copy per VM, made by Vm"""
+        # an image booted by its kernel copied out (a known one) needs no UEFI
+        fw = firmware if firmware != "auto" else (None if self.image else self.firmware)
+        if bus not in BUSES:
+            raise ImageError(f"disk bus '{bus}': say {' or '.join(BUSES)}")
+        drive = f"file={self.disk.replace(',', ',,')},format={self.format},snapshot=on"
+        if bus == "virtio-scsi":
+            args = ["-device", "virtio-scsi-pci,id=scsi0", "-drive", f"{drive},if=none,id=root",
+                    "-device", "scsi-hd,drive=root,bus=scsi0.0,bootindex=0"]
+        else:
+            args = ["-drive", f"{drive},if=virtio"]
+        return ("uefi" if fw == "uefi" else "bios"), args
+
     @property
     def label(self):
         rel = f" ({self.release})" if self.release else ""
@@ -79,7 +166,7 @@ class Image:
     def to_dict(self):
         return dict(name=self.name, kind="image", release=self.release, table=self.table,
                     nearest=self.nearest, image=self.disk, handler_missing=self.missing,
-                    os=self.meta.get("os"), packages=self.meta.get("packages"))
+                    os=self.meta.get("os"), packages=self.meta.get("packages"), firmware=self.firmware)
 
 
 def resolve(value):
@@ -108,4 +195,4 @@ def resolve(value):
     fmt = json.loads(info.stdout).get("format")
     if fmt not in ("qcow2", "raw"):
         raise ImageError(f"{value}: a {fmt} image (vmce takes qcow2 or raw)")
-    return Image(value, path, fmt)
+    return Image(value, path, fmt, meta={"firmware": boot_record(read_head(path, fmt))})

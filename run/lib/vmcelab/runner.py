@@ -151,6 +151,7 @@ class GuestVm:
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template, qemu=qemu.binary if qemu else None,
                       cpu_model=self.spec.cpu, image=image,
+                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
@@ -953,6 +954,9 @@ class Runner:
                 return case_record(case, expected, None, None, t_start, time.time())
             if case.not_real:  # before any boot: nothing of it can run
                 raise NotRun(case.not_real)
+            if gvm.spec.image and case.inject == "guest-selftest":
+                raise NotRun("vmce's kernel selftests come with vmce's own guest, not in an operator's "
+                             "image: run this case on a kernel (kernel = vmce-6.1)")
             if gvm.unbootable:
                 raise NotRun(gvm.unbootable)
             if not self.reuse or not gvm.fit(self.campaign.max_poisoned):

@@ -10,6 +10,7 @@ sockets, its guest agent socket, its console log and QEMU's own log:
 QEMU serves one client per socket, hence two of each.
   qga.sock          an image's qemu-guest-agent (org.qemu.guest_agent.0),
                     in place of vmce's agent ports (images.py, qga.py)
+  OVMF_VARS.fd  an image's UEFI variable store (its own copy of OVMF's)
   console.log   the guest's serial console
   qemu.log      QEMU's stderr (its own MCE messages land here)
   qemu.pid, vm.json
@@ -19,12 +20,14 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 
 from . import agent as agentmod
+from . import images as images_mod
 from . import paths, procfs, qemus
 from . import qga
 from .outcome import GuestLog
@@ -226,7 +229,7 @@ class Vm:
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
               cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None,
-              incoming_uri=None, image=None):
+              incoming_uri=None, image=None, firmware="auto", disk_bus="virtio-blk"):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
@@ -245,7 +248,9 @@ class Vm:
         image: an images.Image, the whole guest: its disk (snapshot=on, the
         image itself never written), its own kernel or its own boot loader,
         and qemu-guest-agent's port instead of vmce's agent's; kernel,
-        initrd, disk and append are not used
+        initrd, disk and append are not used. firmware (auto: the image's
+        own, images.boot_record; uefi; bios) and disk_bus (virtio-blk,
+        virtio-scsi): how the image boots and sees its disk
         """
         kernel, initrd, disk = _boot_files(kernel, initrd, disk, image)
         vm = cls._fresh(name, state_dir or os.path.join(paths.state_root(), name))
@@ -265,7 +270,7 @@ class Vm:
             "-mon", "chardev=qmp-vmced,mode=control",
             "-device", "virtio-serial-pci,id=vser0",
         ]
-        args += vm._agent_args(image)
+        args += vm._agent_args(image, firmware, disk_bus)
         args += _memory_args(mem, mem_mib, cpus, numa, mem_file)
         for _, offset, size in DISK_LAYOUT if disk else ():
             args += ["-drive", f"file={disk.replace(',', ',,')},if=virtio,format=raw,offset={offset << 20},"
@@ -276,7 +281,9 @@ class Vm:
             args += ["-incoming", incoming_uri]
         args += list(extra)
         vm._launch(args, {"accel": accel, "mem": mem, "cpus": cpus, "numa": numa,
-                          "disk": disk or None, "image": image.to_dict() if image is not None else None})
+                          "disk": disk or None, "image": image.to_dict() if image is not None else None,
+                          "firmware": firmware if image is not None else None,
+                          "disk_bus": disk_bus if image is not None else None})
         vm.mem_file = mem_file
         vm.image = image
         return vm
@@ -303,20 +310,29 @@ class Vm:
                 pass
         return vm
 
-    def _agent_args(self, image):
+    def _agent_args(self, image, firmware="auto", disk_bus="virtio-blk"):
         """The guest's agent ports: qemu-guest-agent's, with the image's
-        disk, or vmce's agent's two (one for people and tests, one for
-        vmced)"""
+        disk and firmware, or vmce's agent's two (one for people and tests,
+        one for vmced)"""
         if image is not None:
+            fw, disk = image.boot(firmware, disk_bus)
             return ["-chardev", f"socket,id=qga0,path={self.qga_path},server=on,wait=off",
                     "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
-                    "-drive", f"file={image.disk.replace(',', ',,')},if=virtio,format={image.format},"
-                              "snapshot=on"]
+                    *disk, *(self._uefi_args() if fw == "uefi" else [])]
         args = []
         for i, (port, sock) in enumerate(zip(AGENT_PORTS, (self.agent_path, self.vmced_agent_path))):
             args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
                      "-device", f"virtserialport,chardev=agent{i},name={port}"]
         return args
+
+    def _uefi_args(self):
+        """OVMF's code, read-only and shared, and a variable store of this
+        VM's own (the guest may write boot entries to it)"""
+        code, vars_ = images_mod.ovmf()
+        store = self.path("OVMF_VARS.fd")
+        shutil.copyfile(vars_, store)
+        return ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code.replace(',', ',,')}",
+                "-drive", f"if=pflash,format=raw,unit=1,file={store.replace(',', ',,')}"]
 
     def _launch(self, args, record):
         """QEMU started with @args, its log qemu.log, its pid in qemu.pid,
