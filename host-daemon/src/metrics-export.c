@@ -6,6 +6,8 @@
  */
 #define G_LOG_DOMAIN "vmce-metrics"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <string.h>
 
@@ -101,13 +103,25 @@ vmce_textfile_write_thread (GTask *task, gpointer source, gpointer task_data, GC
   gsize len;
   const gchar *data = g_bytes_get_data (text, &len);
 
-  /* a temporary file beside it (node_exporter reads only *.prom), then a
-   * rename: a scrape never sees half a file */
-  if (!g_file_set_contents_full (t->path, data, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &error)) {
+  g_autofree gchar *tmp = g_strconcat (t->path, ".tmp", NULL);
+  int saved;
+
+  /* written whole beside it (node_exporter reads only *.prom), then
+   * renamed: a scrape never sees half a file. The mode is set by chmod,
+   * which the unit's UMask=0077 does not touch: created 0600, the file was
+   * unreadable to node_exporter, which runs as another user */
+  if (!g_file_set_contents_full (tmp, data, (gssize) len, G_FILE_SET_CONTENTS_NONE, 0644, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
-  g_task_return_boolean (task, TRUE);
+  if (g_chmod (tmp, 0644) == 0 && g_rename (tmp, t->path) == 0) {
+    g_task_return_boolean (task, TRUE);
+    return;
+  }
+  saved = errno;
+  g_unlink (tmp);
+  g_task_return_new_error (task, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", t->path,
+                           g_strerror (saved));
 }
 
 /* One line for a failure, once until it changes; one when it writes again */

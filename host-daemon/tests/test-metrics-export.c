@@ -63,8 +63,12 @@ test_export_textfile (void)
   struct stat st;
   gint64 t0;
 
+  /* vmced.service's umask: the file must be 0644 all the same */
+  mode_t old_umask = umask (0077);
+
   g_assert_true (vmce_metrics_export_set_textfile (e, path, &error));
   wait_written (e, 1);
+  umask (old_umask);
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
   g_assert_cmpstr (text, ==, "# format prometheus\nvmce_renders_total 1\n");
   g_assert_cmpint (g_stat (path, &st), ==, 0);

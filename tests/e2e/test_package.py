@@ -284,11 +284,37 @@ def case_no_libvirt():
            "and keeps running without it")
 
 
+def case_metrics_textfile():
+    """[metrics] textfile as the operator's guide says, under the packaged
+    unit: its ProtectSystem=strict leaves vmced only the paths it names,
+    and node_exporter's directory must be one of them"""
+    conf = host.path("/etc/vmce/vmced.conf")
+    with open(conf) as f:
+        shipped = f.read()
+    os.makedirs(host.path("/var/lib/prometheus/node-exporter"), exist_ok=True)
+    prom = host.path("/var/lib/prometheus/node-exporter/vmce.prom")
+    try:
+        with open(conf, "a") as f:
+            f.write("\n[metrics]\ntextfile = /var/lib/prometheus/node-exporter/vmce.prom\n")
+        r = sh("systemctl", "restart", "vmced", check=False, timeout=60)
+        written = wait_for(lambda: os.path.exists(prom), 20)
+        text = open(prom).read() if written else ""
+        mode = oct(os.stat(prom).st_mode & 0o777) if written else None
+        tap.ok(r.returncode == 0 and written and "vmce_attached_vms" in text and mode == "0o644",
+               "[metrics] textfile under the packaged unit: vmced writes node_exporter's file (0644)",
+               diag=(r.stderr, mode, text[:300],
+                     sh("journalctl", "-u", "vmced", "--no-pager", "-o", "cat", "-n", "20").stdout))
+    finally:
+        with open(conf, "w") as f:
+            f.write(shipped)
+        sh("systemctl", "restart", "vmced", check=False, timeout=60)
+
+
 def case_upgrade_keeps_conffile():
     conf = host.path("/etc/vmce/vmced.conf")
     with open(conf) as f:
         text = f.read()
-    edited = text.replace("hugepage = one", "hugepage = all") + "# edited by the operator\n"
+    edited = text.replace("hugepage = salvage", "hugepage = all") + "# edited by the operator\n"
     with open(conf, "w") as f:
         f.write(edited)
     # the same package a version later: dpkg upgrades; its vmced.conf is
@@ -383,6 +409,7 @@ try:
     tap.case("forward", case_forward)
     tap.case("journald", case_journald)
     tap.case("no libvirt", case_no_libvirt)
+    tap.case("metrics", case_metrics_textfile)
     tap.case("upgrade", case_upgrade_keeps_conffile)
     tap.case("purge, journal kept", case_purge, True)
     tap.case("reinstall", case_reinstall)
