@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +69,26 @@ def campaign(*args, timeout=900, env=None):
     res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", *args], capture_output=True, text=True,
                          timeout=timeout, env=env)
     return res, time.monotonic() - t
+
+
+def bounded(argv, timeout, env=None):
+    """run/campaign where it should refuse in seconds: if it does not, and
+    boots a guest after all, the timeout interrupts it as ^C would, so that
+    it stops the QEMU and vmced it started (each in a session of its own,
+    out of reach of a kill of its group); a plain subprocess.run killed
+    run/campaign alone and left them running"""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
 def own_signal(rec):
@@ -168,22 +189,21 @@ for what, image, env, line in (
         ("a UEFI image without OVMF installed", cloud_disk, {"VMCE_OVMF_DIR": os.path.join(work, "no-ovmf")},
          "the image boots by UEFI and OVMF is not installed")):
     t = time.monotonic()
-    res = subprocess.run([sys.executable, CAMPAIGN, "--check-image", image], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ, **env))
+    res = bounded([sys.executable, CAMPAIGN, "--check-image", image], 60, env=dict(os.environ, **env))
     took = time.monotonic() - t
     missing = [x for x in res.stdout.splitlines() if x.split()[:1] == ["MISSING"]]
     tap.ok(res.returncode == 1 and "not ready" in res.stdout and len(missing) == 1
            and "firmware" in missing[0] and line in missing[0] and took < 10,
            f"run/campaign --check-image on {what}: one line, '{line}', exit 1 ({took:.1f} s)",
            diag=res.stdout + res.stderr)
-res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", cloud_spec], capture_output=True, text=True,
-                     timeout=60, env=dict(os.environ, VMCE_OVMF_DIR=os.path.join(work, "no-ovmf")))
+res = bounded([sys.executable, CAMPAIGN, "--fresh", cloud_spec], 60,
+              env=dict(os.environ, VMCE_OVMF_DIR=os.path.join(work, "no-ovmf")))
 tap.ok(res.returncode == 2 and res.stderr.count("\n") == 1 and "OVMF is not installed" in res.stderr,
        "a campaign on a UEFI image without OVMF: one line before anything runs, exit 2", diag=res.stderr)
 blank_spec = os.path.join(work, "blank-auto.ini")
 with open(blank_spec, "w") as f:
     f.write(f"[campaign]\nname = blank\n[guest image]\nimage = {blank}\n[case found]\npage = anon-dirty\n")
-res = subprocess.run([sys.executable, CAMPAIGN, "--fresh", blank_spec], capture_output=True, text=True, timeout=60)
+res = bounded([sys.executable, CAMPAIGN, "--fresh", blank_spec], 60)
 tap.ok(res.returncode == 2 and res.stderr.count("\n") == 1 and "nothing boots this disk" in res.stderr,
        "a campaign on a blank disk: one line before anything runs, exit 2", diag=res.stderr)
 
