@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "l
 
 from vmcelab import paths, qemus  # noqa: E402
 from vmcelab.daemon import Vmced  # noqa: E402
-from vmcelab.procfs import thread_states  # noqa: E402,F401 - the tests take it from here
+from vmcelab.procfs import pagemap_pfn, thread_states  # noqa: E402,F401 - the tests take them from here
 from vmcelab.vm import Vm  # noqa: E402
 from tap import Tap  # noqa: E402
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from common import (Tap, Vm, Vmced, gpa2hva, paths, prerequisites, start_victim, thread_states,
+from common import (Tap, Vm, Vmced, gpa2hva, pagemap_pfn, paths, prerequisites, start_victim, thread_states,
                     victim_status, wait_for, wait_kmsg, wait_sigbus, workdir)
 from vmcelab.agent import AgentError
 
@@ -97,15 +97,6 @@ def case_ao_early_kill():
         check_host_pfn(r)
     tap.ok(vm.alive(), "AO: QEMU is still running")
     tap.ok("t" not in thread_states(vm.pid).values(), "AO: no QEMU thread is left stopped")
-
-
-def pagemap_pfn(pid, hva):
-    """The pfn QEMU's page table maps @hva to, as root reads it; None if
-    the page is not present"""
-    with open(f"/proc/{pid}/pagemap", "rb") as f:
-        f.seek(hva // 4096 * 8)
-        entry = int.from_bytes(f.read(8), "little")
-    return entry & ((1 << 55) - 1) if entry >> 63 else None
 
 
 def check_host_pfn(r):

@@ -20,6 +20,8 @@ container and one guest:
   binary, the QEMU under test; on Debian 13 the host's own QEMU, run in the
   container's mount namespace with its own libraries and firmware),
   attached with the installed vmcectl; the guest process gets its SIGBUS;
+  the record names the host page (pagemap's pfn, which needs the
+  CAP_SYS_ADMIN the unit keeps);
 - an upgrade keeps the conffile the operator edited;
 - dpkg --purge with the VM attached: vmced detaches first (no QEMU thread
   left stopped or traced), nothing of the package is left, the journal
@@ -37,7 +39,7 @@ import subprocess
 import sys
 import time
 
-from common import (Tap, Vm, Vmced, paths, prerequisites, start_victim, thread_states, victim_status,
+from common import (Tap, Vm, Vmced, pagemap_pfn, paths, prerequisites, start_victim, thread_states, victim_status,
                     wait_for, wait_kmsg, wait_sigbus, workdir)
 from vmcelab import qemus
 from vmcelab.nspawn import Container, ContainerError, inner_pid
@@ -236,10 +238,16 @@ def case_forward():
     line = wait_kmsg(agent, rf"Memory failure: {pfn:#x}: recovery action for dirty LRU page: Recovered",
                      since)
     tap.ok(line is not None, "the guest kernel recovered the page")
-    tap.ok(wait_for(lambda: [r for r in memory_errors()
-                             if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]
-                             and r["result"] == "injected"], 10),
-           f"the installed vmced's journal (/var/lib/vmce) holds the error at GPA {victim['gpa']}")
+    rec = wait_for(lambda: [r for r in memory_errors()
+                            if r["gpa"] and int(r["gpa"], 16) == victim["gpa_int"]
+                            and r["result"] == "injected"], 10)
+    tap.ok(rec, f"the installed vmced's journal (/var/lib/vmce) holds the error at GPA {victim['gpa']}")
+    # the unit keeps CAP_SYS_ADMIN for this: without it pagemap shows 0
+    r = rec[0] if rec else {}
+    want = pagemap_pfn(vm.pid, int(r.get("hva") or "0", 16))
+    tap.ok(want and (r.get("host_pfn"), r.get("host_pfn_from")) == (want, "present"),
+           "under the packaged unit, the record names the host page (the pfn QEMU's pagemap maps the HVA to)",
+           diag={k: r.get(k) for k in ("hva", "host_pfn", "host_pfn_from", "host_pfn_why")} | {"pagemap": want})
     qemu_untouched("after the forward", attached=True)
     forwarded_gpa = victim["gpa_int"]
 

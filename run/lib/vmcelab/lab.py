@@ -31,7 +31,7 @@ import threading
 import time
 
 from . import labcampaign, overhead, rasdaemon
-from .procfs import process_reads, thread_states
+from .procfs import pagemap_entry, process_reads, thread_states
 from . import qemus as qemus_mod
 from .daemon import Vmced
 from .vm import Vm
@@ -215,18 +215,7 @@ def l1_thp(backing):
     return want
 
 
-PM_PRESENT, PM_SWAP = 1 << 63, 1 << 62
-PFN_MASK = (1 << 55) - 1
 KPF_HUGE, KPF_HWPOISON, KPF_THP = 17, 19, 22
-
-
-def pagemap_entry(entry):
-    """One 64-bit /proc/PID/pagemap entry (Documentation/admin-guide/mm/
-    pagemap.rst): present with its pfn (0 to a reader without
-    CAP_SYS_ADMIN), or swapped (a hwpoisoned page's entry is a swap entry
-    too), or neither"""
-    return {"present": bool(entry & PM_PRESENT), "swapped": bool(entry & PM_SWAP),
-            "pfn": entry & PFN_MASK if entry & PM_PRESENT else None}
 
 
 def page_kinds(flags):

@@ -2,6 +2,9 @@
 import ctypes
 import os
 
+PM_PRESENT, PM_SWAP = 1 << 63, 1 << 62
+PFN_MASK = (1 << 55) - 1
+
 
 def thread_states(pid):
     """State letter of every thread of @pid ('t' = stopped by a tracer)."""
@@ -90,3 +93,20 @@ def process_reads(pid, addr):
     local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
     remote = _Iovec(addr & ~0xfff, 8)
     return libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == 8
+
+
+def pagemap_entry(entry):
+    """One 64-bit /proc/PID/pagemap entry (Documentation/admin-guide/mm/
+    pagemap.rst): present with its pfn (0 to a reader without
+    CAP_SYS_ADMIN), or swapped (a hwpoisoned page's entry is a swap entry
+    too), or neither"""
+    return {"present": bool(entry & PM_PRESENT), "swapped": bool(entry & PM_SWAP),
+            "pfn": entry & PFN_MASK if entry & PM_PRESENT else None}
+
+
+def pagemap_pfn(pid, hva):
+    """The pfn process @pid's page table maps @hva to, as root reads it;
+    None if the page is not present"""
+    with open(f"/proc/{pid}/pagemap", "rb") as f:
+        f.seek(hva // 4096 * 8)
+        return pagemap_entry(int.from_bytes(f.read(8), "little"))["pfn"]
