@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root fuzz kernel kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -22,7 +22,8 @@ help:
 	@echo "make check    every test (unit, fuzz corpus replay, end to end; unit and forwarding"
 	@echo "              again under ASan and UBSan), but suite check-all (what needs vmce-10.2)"
 	@echo "make check-all  make check and suite check-all (the QEMU series' checks and end-to-end"
-	@echo "              runs on vmce-10.2), with every QEMU and kernel built (make qemus, make kernels-all)"
+	@echo "              runs on vmce-10.2, the Arm64 guest), with every QEMU and kernel built (make qemus,"
+	@echo "              make kernels-all, make image-arm64)"
 	@echo "make build    vmced, vmcectl, the guest tools and the tests (meson, in $(MESON_DIR))"
 	@echo "make image    Debian's guest kernel, the guest initramfs and the data disk (make with no"
 	@echo "              goal: build and image)"
@@ -46,7 +47,8 @@ help:
 	@echo "              attached vs not, storms of 10^4 errors into 1 and 16 guests, 256 QEMUs"
 	@echo "              direct and 256 libvirt domains, libvirtd restarts under load, live migration"
 	@echo "              with 0 to 10^4 poisoned pages per QEMU and a libvirt host's drain, the host"
-	@echo "              lab's KVM overhead and P1), then one table (bench-all.json)"
+	@echo "              lab's KVM overhead and P1, the Arm64 guest's boot and restore), then one table"
+	@echo "              (bench-all.json)"
 	@echo "make bench-storm  10^5 errors into one guest through inject-mce: errors/s with nothing"
 	@echo "              lost, vmced's RSS as it goes, the guest's verdict"
 	@echo "make deb      the Debian packages in build/deb, and lintian on them (cached per machine)"
@@ -63,6 +65,8 @@ help:
 	@echo "              per machine; a long cold build, 69 min here under load: not part of make kernels)"
 	@echo "make kernel-6.12 Debian 13's kernel (debian-6.12), and its initramfs"
 	@echo "make kernel-7.3  trixie-backports' Linux 7.3 kernel (debian-7.3), and its initramfs"
+	@echo "make image-arm64  the Arm64 guest (run/vm start --arch arm64): Debian 12's arm64 kernel, the"
+	@echo "              guest tools cross-compiled, busybox for arm64, its initramfs"
 	@echo "make kernels  the guest kernels make check uses: debian-6.1, vmce-6.1, debian-6.12, debian-7.3"
 	@echo "make kernels-all  every guest kernel by name: make kernels, vmce-6.12 and vmce-7.3"
 	@echo "make bench-kernels  per guest kernel: boot, the full matrix; and vmce-6.1's, vmce-6.12's and"
@@ -86,6 +90,22 @@ deb:
 
 kernel: deps
 	@guest-kernel/fetch --out $(KERNEL_DIR)
+
+# the Arm64 guest (run/vm start --arch arm64; run/lib/vmcelab/arm64.py):
+# Debian 12's arm64 kernel fetched from a private apt state of arm64, the
+# guest tools cross-compiled static (Debian's gcc-aarch64-linux-gnu) in a
+# meson build dir of their own, Debian's busybox-static for arm64 (cached
+# per machine) and the same init
+ARM64_MESON_DIR := $(BUILD)/meson-arm64
+image-arm64: deps
+	@run/install-deps arm64
+	@guest-kernel/fetch --arch arm64 --out $(KERNELS_DIR)/debian-6.1-arm64
+	@[ -f $(ARM64_MESON_DIR)/build.ninja ] || meson setup $(ARM64_MESON_DIR) \
+		--cross-file images/guest-tools/aarch64.cross -Dguest_tools_only=true >/dev/null
+	@meson compile -C $(ARM64_MESON_DIR) >/dev/null
+	@mkdir -p $(dir $(IMAGE))
+	@images/mkinitramfs --arch arm64 --kernel-dir $(KERNELS_DIR)/debian-6.1-arm64 \
+		--tools $(ARM64_MESON_DIR)/images/guest-tools --out $(BUILD)/images/guest-arm64.cpio.gz
 
 # the other guest kernels a campaign can name, each with its own initramfs
 # make check builds the series on one base, 6.1, as it builds the QEMU
@@ -196,7 +216,7 @@ demo: image
 check: kernels qemus-check guest-image host-root deb
 	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
-check-all: kernels-all qemus guest-image host-root deb
+check-all: kernels-all qemus guest-image host-root deb image-arm64
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer
@@ -250,8 +270,8 @@ campaign: image
 # A part that fails leaves its rows "not measured" (its own figures from an
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
-BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain metrics
-bench: kernels qemus guest-image
+BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain metrics arm64
+bench: kernels qemus guest-image image-arm64
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
 	-@run/bench
@@ -269,6 +289,7 @@ bench: kernels qemus guest-image
 	-@run/bench --only migration --migration-qemu vmce-10.0
 	-@run/bench --only drain
 	-@run/bench --only metrics
+	-@run/bench --only arm64
 	-@run/campaign --bench
 	-@run/libvirt/bench --domains 64 --mem 128M --paused 192
 	-@run/libvirt/restarts

@@ -81,14 +81,16 @@ module_plain() {
 	echo "${path%.gz}"
 }
 
-# Debian's busybox-static with a symlink per applet.
+# Debian's busybox-static with a symlink per applet; $2, if given, the
+# binary to install (another architecture's, busybox_for_arch), its applets
+# those of this host's busybox of the same version.
 stage_busybox() {
 	local stage=$1 applet busybox=/bin/busybox
 	[[ $(dpkg-query -W -f '${db:Status-Status}' busybox-static 2>/dev/null) == installed ]] ||
 		die "busybox-static is not installed (apt-get install busybox-static)"
 	[[ -x $busybox ]] || die "$busybox is missing although busybox-static is installed"
 	mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,root}
-	install -m 0755 "$busybox" "$stage/bin/busybox"
+	install -m 0755 "${2:-$busybox}" "$stage/bin/busybox"
 	while IFS= read -r applet; do
 		[[ $applet == */* && $applet != bin/busybox ]] || continue
 		[[ -e $stage/$applet || -L $stage/$applet ]] && continue
@@ -122,4 +124,33 @@ write_cpio() {
 		newc_entry TRAILER!!! 0 0 0
 	} | $filter >"$tmp" || die "writing $tmp failed"
 	mv "$tmp" "$out"
+}
+
+# busybox_for_arch ARCH: prints the path of Debian's busybox-static for ARCH
+# (arm64), of the version installed here (so that this host's busybox lists
+# its applets: the other one does not run here), downloaded once per machine
+# into $VMCE_CACHE/busybox-ARCH-VERSION from a private apt state of that
+# architecture (run/lib/apt-suite.sh)
+busybox_for_arch() {
+	local arch=$1 version cache dir log
+	version=$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null) ||
+		die "busybox-static is not installed (apt-get install busybox-static)"
+	cache=${VMCE_CACHE:-/var/cache/vmce}
+	dir=$cache/busybox-$arch-${version//:/_}
+	if [[ ! -x $dir/busybox ]]; then
+		# shellcheck source=run/lib/apt-suite.sh
+		. "$(dirname "${BASH_SOURCE[0]}")/../run/lib/apt-suite.sh"
+		apt_arch=$arch apt_suite "$cache/apt-bookworm-$arch" "deb bookworm" "deb bookworm-security" >&2
+		rm -rf "$dir.new"
+		mkdir -p "$dir.new"
+		log=$dir.new/download.log
+		(cd "$dir.new" && apt-get -qq "${apt_opts[@]}" download "busybox-static=$version") >"$log" 2>&1 ||
+			die "apt-get download busybox-static=$version for $arch failed ($(grep -m1 '^E:' "$log" || echo "see $log")); a Debian package mirror is needed"
+		dpkg -x "$dir.new"/busybox-static_*.deb "$dir.new/root" || die "dpkg -x of busybox-static ($arch) failed"
+		install -m 0755 "$dir.new/root/bin/busybox" "$dir.new/busybox"
+		rm -rf "$dir.new/root" "$dir.new"/*.deb "$log"
+		rm -rf "$dir"
+		mv "$dir.new" "$dir"
+	fi
+	echo "$dir/busybox"
 }

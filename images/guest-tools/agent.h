@@ -76,4 +76,9 @@ command_fn cmd_workload, cmd_fill;
 
 command_fn cmd_selftest;
 
+/* ---- how firmware tells the guest of an error: ACPI tables, GHES
+ * (agent-firmware.c) ---- */
+
+command_fn cmd_firmware;
+
 #endif

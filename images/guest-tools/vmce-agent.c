@@ -87,6 +87,8 @@ static const struct command commands[] = {
 	{ "fill", cmd_fill, { "mb", NULL } },
 	/* agent-selftest.c */
 	{ "selftest", cmd_selftest, { "name", "timeout-ms", NULL } },
+	/* agent-firmware.c */
+	{ "firmware", cmd_firmware, { NULL } },
 };
 
 static bool key_allowed(const struct command *c, const char *key)

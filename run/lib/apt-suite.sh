@@ -13,8 +13,11 @@
 # before still works: no network then means no newer packages, not no
 # packages). A state made here for a suite the archive does not serve is
 # removed again: nothing is left in the cache that looks like one.
+# apt_arch=ARCH (e.g. arm64) before the call: the packages of another
+# architecture (the Arm64 guest's kernel and busybox), in a state of their
+# own, with no dpkg --add-architecture on this host.
 apt_suite() {
-	local aptdir=$1 mirror line type suite base fresh=''
+	local aptdir=$1 mirror line type suite base fresh='' arch=${apt_arch:-}
 	shift
 	[[ -d $aptdir ]] || fresh=1
 	mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" || die "cannot create $aptdir"
@@ -27,7 +30,7 @@ apt_suite() {
 		read -r type suite <<<"$line"
 		base=$mirror
 		[[ $suite == *-security ]] && base=$mirror-security
-		echo "$type [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $base $suite main"
+		echo "$type [${arch:+arch=$arch }signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $base $suite main"
 	done >"$aptdir/sources.list.new"
 	# new lines (another suite asked of the same state) mean new lists
 	if ! cmp -s "$aptdir/sources.list.new" "$aptdir/sources.list"; then
@@ -40,6 +43,7 @@ apt_suite() {
 		-o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache"
 		-o "Dir::State::status=$aptdir/status" -o Dir::Etc::Preferences=/dev/null
 		-o Dir::Etc::PreferencesParts=/nonexistent -o APT::Sandbox::User=root)
+	[[ -z $arch ]] || apt_opts+=(-o "APT::Architecture=$arch" -o "APT::Architectures=$arch")
 	if [[ -z $(find "$aptdir/lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null) &&
 		-z $(find "$aptdir/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null) ]]; then
 		apt-get -q "${apt_opts[@]}" update >"$aptdir/update.log" 2>&1 ||

@@ -16,7 +16,7 @@ from vmcelab.procfs import pagemap_pfn, thread_states  # noqa: E402,F401 - the t
 from vmcelab.vm import Vm  # noqa: E402
 from tap import Tap  # noqa: E402
 
-__all__ = ["Tap", "Vm", "Vmced", "paths", "prerequisites", "wait_for", "workdir",
+__all__ = ["Tap", "Vm", "Vmced", "paths", "prerequisites", "prerequisites_arm64", "wait_for", "workdir",
            "PRIVATE_LIBVIRTD", "private_libvirtd", "Virsh",
            "start_victim", "victim_status", "wait_sigbus", "wait_kmsg", "thread_states",
            "gpa2hva", "qemu_reads"]
@@ -39,6 +39,23 @@ def prerequisites(tap):
     except qemus.QemuError as e:
         tap.bail(f"{e} (make check builds every QEMU it tests)")
     tap.diag(f"QEMU {q.label}: {q.release}")
+
+
+def prerequisites_arm64(tap):
+    """As prerequisites(), for the Arm64 guest (run/lib/vmcelab/arm64.py):
+    its kernel, initramfs, QEMU and firmware, which make check-all builds
+    and installs (make image-arm64, run/install-deps)"""
+    from vmcelab import arm64
+    if os.geteuid() != 0:
+        tap.skip("end-to-end tests", "they need root (/run/vmce, ptrace of QEMU)")
+        tap.done()
+    try:
+        _, _, release = arm64.boot_files()
+        qemu = arm64.qemu_binary()
+        arm64.firmware()
+    except arm64.Arm64Error as e:
+        tap.bail(f"{e} (make check-all builds the Arm64 guest)")
+    tap.diag(f"Arm64 guest: kernel {release}, {qemus.version_line(qemu)}")
 
 
 PRIVATE_LIBVIRTD = os.path.join(paths.ROOT, "run", "libvirt", "private-libvirtd")

@@ -4,7 +4,8 @@ PATH answer from a directory of package stanzas and .deb files made here
 with dpkg-deb. Debian's 6.x layout (all of it in linux-image-RELEASE) and
 7.x's (linux-image-RELEASE empty, depending on linux-binary-, -modules- and
 -base-RELEASE) laid out as the same kernel dir; a suite the archive does not
-serve, and a package that cannot be downloaded, leave nothing behind."""
+serve, and a package that cannot be downloaded, leave nothing behind. The
+Arm64 guest's kernel (--arch arm64) from an apt state of that architecture."""
 import os
 import shutil
 import stat
@@ -16,15 +17,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 FETCH = os.path.join(ROOT, "guest-kernel", "fetch")
 VMCE_CONFIG = os.path.join(ROOT, "guest-kernel", "vmce.config")
+ARM64_CONFIG = os.path.join(ROOT, "guest-kernel", "vmce-arm64.config")
 
 # the scripted apt: FAKE_APT/show/PKG is `apt-cache show PKG`, FAKE_APT/depends
-# is `apt-cache depends linux-image-amd64`, FAKE_APT/debs/PKG.deb what
+# is `apt-cache depends METAPACKAGE` (its first line), FAKE_APT/arch the
+# architecture apt-cache was asked for (-o APT::Architecture), FAKE_APT/debs/PKG.deb what
 # `apt-get download PKG=V` gets; each download is logged to FAKE_APT/downloaded
 APT_CACHE = r"""#!/bin/bash
 args=()
-while (($#)); do case $1 in -o) shift 2 ;; -q*) shift ;; *) args+=("$1"); shift ;; esac; done
+while (($#)); do
+	case $1 in
+	-o) [[ $2 == APT::Architecture=* ]] && echo "${2#*=}" >"$FAKE_APT/arch"; shift 2 ;;
+	-q*) shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
 case ${args[0]} in
-depends) cat "$FAKE_APT/depends" ;;
+depends) [[ ${args[-1]} == "$(head -1 "$FAKE_APT/depends")" ]] || exit 100; cat "$FAKE_APT/depends" ;;
 show) [[ -f $FAKE_APT/show/${args[-1]} ]] || exit 100; cat "$FAKE_APT/show/${args[-1]}" ;;
 *) exit 100 ;;
 esac
@@ -62,6 +71,9 @@ REL7 = "7.3.4+deb13-amd64"
 V7 = "7.3.4-1~bpo13+1"
 REL6 = "6.1.0-57-amd64"
 V6 = "6.1.192-3"
+REL6_ARM = "6.1.0-57-arm64"
+# an arm64 Image's first bytes: the EFI stub's "MZ", and "ARMd" at 0x38
+ARM64_IMAGE = b"MZ" + b"\0" * 0x36 + b"ARMd" + b"\0" * 4032
 
 
 class Fetch(unittest.TestCase):
@@ -175,6 +187,53 @@ class Fetch(unittest.TestCase):
         self.assertEqual(os.readlink(os.path.join(self.out, "vmlinuz")), f"root/boot/vmlinuz-{REL6}")
         self.assertEqual(os.readlink(os.path.join(self.out, "config")), f"root/boot/config-{REL6}")
         self.assertEqual(os.readlink(os.path.join(self.out, "modules")), f"root/lib/modules/{REL6}")
+
+    def arm64_archive(self, image, fragment=ARM64_CONFIG):
+        with open(fragment, "rb") as f:
+            config = b"".join(line for line in f if line.startswith(b"CONFIG_"))
+        self.package(f"linux-image-{REL6_ARM}", V6,
+                     {f"boot/vmlinuz-{REL6_ARM}": image, f"boot/config-{REL6_ARM}": config,
+                      f"lib/modules/{REL6_ARM}/modules.builtin": b""})
+        with open(os.path.join(self.apt, "depends"), "w") as f:
+            f.write(f"linux-image-arm64\n  Depends: linux-image-{REL6_ARM}\n")
+
+    def test_arm64_from_a_state_of_its_own(self):
+        self.arm64_archive(ARM64_IMAGE)
+        r = self.fetch("--arch", "arm64")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.downloaded(), [f"linux-image-{REL6_ARM}={V6}"],
+                         "linux-image-arm64's kernel, not amd64's")
+        with open(os.path.join(self.apt, "arch")) as f:
+            self.assertEqual(f.read().strip(), "arm64", "apt asked for arm64's packages")
+        with open(os.path.join(self.tmp, "cache", "apt-bookworm-arm64", "sources.list")) as f:
+            sources = f.read()
+        self.assertIn("[arch=arm64 ", sources)
+        self.assertIn(" bookworm main", sources)
+        self.assertIn(" bookworm-security main", sources)
+        self.assertEqual(os.readlink(os.path.join(self.out, "Image")), f"root/boot/vmlinuz-{REL6_ARM}",
+                         "Debian 12's arm64 vmlinuz is the plain Image")
+        self.assertFalse(os.path.exists(os.path.join(self.out, "vmlinux")), "no x86 vmlinux")
+        self.assertIn("check-config", r.stdout)
+
+    def test_arm64_gzipped_image_is_unpacked(self):
+        gz = subprocess.run(["gzip", "-c"], input=ARM64_IMAGE, capture_output=True, check=True).stdout
+        self.arm64_archive(gz)
+        r = self.fetch("--arch", "arm64")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.out, "Image"), "rb") as f:
+            self.assertEqual(f.read(), ARM64_IMAGE)
+
+    def test_arm64_config_without_ghes_is_named(self):
+        # the x86 config: no APEI, no GHES
+        self.arm64_archive(ARM64_IMAGE, fragment=VMCE_CONFIG)
+        r = self.fetch("--arch", "arm64")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("CONFIG_ACPI_APEI_GHES is not set", r.stderr)
+
+    def test_an_arch_vmce_has_no_guest_for(self):
+        r = self.fetch("--arch", "riscv64")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--arch takes amd64 or arm64, not 'riscv64'", r.stderr)
 
     def test_a_suite_the_archive_does_not_serve(self):
         open(os.path.join(self.apt, "no-such-suite"), "w").close()

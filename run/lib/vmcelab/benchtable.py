@@ -303,6 +303,16 @@ def _metrics(t, d, how):
           f"{a['vmced']['median_s']} s / {a['node']['median_s']} s", how=how)
 
 
+def _arm64(t, d, how):
+    a = d["arm64"]
+    t.row("Arm64 guest (TCG, AAVMF) boot to ready, restored copy to ready (median)",
+          f"{a['boot_s']['median']:.1f} s, {a['restore_s']['median']:.1f} s", how=how)
+    if a.get("cold"):
+        c = a["cold"]
+        t.row("Arm64 guest cold build: kernel fetch, tools cross-compiled, initramfs",
+              f"{c['kernel_fetch_s']} s, {c['tools_cross_compile_s']} s, {c['initramfs_s']} s", how=how)
+
+
 # each part of the bench: its figure file, the command that writes it, what
 # the table says when it is not there, and how it fills its rows
 PARTS = [
@@ -337,6 +347,8 @@ PARTS = [
     ("drain", "run/bench --only drain", "drain of a libvirt host of 8 guests, 2 poisoned", _drain),
     ("metrics", "run/bench --only metrics", "metrics at 256 VMs: size, scrape time; error to alert firing",
      _metrics),
+    ("arm64", "run/bench --only arm64", "Arm64 guest (TCG, AAVMF) boot to ready, restored copy to ready (median)",
+     _arm64),
 ]
 
 

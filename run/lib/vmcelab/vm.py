@@ -11,6 +11,7 @@ QEMU serves one client per socket, hence two of each.
   qga.sock          an image's qemu-guest-agent (org.qemu.guest_agent.0),
                     in place of vmce's agent ports (images.py, qga.py)
   OVMF_VARS.fd  an image's UEFI variable store (its own copy of OVMF's)
+  AAVMF_VARS.fd an Arm64 guest's (its own copy of AAVMF's; arm64.py)
   console.log   the guest's serial console
   qemu.log      QEMU's stderr (its own MCE messages land here)
   qemu.pid, vm.json
@@ -27,6 +28,7 @@ import tempfile
 import time
 
 from . import agent as agentmod
+from . import arm64
 from . import images as images_mod
 from . import paths, procfs, qemus
 from . import qga
@@ -84,10 +86,10 @@ def _boot_files(kernel, initrd, disk, image):
     return kernel, initrd, disk
 
 
-def _boot_args(kernel, initrd, append, shell, image):
+def _boot_args(kernel, initrd, append, shell, image, console="ttyS0"):
     """-kernel, -initrd and -append, or nothing for an image that boots by
     itself (its boot loader)"""
-    cmdline = "console=ttyS0 loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
+    cmdline = f"console={console} loglevel=4 " + ("vmce.shell=1 " if shell else "") + append
     if image is not None:
         cmdline = image.cmdline or ""
     if not kernel:
@@ -228,8 +230,8 @@ class Vm:
     @classmethod
     def start(cls, name, mem="512M", cpus=1, accel="tcg", numa=None, qemu=None,
               kernel=None, initrd=None, append="", extra=(), state_dir=None,
-              cpu_model="Skylake-Client", shell=False, mem_file=None, disk=None, incoming=None,
-              incoming_uri=None, image=None, firmware="auto", disk_bus="virtio-blk"):
+              cpu_model=None, shell=False, mem_file=None, disk=None, incoming=None,
+              incoming_uri=None, image=None, firmware="auto", disk_bus="virtio-blk", arch="amd64"):
         """Boots a guest and returns without waiting for it (see wait_ready).
 
         numa: memory sizes of NUMA nodes, each its own RAM block
@@ -251,18 +253,30 @@ class Vm:
         initrd, disk and append are not used. firmware (auto: the image's
         own, images.boot_record; uefi; bios) and disk_bus (virtio-blk,
         virtio-scsi): how the image boots and sees its disk
+        arch: amd64, or arm64 (arm64.py: virt,ras=on under AAVMF, the Arm64
+        guest's kernel and initramfs unless given, qemu-system-aarch64
+        unless qemu names one; no image); cpu_model defaults to the arch's
+        (Skylake-Client; arm64.CPU)
         """
+        if arch not in arm64.ARCHES:
+            raise ValueError(f"arch {arch}: not one of {', '.join(arm64.ARCHES)}")
+        if arch == "arm64":
+            if image is not None:
+                raise ValueError("an operator's image is an x86 guest; the Arm64 guest boots vmce's own")
+            if not kernel or not initrd:
+                own_kernel, own_initrd, _ = arm64.boot_files()
+                kernel, initrd = kernel or own_kernel, initrd or own_initrd
+            qemu = arm64.qemu_binary(qemu)
         kernel, initrd, disk = _boot_files(kernel, initrd, disk, image)
         vm = cls._fresh(name, state_dir or os.path.join(paths.state_root(), name))
         mem_mib = parse_size(mem)
         args = [
             qemu or qemus.binary(),
             "-name", f"guest={name},debug-threads=on",
-            "-machine", "pc", "-accel", accel,
-            "-cpu", cpu_model,
+            *vm._machine_args(arch, accel, cpu_model),
             "-smp", str(cpus),
             "-nodefaults", "-no-user-config", "-display", "none",
-            *_boot_args(kernel, initrd, append, shell, image),
+            *_boot_args(kernel, initrd, append, shell, image, arm64.CONSOLE if arch == "arm64" else "ttyS0"),
             "-serial", f"file:{vm.console_path}",
             "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
             "-mon", "chardev=qmp,mode=control",
@@ -280,7 +294,7 @@ class Vm:
         elif incoming_uri:
             args += ["-incoming", incoming_uri]
         args += list(extra)
-        vm._launch(args, {"accel": accel, "mem": mem, "cpus": cpus, "numa": numa,
+        vm._launch(args, {"arch": arch, "accel": accel, "mem": mem, "cpus": cpus, "numa": numa,
                           "disk": disk or None, "image": image.to_dict() if image is not None else None,
                           "firmware": firmware if image is not None else None,
                           "disk_bus": disk_bus if image is not None else None})
@@ -324,6 +338,16 @@ class Vm:
             args += ["-chardev", f"socket,id=agent{i},path={sock},server=on,wait=off",
                      "-device", f"virtserialport,chardev=agent{i},name={port}"]
         return args
+
+    def _machine_args(self, arch, accel, cpu_model):
+        """QEMU's machine, accelerator and CPU: a PC, or the Arm64 virt
+        machine with its firmware and a variable store of this VM's own"""
+        if arch != "arm64":
+            return ["-machine", "pc", "-accel", accel, "-cpu", cpu_model or "Skylake-Client"]
+        code, vars_ = arm64.firmware()
+        store = self.path("AAVMF_VARS.fd")
+        shutil.copyfile(vars_, store)
+        return arm64.machine_args(accel, cpu_model, code, store)
 
     def _uefi_args(self):
         """OVMF's code, read-only and shared, and a variable store of this

@@ -1,0 +1,141 @@
+"""run/bench --only arm64: the Arm64 guest's figures (arm64.py).
+
+  boot       QEMU start to the agent's first answer, --boots first boots
+             under TCG (AAVMF, then the kernel on ACPI)
+  restore    the first boot saved (QEMU migration to a file, as the
+             campaign runner saves its template) and --boots copies started
+             from it: QEMU start to the agent answering
+  cold       (--cold-build) what a machine without the Arm64 guest pays, in
+             a scratch cache and build directory: Debian 12's arm64 kernel
+             fetched (apt lists of arm64, the package, unpacked), the guest
+             tools cross-compiled, busybox-static for arm64 fetched and the
+             initramfs written, and the Debian packages `run/install-deps arm64`
+             adds for it (QEMU, AAVMF, the cross compiler, and what they
+             pull in) downloaded; installing them is apt's part
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from . import arm64, paths
+from .vm import Vm
+
+# what `run/install-deps arm64` adds for the Arm64 guest (QEMU, its firmware, the
+# cross compiler) to a Debian 12 machine that has make check's packages:
+# these four and what apt pulled in with them here
+INSTALLED = ("qemu-system-arm", "qemu-efi-aarch64", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross")
+PACKAGES = INSTALLED + (
+    "binutils-aarch64-linux-gnu", "gcc-12-aarch64-linux-gnu-base", "cpp-12-aarch64-linux-gnu",
+    "cpp-aarch64-linux-gnu", "gcc-12-cross-base", "libc6-arm64-cross", "libgcc-s1-arm64-cross",
+    "libgomp1-arm64-cross", "libitm1-arm64-cross", "libatomic1-arm64-cross", "libasan8-arm64-cross",
+    "liblsan0-arm64-cross", "libtsan2-arm64-cross", "libstdc++6-arm64-cross", "libubsan1-arm64-cross",
+    "libhwasan0-arm64-cross", "libgcc-12-dev-arm64-cross", "gcc-12-aarch64-linux-gnu",
+    "linux-libc-dev-arm64-cross")
+
+
+def _summary(values):
+    return {"n": len(values), "median": round(statistics.median(values), 2), "min": round(min(values), 2),
+            "max": round(max(values), 2)}
+
+
+def _boot(work, name, incoming=None):
+    """Seconds from QEMU's start to the agent's first answer, and the Vm
+    (running)"""
+    t = time.monotonic()
+    # no data disk: a restored copy would find a fresh one under a guest
+    # that had mounted the saved one (the runner's templates leave it for later)
+    vm = Vm.start(name, arch="arm64", state_dir=os.path.join(work, name), incoming=incoming, disk=False)
+    try:
+        if incoming:
+            vm.resume()
+        vm.wait_ready(timeout=120 if incoming is None else 60)
+    except BaseException:
+        vm.stop()
+        raise
+    return time.monotonic() - t, vm
+
+
+def boot_and_restore(work, boots):
+    """{"boot_s", "restore_s", "save_s", "template_mib", "ghes"}: @boots first
+    boots, the last one saved, @boots copies restored from it"""
+    first, restored = [], []
+    template = os.path.join(work, "arm64.template")
+    for i in range(boots):
+        s, vm = _boot(work, f"arm64-boot{i}")
+        first.append(s)
+        try:
+            if i == boots - 1:
+                fw = vm.agent.call("firmware", timeout=10)
+                t = time.monotonic()
+                vm.agent.close()
+                vm.agent = None
+                vm.save_state(template)
+                save_s = time.monotonic() - t
+        finally:
+            vm.stop()
+    for i in range(boots):
+        s, vm = _boot(work, f"arm64-restore{i}", incoming=template)
+        restored.append(s)
+        vm.stop()
+    return {"boot_s": _summary(first), "restore_s": _summary(restored), "save_s": round(save_s, 2),
+            "template_mib": round(os.path.getsize(template) / 2**20), "ghes": fw.get("ghes"),
+            "hest": "HEST" in fw.get("acpi_tables", [])}
+
+
+def _timed(cmd, env):
+    t = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:2])}: {(res.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return round(time.monotonic() - t, 1)
+
+
+def cold_build(work):
+    """Seconds of each step of make image-arm64 from nothing (scratch cache and
+    build directory), and the download of its Debian packages"""
+    scratch = os.path.join(work, "cold")
+    env = dict(os.environ, VMCE_CACHE=os.path.join(scratch, "cache"))
+    kdir, tools = os.path.join(scratch, "kernel"), os.path.join(scratch, "meson-arm64")
+    root = paths.ROOT
+    steps = {
+        "kernel_fetch_s": _timed([os.path.join(root, "guest-kernel", "fetch"), "--arch", "arm64",
+                                  "--out", kdir], env),
+        "tools_cross_compile_s": _timed(
+            ["sh", "-c", f"meson setup {tools} {root} --cross-file {root}/images/guest-tools/aarch64.cross "
+                         f"-Dguest_tools_only=true >/dev/null && meson compile -C {tools} >/dev/null"], env),
+        "initramfs_s": _timed([os.path.join(root, "images", "mkinitramfs"), "--arch", "arm64", "--kernel-dir",
+                               kdir, "--tools", os.path.join(tools, "images", "guest-tools"),
+                               "--out", os.path.join(scratch, "guest-arm64.cpio.gz")], env),
+    }
+    debs = os.path.join(scratch, "debs")
+    os.makedirs(debs)
+    steps["packages_download_s"] = _timed(["sh", "-c", f"cd {debs} && apt-get -qq -o APT::Sandbox::User=root "
+                                                       f"download {' '.join(PACKAGES)}"], env)
+    steps["packages_mib"] = round(sum(os.path.getsize(os.path.join(debs, f)) for f in os.listdir(debs)) / 2**20)
+    sizes = subprocess.run(["dpkg-query", "-W", "-f", "${Installed-Size}\n", *PACKAGES],
+                           capture_output=True, text=True).stdout.split()
+    steps["packages_installed_mib"] = round(sum(int(k) for k in sizes if k.isdigit()) / 1024)
+    subprocess.run(["rm", "-rf", scratch])
+    return steps
+
+
+def figures(work, boots, cold):
+    out = boot_and_restore(work, boots)
+    b, r = out["boot_s"], out["restore_s"]
+    print(f"arm64 guest (TCG, {arm64.MACHINE}, -cpu {arm64.CPU}, AAVMF, 512 MiB): HEST "
+          f"{'present' if out['hest'] else 'MISSING'}, GHES sources {', '.join(out['ghes']) or 'none'}")
+    print(f"  first boot to ready      median {b['median']:.2f} s, min {b['min']:.2f}, max {b['max']:.2f} "
+          f"({b['n']} boots)")
+    print(f"  restored copy to ready   median {r['median']:.2f} s, min {r['min']:.2f}, max {r['max']:.2f} "
+          f"({r['n']} copies of a {out['template_mib']} MiB template saved in {out['save_s']:.2f} s)")
+    if cold:
+        out["cold"] = c = cold_build(work)
+        print(f"  cold build: kernel fetched {c['kernel_fetch_s']} s, guest tools cross-compiled "
+              f"{c['tools_cross_compile_s']} s, busybox fetched and initramfs written {c['initramfs_s']} s; "
+              f"the {len(PACKAGES)} Debian packages ({', '.join(INSTALLED)} and what they pull in) downloaded "
+              f"in {c['packages_download_s']} s ({c['packages_mib']} MiB, {c['packages_installed_mib']} MiB "
+              "installed)")
+    sys.stdout.flush()
+    return out
