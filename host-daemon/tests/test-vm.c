@@ -13,6 +13,7 @@
 
 #include "cper-encode.h"
 #include "daemon.h"
+#include "error.h"
 #include "forward.h"
 #include "sim-poison.h"
 #include "fake-qemu.h"
@@ -735,6 +736,15 @@ attach_arm (Fixture *fx, const gchar *commands)
   g_assert_cmpint (vmce_vm_get_arch (fx->vm), ==, VMCE_ARCH_ARM64);
 }
 
+static void
+inject_cb (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Fixture *fx = data;
+  g_autoptr(JsonNode) ev = vmce_forward_inject_finish (fx->vm, res, &fx->error);
+
+  fx->done = TRUE;
+}
+
 static JsonObject *
 poison_ao_at (Fixture *fx, guint64 gpa)
 {
@@ -787,6 +797,10 @@ test_vm_arm_ghes (Fixture *fx, gconstpointer data)
   g_assert_cmphex (record[20 + 72 + 16 + 3], ==, 0x40); /* PA 0x40000000, little-endian */
   journal = journal_text (fx, "\"path\":\"ghes-qmp\"");
   g_assert_nonnull (strstr (journal, "\"path\":\"ghes-qmp\""));
+  /* the attach record says what this QEMU offers */
+  g_assert_nonnull (strstr (journal, "\"arch\":\"aarch64\",\"inject\":\"qmp inject-ghes-v2-error\","
+                                     "\"ghes\":{\"ras\":true,\"machine\":\"virt-10.2-machine\","
+                                     "\"inject_ghes\":true,\"inject_sea\":false}"));
   g_assert_true (test_child_command (fx->child, 'p'));
 }
 
@@ -822,6 +836,14 @@ test_vm_arm_no_command (Fixture *fx, gconstpointer data)
   /* the thread runs again, the VM is not paused */
   g_assert_true (test_child_command (fx->child, 'p'));
   g_assert_true (vmce_vm_is_running (fx->vm));
+
+  /* vmcectl inject: the same line, as the request's error */
+  fx->done = FALSE;
+  vmce_forward_inject_async (fx->vm, ARM_RAM, VMCE_MCE_KIND_AO, -1, inject_cb, fx);
+  test_wait (fx->done);
+  g_assert_error (fx->error, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (fx->error->message, "vm fake-arm: this QEMU has no inject-ghes-v2-error"));
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
 }
 
 int
