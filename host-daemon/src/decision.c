@@ -293,6 +293,11 @@ vmce_decide_arm_path (const VmceArmQemu *arm, VmceMceKind kind, guint cpu, gchar
                      "(libvirt >= 10.4: <features><ras state='on'/>)");
     return VMCE_ARM_PATH_REFUSED;
   }
+  if (!arm->acpi) {
+    *why = g_strdup ("the guest has no ACPI, so no GHES: QEMU's virt machine makes its ACPI device only "
+                     "when it boots UEFI firmware with acpi=on (a direct -kernel boot has none)");
+    return VMCE_ARM_PATH_REFUSED;
+  }
   if (kind == VMCE_MCE_KIND_AR) {
     if (arm->sea_command)
       return VMCE_ARM_PATH_SEA;
@@ -323,7 +328,7 @@ vmce_decide_arm_said_at_attach (const VmceArmQemu *arm)
 
   if (vmce_decide_arm_path (arm, VMCE_MCE_KIND_AO, 0, &ao) != VMCE_ARM_PATH_REFUSED)
     g_clear_pointer (&ao, g_free);
-  if (!arm->ras)
+  if (!arm->ras || !arm->acpi)
     return g_strdup_printf ("Arm64 guest: memory errors will not be told: %s", ao);
   if (!arm->sea_command)
     ar = g_strdup ("ARs will be refused (and the VM paused): " VMCE_QMP_INJECT_SEA

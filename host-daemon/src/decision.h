@@ -52,6 +52,10 @@ typedef enum {
 /* What an Arm64 QEMU offers for telling its guest */
 typedef struct {
   gboolean ras;          /* the virt machine's ras=on: HEST and GHES built */
+  /* an ACPI device (query-acpi-ospm-status answers): the virt machine
+   * makes its GED, which holds the GHES state, only when it boots UEFI
+   * firmware with ACPI on (hw/arm/virt.c, machvirt_init()) */
+  gboolean acpi;
   gboolean ghes_command; /* VMCE_QMP_INJECT_GHES */
   gboolean sea_command;  /* VMCE_QMP_INJECT_SEA */
   /* the QOM type of /machine ("virt-10.2-machine"); virt-10.1 and older

@@ -214,6 +214,7 @@ vmce_vm_arm_to_json (VmceVm *vm, JsonBuilder *b)
   json_builder_set_member_name (b, "ghes");
   json_builder_begin_object (b);
   vmce_json_builder_add_bool (b, "ras", arm->ras);
+  vmce_json_builder_add_bool (b, "acpi", arm->acpi);
   vmce_json_builder_add_string (b, "machine", arm->machine);
   vmce_json_builder_add_bool (b, "inject_ghes", arm->ghes_command);
   vmce_json_builder_add_bool (b, "inject_sea", arm->sea_command);

@@ -724,6 +724,7 @@ typedef enum {
   VMCE_QUERY_COMMANDS,
   VMCE_QUERY_RAS,     /* Arm64 only, as the next */
   VMCE_QUERY_MACHINE,
+  VMCE_QUERY_ACPI,
   VMCE_QUERY_DONE,
 } VmceAttachQuery;
 
@@ -833,6 +834,11 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
     self->arm.machine = JSON_NODE_HOLDS_VALUE (ret) && json_node_get_value_type (ret) == G_TYPE_STRING
                             ? g_strdup (json_node_get_string (ret)) : NULL;
     return TRUE;
+  case VMCE_QUERY_ACPI:
+    /* any answer: there is an ACPI device (the error is "missing ACPI
+     * device", hw/acpi/acpi-qmp-cmds.c) */
+    self->arm.acpi = TRUE;
+    return TRUE;
   case VMCE_QUERY_DONE:
     break;
   }
@@ -878,7 +884,8 @@ vmce_vm_attach_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   /* QEMU before 9.1 has no such property: no SUCCOR; an Arm machine
    * other than virt has no ras (and so no GHES) */
   if (ret == NULL &&
-      (step->query == VMCE_QUERY_SUCCOR || step->query == VMCE_QUERY_RAS || step->query == VMCE_QUERY_MACHINE) &&
+      (step->query == VMCE_QUERY_SUCCOR || step->query == VMCE_QUERY_RAS || step->query == VMCE_QUERY_MACHINE ||
+       step->query == VMCE_QUERY_ACPI) &&
       g_error_matches (error, VMCE_QMP_ERROR, VMCE_QMP_ERROR_COMMAND)) {
     vmce_vm_attach_query (self, step->query + 1);
     return;
@@ -933,9 +940,14 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
     break;
   case VMCE_QUERY_RAS:
   case VMCE_QUERY_MACHINE:
+  case VMCE_QUERY_ACPI:
     if (self->arch != VMCE_ARCH_ARM64) {
       vmce_vm_attach_query (self, VMCE_QUERY_DONE);
       return;
+    }
+    if (query == VMCE_QUERY_ACPI) {
+      command = "query-acpi-ospm-status";
+      break;
     }
     command = "qom-get";
     args = vmce_vm_qom_get_args ("/machine", query == VMCE_QUERY_RAS ? "ras" : "type");

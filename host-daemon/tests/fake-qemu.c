@@ -68,7 +68,7 @@ fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_re
 
 void
 fake_qemu_script_attach_arm (FakeQmp *fake, TestChild *child, const gchar *layout_reply, const gchar *commands,
-                             gboolean ras, const gchar *machine)
+                             gboolean ras, const gchar *machine, gboolean acpi)
 {
   g_autofree gchar *cpus = g_strdup_printf (
       "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
@@ -86,6 +86,9 @@ fake_qemu_script_attach_arm (FakeQmp *fake, TestChild *child, const gchar *layou
   fake_qmp_expect (fake, "query-commands", commands);
   fake_qmp_expect (fake, "qom-get", ras ? "true" : "false");
   fake_qmp_expect (fake, "qom-get", machine_reply);
+  /* booted with UEFI firmware and ACPI: the GED answers */
+  fake_qmp_expect (fake, "query-acpi-ospm-status",
+                   acpi ? "[]" : "error:command is not supported, missing ACPI device");
   fake_qmp_expect (fake, "query-ram-layout", layout_reply);
   fake_qemu_script_attach_tail (fake);
 }

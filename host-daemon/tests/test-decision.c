@@ -408,7 +408,7 @@ test_decision_retry_pause (void)
 
 /* What an Arm64 QEMU offers, against the path vmced takes */
 typedef struct {
-  gboolean ras, ghes, sea;
+  gboolean ras, acpi, ghes, sea;
   const gchar *machine;
   VmceMceKind kind;
   VmceArmPath path;
@@ -416,22 +416,26 @@ typedef struct {
 } ArmRow;
 
 static const ArmRow arm_rows[] = {
-  { TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
-  { TRUE, TRUE, FALSE, "virt-11.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
-  { TRUE, FALSE, FALSE, "virt-10.0-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
+  { TRUE, TRUE, TRUE, FALSE, "virt-11.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
+  { TRUE, TRUE, FALSE, FALSE, "virt-10.0-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
     "no inject-ghes-v2-error to record the error in the guest's GHES: it takes QEMU >= 10.2" },
-  { TRUE, TRUE, FALSE, "virt-10.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
     "machine type virt-10.1-machine has no GHES source for inject-ghes-v2-error" },
-  { TRUE, TRUE, FALSE, "sbsa-ref-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt-10.2 or newer" },
-  { TRUE, TRUE, FALSE, NULL, VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "machine type (unknown)" },
-  { FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt,ras=on" },
-  { FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+  { TRUE, TRUE, TRUE, FALSE, "sbsa-ref-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt-10.2 or newer" },
+  { TRUE, TRUE, TRUE, FALSE, NULL, VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "machine type (unknown)" },
+  { FALSE, TRUE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt,ras=on" },
+  { FALSE, TRUE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
     "<features><ras state='on'/>" },
-  { TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
     "synchronous external abort on vCPU 3 with its GHES record, and this QEMU has no command for it "
     "(x-vmce-inject-sea, from vmce's QEMU patch, not written yet)" },
+  { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+    "the guest has no ACPI, so no GHES" },
+  { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+    "a direct -kernel boot has none" },
   /* the SEA source is in every machine type's HEST */
-  { TRUE, FALSE, TRUE, "virt-9.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_SEA, NULL },
+  { TRUE, TRUE, FALSE, TRUE, "virt-9.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_SEA, NULL },
 };
 
 static void
@@ -439,7 +443,7 @@ test_decision_arm_path (void)
 {
   for (guint i = 0; i < G_N_ELEMENTS (arm_rows); i++) {
     const ArmRow *r = &arm_rows[i];
-    VmceArmQemu arm = { r->ras, r->ghes, r->sea, (gchar *) r->machine };
+    VmceArmQemu arm = { r->ras, r->acpi, r->ghes, r->sea, (gchar *) r->machine };
     g_autofree gchar *why = NULL;
 
     g_test_message ("row %u", i);
@@ -477,9 +481,9 @@ arm_decide (const VmceArmQemu *arm, VmceMceKind kind, VmceDecision *d)
 static void
 test_decision_arm (void)
 {
-  VmceArmQemu qemu_10_2 = { TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
-  VmceArmQemu qemu_10_0 = { TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
-  VmceArmQemu patched = { TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_2 = { TRUE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_0 = { TRUE, TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
+  VmceArmQemu patched = { TRUE, TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
 
   {
     g_auto(VmceDecision) d = { 0 };
@@ -519,10 +523,10 @@ test_decision_arm (void)
 static void
 test_decision_arm_said_at_attach (void)
 {
-  VmceArmQemu all = { TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
-  VmceArmQemu qemu_10_2 = { TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
-  VmceArmQemu no_ras = { FALSE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
-  VmceArmQemu qemu_10_0 = { TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
+  VmceArmQemu all = { TRUE, TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_2 = { TRUE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu no_ras = { FALSE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_0 = { TRUE, TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
   g_autofree gchar *none = vmce_decide_arm_said_at_attach (&all);
   g_autofree gchar *ar = vmce_decide_arm_said_at_attach (&qemu_10_2);
   g_autofree gchar *ras = vmce_decide_arm_said_at_attach (&no_ras);

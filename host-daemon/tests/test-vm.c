@@ -725,15 +725,21 @@ test_vm_gone_while_busy (Fixture *fx, gconstpointer data)
 #define ARM_COMMANDS_10_2 "[{\"name\": \"query-ram-layout\"}, {\"name\": \"inject-ghes-v2-error\"}]"
 
 static void
-attach_arm (Fixture *fx, const gchar *commands)
+attach_arm_acpi (Fixture *fx, const gchar *commands, gboolean acpi)
 {
   g_autofree gchar *layout = fake_qemu_one_page_layout (fx->child, ARM_RAM);
 
-  fake_qemu_script_attach_arm (fx->fake, fx->child, layout, commands, TRUE, "virt-10.2-machine");
+  fake_qemu_script_attach_arm (fx->fake, fx->child, layout, commands, TRUE, "virt-10.2-machine", acpi);
   attach (fx);
   g_assert_no_error (fx->error);
   g_assert_nonnull (fx->vm);
   g_assert_cmpint (vmce_vm_get_arch (fx->vm), ==, VMCE_ARCH_ARM64);
+}
+
+static void
+attach_arm (Fixture *fx, const gchar *commands)
+{
+  attach_arm_acpi (fx, commands, TRUE);
 }
 
 static void
@@ -799,7 +805,7 @@ test_vm_arm_ghes (Fixture *fx, gconstpointer data)
   g_assert_nonnull (strstr (journal, "\"path\":\"ghes-qmp\""));
   /* the attach record says what this QEMU offers */
   g_assert_nonnull (strstr (journal, "\"arch\":\"aarch64\",\"inject\":\"qmp inject-ghes-v2-error\","
-                                     "\"ghes\":{\"ras\":true,\"machine\":\"virt-10.2-machine\","
+                                     "\"ghes\":{\"ras\":true,\"acpi\":true,\"machine\":\"virt-10.2-machine\","
                                      "\"inject_ghes\":true,\"inject_sea\":false}"));
   g_assert_true (test_child_command (fx->child, 'p'));
 }
@@ -846,6 +852,31 @@ test_vm_arm_no_command (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
 }
 
+/* A guest booted without UEFI firmware has no ACPI device, so no GHES:
+ * attach goes on and says so once, and an AO is refused, not sent to a
+ * command that would answer success having written nothing */
+static void
+test_vm_arm_no_acpi (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  guint requests;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  g_test_expect_message ("vmce-vm", G_LOG_LEVEL_MESSAGE,
+                         "*memory errors will not be told: the guest has no ACPI, so no GHES*");
+  attach_arm_acpi (fx, ARM_COMMANDS_10_2, FALSE);
+  g_test_assert_expected_messages ();
+  requests = fake_qmp_get_n_requests (fx->fake);
+  ev = poison_ao_at (fx, ARM_RAM);
+  g_assert_cmpstr (json_object_get_string_member (ev, "path"), ==, "refused");
+  g_assert_nonnull (strstr (json_object_get_string_member (ev, "detail"), "direct -kernel boot"));
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -879,5 +910,6 @@ main (int argc, char **argv)
               fixture_teardown);
   g_test_add ("/vm/arm-ghes", Fixture, NULL, fixture_setup, test_vm_arm_ghes, fixture_teardown);
   g_test_add ("/vm/arm-no-command", Fixture, NULL, fixture_setup, test_vm_arm_no_command, fixture_teardown);
+  g_test_add ("/vm/arm-no-acpi", Fixture, NULL, fixture_setup, test_vm_arm_no_acpi, fixture_teardown);
   return g_test_run ();
 }
