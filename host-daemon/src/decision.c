@@ -245,6 +245,123 @@ vmce_decide_style (const VmceFacts *f, VmceDecision *d)
   return FALSE;
 }
 
+const gchar *
+vmce_arm_path_to_string (VmceArmPath path)
+{
+  switch (path) {
+  case VMCE_ARM_PATH_NONE:
+    return NULL;
+  case VMCE_ARM_PATH_GHES_QMP:
+    return "ghes-qmp";
+  case VMCE_ARM_PATH_SEA:
+    return "sea";
+  case VMCE_ARM_PATH_REFUSED:
+    return "refused";
+  }
+  return NULL;
+}
+
+/* hw/core/machine.c's hw_compat_10_1 turns acpi-ged's x-has-hest-addr
+ * off, and with it the second GHES source (hw/arm/virt-acpi-build.c's
+ * hest_ghes_notify_10_0): "virt-10.2-machine" and newer have it */
+gboolean
+vmce_arm_machine_has_qmp_source (const gchar *machine)
+{
+  guint64 major, minor;
+  gchar *end;
+
+  if (machine == NULL || !g_str_has_prefix (machine, "virt-"))
+    return FALSE;
+  major = g_ascii_strtoull (machine + 5, &end, 10);
+  if (end == machine + 5 || *end != '.')
+    return FALSE;
+  minor = g_ascii_strtoull (end + 1, NULL, 10);
+  return major > 10 || (major == 10 && minor >= 2);
+}
+
+/* An AO has no vCPU to go to: QEMU 10.2's command records it and raises
+ * the GED's error event, which the guest's HED driver hands to GHES.
+ * An AR must come as the guest's own synchronous external abort on the
+ * vCPU that consumed it, or Linux's ghes_do_proc() gives memory_failure()
+ * no MF_ACTION_REQUIRED (sync is true for the SEA source alone). */
+VmceArmPath
+vmce_decide_arm_path (const VmceArmQemu *arm, VmceMceKind kind, guint cpu, gchar **why)
+{
+  *why = NULL;
+  if (!arm->ras) {
+    *why = g_strdup ("QEMU's machine has no GHES to record the error in: it takes -machine virt,ras=on "
+                     "(libvirt >= 10.4: <features><ras state='on'/>)");
+    return VMCE_ARM_PATH_REFUSED;
+  }
+  if (!arm->acpi) {
+    *why = g_strdup ("the guest has no ACPI, so no GHES: QEMU's virt machine makes its ACPI device only "
+                     "when it boots UEFI firmware with acpi=on (a direct -kernel boot has none)");
+    return VMCE_ARM_PATH_REFUSED;
+  }
+  if (kind == VMCE_MCE_KIND_AR) {
+    if (arm->sea_command)
+      return VMCE_ARM_PATH_SEA;
+    *why = g_strdup_printf ("an AR takes a synchronous external abort on vCPU %u with its GHES record, "
+                            "and this QEMU has no command for it (" VMCE_QMP_INJECT_SEA ", from vmce's "
+                            "QEMU patch, not written yet)", cpu);
+    return VMCE_ARM_PATH_REFUSED;
+  }
+  if (!arm->ghes_command) {
+    *why = g_strdup ("this QEMU has no " VMCE_QMP_INJECT_GHES " to record the error in the guest's GHES: it "
+                     "takes QEMU >= 10.2 (or vmce's QEMU patch)");
+    return VMCE_ARM_PATH_REFUSED;
+  }
+  if (!vmce_arm_machine_has_qmp_source (arm->machine)) {
+    *why = g_strdup_printf ("machine type %s has no GHES source for " VMCE_QMP_INJECT_GHES " (its HEST has "
+                            "the SEA one only): it takes virt-10.2 or newer",
+                            arm->machine != NULL ? arm->machine : "(unknown)");
+    return VMCE_ARM_PATH_REFUSED;
+  }
+  return VMCE_ARM_PATH_GHES_QMP;
+}
+
+gchar *
+vmce_decide_arm_said_at_attach (const VmceArmQemu *arm)
+{
+  g_autofree gchar *ao = NULL;
+  g_autofree gchar *ar = NULL;
+
+  if (vmce_decide_arm_path (arm, VMCE_MCE_KIND_AO, 0, &ao) != VMCE_ARM_PATH_REFUSED)
+    g_clear_pointer (&ao, g_free);
+  if (!arm->ras || !arm->acpi)
+    return g_strdup_printf ("Arm64 guest: memory errors will not be told: %s", ao);
+  if (!arm->sea_command)
+    ar = g_strdup ("ARs will be refused (and the VM paused): " VMCE_QMP_INJECT_SEA
+                   " from vmce's QEMU patch, not written yet");
+  if (ao == NULL && ar == NULL)
+    return NULL;
+  return g_strdup_printf ("Arm64 guest: %s%s%s%s", ao != NULL ? "AOs will be refused: " : "",
+                          ao != NULL ? ao : "", ao != NULL && ar != NULL ? "; " : "",
+                          ar != NULL ? ar : "");
+}
+
+/* vmce_decide_style()'s counterpart for an Arm64 guest. Returns FALSE when
+ * the guest cannot be told, which decides it. */
+static gboolean
+vmce_decide_arm (const VmceFacts *f, VmceDecision *d)
+{
+  g_autofree gchar *why = NULL;
+  guint cpu = f->vcpu_index >= 0 ? (guint) f->vcpu_index : 0;
+
+  d->path = vmce_decide_arm_path (f->arm, d->kind, cpu, &why);
+  if (d->path != VMCE_ARM_PATH_REFUSED)
+    return TRUE;
+  if (d->kind == VMCE_MCE_KIND_AO) {
+    vmce_decision_take (d, VMCE_DECISION_REFUSE, g_strdup_printf ("refused: %s", why));
+    return FALSE;
+  }
+  d->pause = TRUE;
+  vmce_decision_take (d, VMCE_DECISION_REFUSE,
+                      g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the "
+                                       "page again and again", why));
+  return FALSE;
+}
+
 /* A TCG vCPU stopped inside a load whose page vmced could not make
  * readable again (a lost huge page of a hugetlbfs mapping, which splits
  * only at its own size; anything else that fails) can leave that load no
@@ -338,7 +455,7 @@ vmce_decide (const VmceFacts *f, VmceDecision *d)
     return;
   }
 
-  if (!vmce_decide_style (f, d))
+  if (f->arch == VMCE_ARCH_ARM64 ? !vmce_decide_arm (f, d) : !vmce_decide_style (f, d))
     return;
   d->action = VMCE_DECISION_INJECT;
   /* SRAR goes to the vCPU that consumed it, SRAO to the first */

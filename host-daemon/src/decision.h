@@ -34,6 +34,44 @@ typedef enum {
   VMCE_WHERE_ELSEWHERE, /* QEMU's own memory, or no layout read yet */
 } VmceWhere;
 
+/* The guest's architecture (query-cpus-fast's "target"): x86 guests are
+ * told with a machine check, Arm64 ones through ACPI GHES */
+typedef enum {
+  VMCE_ARCH_X86 = 0,
+  VMCE_ARCH_ARM64,
+} VmceArch;
+
+/* The two commands an Arm64 QEMU can be told through: QEMU 10.2's, which
+ * records a CPER in the guest's GHES and raises the GED's GPIO error
+ * event; and the one vmce's QEMU patch would add, which records it in the
+ * SEA source and raises a synchronous external abort on one vCPU, as QEMU
+ * does itself for a BUS_MCEERR_AR under KVM (not written yet) */
+#define VMCE_QMP_INJECT_GHES "inject-ghes-v2-error"
+#define VMCE_QMP_INJECT_SEA  "x-vmce-inject-sea"
+
+/* What an Arm64 QEMU offers for telling its guest */
+typedef struct {
+  gboolean ras;          /* the virt machine's ras=on: HEST and GHES built */
+  /* an ACPI device (query-acpi-ospm-status answers): the virt machine
+   * makes its GED, which holds the GHES state, only when it boots UEFI
+   * firmware with ACPI on (hw/arm/virt.c, machvirt_init()) */
+  gboolean acpi;
+  gboolean ghes_command; /* VMCE_QMP_INJECT_GHES */
+  gboolean sea_command;  /* VMCE_QMP_INJECT_SEA */
+  /* the QOM type of /machine ("virt-10.2-machine"); virt-10.1 and older
+   * build HEST with the SEA source only, into whose error block QEMU then
+   * writes the QMP record, and no guest reads it on a GPIO event */
+  gchar *machine;
+} VmceArmQemu;
+
+/* How an Arm64 guest is told: the journal's "path" */
+typedef enum {
+  VMCE_ARM_PATH_NONE,     /* not an Arm64 guest, or not told at all (passed, ignored, ...) */
+  VMCE_ARM_PATH_GHES_QMP, /* VMCE_QMP_INJECT_GHES */
+  VMCE_ARM_PATH_SEA,      /* VMCE_QMP_INJECT_SEA */
+  VMCE_ARM_PATH_REFUSED,  /* not told: this QEMU cannot */
+} VmceArmPath;
+
 /* What is known at the stop */
 typedef struct {
   VmceMceKind kind;      /* from si_code */
@@ -58,6 +96,8 @@ typedef struct {
   const gchar *stuck_why;
   guint stuck_faults;
   gboolean parked;
+  VmceArch arch;
+  const VmceArmQemu *arm; /* VMCE_ARCH_ARM64 */
 } VmceFacts;
 
 typedef struct {
@@ -72,6 +112,7 @@ typedef struct {
   gboolean count_refault;   /* one more AR on a page the guest was told about */
   gboolean refresh_layout;  /* read the RAM layout again once the thread is let go */
   gchar *detail;            /* why, for the journal; NULL when nothing needs saying */
+  VmceArmPath path;         /* an Arm64 guest: how it is told, or refused */
 } VmceDecision;
 
 /* Three ARs on a page after its machine check: the guest is not handling
@@ -80,6 +121,15 @@ typedef struct {
 #define VMCE_REFAULT_LIMIT 3
 
 void vmce_decide (const VmceFacts *facts, VmceDecision *decision);
+/* How an Arm64 guest is told of a @kind error (on @cpu for an AR), by what
+ * @arm offers; VMCE_ARM_PATH_REFUSED and @why (one line, naming what it
+ * would take) where it cannot be */
+VmceArmPath vmce_decide_arm_path (const VmceArmQemu *arm, VmceMceKind kind, guint cpu, gchar **why);
+/* NULL, or the one line an operator reads at attach about what this QEMU
+ * cannot tell its guest */
+gchar *vmce_decide_arm_said_at_attach (const VmceArmQemu *arm);
+const gchar *vmce_arm_path_to_string (VmceArmPath path);
+gboolean vmce_arm_machine_has_qmp_source (const gchar *machine);
 void vmce_decision_clear (VmceDecision *decision);
 gboolean vmce_decide_waits_gap (gboolean via_inject_mce);
 

@@ -30,6 +30,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "cper-encode.h"
 #include "decision.h"
 #include "error.h"
 #include "forward.h"
@@ -352,8 +353,28 @@ vmce_forward_hmp_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 vmce_forward_use_qmp (VmceVm *vm, const VmceMceEvent *ev)
 {
+  /* an Arm64 guest is only ever told through QMP */
+  if (ev->path != NULL)
+    return TRUE;
   return vmce_vm_has_inject_mce (vm) && ev->have_gpa &&
          (ev->style == VMCE_MCE_STYLE_AMD) == vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm));
+}
+
+/* An Arm64 guest's: the CPER record, and for an SEA its vCPU */
+static JsonNode *
+vmce_forward_ghes_args (const VmceMceEvent *ev)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  if (g_strcmp0 (ev->path, "sea") == 0) {
+    json_builder_set_member_name (b, "cpu-index");
+    json_builder_add_int_value (b, ev->sea_vcpu);
+  }
+  json_builder_set_member_name (b, "cper");
+  json_builder_add_string_value (b, ev->cper);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
 }
 
 static JsonNode *
@@ -361,6 +382,8 @@ vmce_forward_inject_args (const VmceMceEvent *ev)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
 
+  if (ev->path != NULL)
+    return vmce_forward_ghes_args (ev);
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "cpu");
   json_builder_add_int_value (b, ev->mce.cpu);
@@ -404,6 +427,10 @@ vmce_forward_event_wait_over_cb (gpointer user_data)
 static gchar *
 vmce_forward_gave_up_why (VmceInjection *inj)
 {
+  if (inj->ev->path != NULL)
+    return g_strdup_printf ("not injected: for %" G_GINT64_FORMAT " ms QEMU refused it %u time(s): the guest "
+                            "has not acknowledged the GHES record before (its Read Ack Register is 0)",
+                            (g_get_monotonic_time () - inj->retry_since_us) / 1000, inj->ev->busy);
   return g_strdup_printf ("not injected: for %" G_GINT64_FORMAT " ms QEMU refused it as busy %u time(s) "
                           "and dropped it as too early %u time(s): a machine check stayed in progress "
                           "on vCPU %u (the guest has not finished its handler for an earlier one, or has "
@@ -465,7 +492,10 @@ vmce_forward_then (VmceInjection *inj, VmceAnswer answer, const gchar *why, gint
 static gboolean
 vmce_forward_is_busy (const GError *error)
 {
-  return strstr (error->message, "machine check is still in progress") != NULL;
+  /* and an Arm64 QEMU's while the guest has not read the last GHES
+   * record (ghes_record_cper_errors() in hw/acpi/ghes.c) */
+  return strstr (error->message, "machine check is still in progress") != NULL ||
+         strstr (error->message, "OSPM does not acknowledge previous error") != NULL;
 }
 
 /* What inject-mce's answer says, with the MEMORY_FAILURE that may have
@@ -475,6 +505,10 @@ vmce_forward_qmp_answer (VmceInjection *inj)
 {
   const gchar *action = NULL;
 
+  /* QEMU 10.2 wrote the record and raised the GED's event before it
+   * answered, and sends no MEMORY_FAILURE for it */
+  if (inj->ev->path != NULL)
+    return VMCE_ANSWER_TAKEN;
   if (inj->ev->qemu_event != NULL)
     action = vmce_json_object_get_string_opt (json_node_get_object (inj->ev->qemu_event), "action");
   if (action != NULL)
@@ -517,7 +551,11 @@ vmce_forward_send_qmp (VmceVm *vm, VmceInjection *inj)
   }
   /* QEMU answers once the machine check is queued on the vCPU: a held
    * vCPU is let go at the answer, and takes it before anything else */
-  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm), "inject-mce", args, NULL, vmce_forward_qmp_cb, inj);
+  vmce_qmp_client_execute_async (vmce_vm_get_qmp (vm),
+                                 inj->ev->path == NULL                      ? "inject-mce"
+                                 : g_strcmp0 (inj->ev->path, "sea") == 0 ? VMCE_QMP_INJECT_SEA
+                                                                           : VMCE_QMP_INJECT_GHES,
+                                 args, NULL, vmce_forward_qmp_cb, inj);
   if (!first)
     return;
   inj->ev->to_monitor_us = g_get_monotonic_time () - inj->ev->stop_us;
@@ -593,6 +631,20 @@ vmce_forward_enqueue (VmceVm *vm, VmceInjection *inj)
   inj->queued_at_us = g_get_monotonic_time ();
   g_queue_push_tail (&f->injections, inj);
   vmce_forward_send_next (vm);
+}
+
+/* @hold: the stopped thread stays so until the injection is sent */
+static void
+vmce_forward_enqueue_held (VmceVm *vm, VmceInjection *inj, gboolean hold)
+{
+  if (hold) {
+    inj->hold_tid = inj->ev->tid;
+    vmce_forward_enqueue (vm, inj);
+    return;
+  }
+  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), inj->ev->tid, 0);
+  inj->ev->held_us = g_get_monotonic_time () - inj->ev->stop_us;
+  vmce_forward_enqueue (vm, inj);
 }
 
 /* A repeat of an error whose machine check is on its way: KVM re-enters
@@ -819,6 +871,8 @@ vmce_forward_facts (VmceVm *vm, const VmceStop *stop, VmceMceEvent *ev, VmceFact
     .vcpu_index = vcpu != NULL ? (gint) vcpu->index : -1,
     .first_vcpu_index = vmce_vm_get_vcpus (vm)->len > 0 ? (gint) g_array_index (vmce_vm_get_vcpus (vm), VmceVcpu, 0).index : -1,
     .simulated = vmce_sim_is_protected (vm, ev->hva & VMCE_PAGE_MASK),
+    .arch = vmce_vm_get_arch (vm),
+    .arm = vmce_vm_get_arm_qemu (vm),
   };
   if (vmce_vm_get_layout (vm) != NULL && vmce_ram_layout_hva_to_gpa (vmce_vm_get_layout (vm), ev->hva, &ev->gpa, &range)) {
     f->where = VMCE_WHERE_RAM;
@@ -882,13 +936,48 @@ vmce_forward_event_new (VmceVm *vm, const VmceStop *stop)
   return ev;
 }
 
+/* An Arm64 guest's record: the 4 KiB page vmced works in (page.h), for
+ * the guest's 4 KiB pages (Debian's arm64 kernel); FALSE and @error where
+ * it cannot be encoded */
+static gboolean
+vmce_forward_encode_ghes (VmceMceEvent *ev, guint cpu, GError **error)
+{
+  VmceCperMemError e = {
+    .kind = ev->kind,
+    .gpa = ev->gpa,
+    .lost_size = VMCE_PAGE_SIZE,
+    .guest_page_size = VMCE_PAGE_SIZE,
+  };
+  g_autoptr(GBytes) record = vmce_cper_encode_memory_error (&e, error);
+
+  if (record == NULL)
+    return FALSE;
+  ev->cper = vmce_cper_to_base64 (record);
+  ev->sea_vcpu = cpu;
+  g_free (ev->via);
+  ev->via = g_strdup ("qmp");
+  return TRUE;
+}
+
 /* The machine check goes into the queue; an AR's vCPU stays stopped until
  * it is sent (decision.c says why) */
 static void
 vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *d)
 {
   VmceInjection *inj;
+  g_autoptr(GError) error = NULL;
 
+  if (d->path != VMCE_ARM_PATH_NONE) {
+    if (!vmce_forward_encode_ghes (ev, d->cpu, &error)) {
+      g_free (ev->detail);
+      ev->detail = g_strdup_printf ("not injected: %s", error->message);
+      vmce_forward_drop (vm, ev, VMCE_RESULT_FAILED, FALSE);
+      return;
+    }
+    vmce_poison_set_add_pending (vmce_vm_get_poisoned (vm), ev);
+    vmce_forward_enqueue_held (vm, vmce_injection_new (vm, ev), d->hold);
+    return;
+  }
   ev->style = d->style;
   vmce_mce_encode (ev->kind, ev->gpa, d->cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
   ev->have_mce = TRUE;
@@ -899,14 +988,7 @@ vmce_forward_queue_injection (VmceVm *vm, VmceMceEvent *ev, const VmceDecision *
    * migration starting meanwhile hands it over, untold */
   vmce_poison_set_add_pending (vmce_vm_get_poisoned (vm), ev);
   inj = vmce_injection_new (vm, ev);
-  if (d->hold) {
-    inj->hold_tid = ev->tid;
-    vmce_forward_enqueue (vm, inj);
-    return;
-  }
-  vmce_ptrace_watch_resume (vmce_vm_get_watch (vm), ev->tid, 0);
-  ev->held_us = g_get_monotonic_time () - ev->stop_us;
-  vmce_forward_enqueue (vm, inj);
+  vmce_forward_enqueue_held (vm, inj, d->hold);
 }
 
 /* The give-back the decision asked for failed: decided again, knowing */
@@ -985,6 +1067,7 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
     vmce_forward_decide_stuck (vm, ev, &facts, stuck_why, &d);
   ev->kind = d.kind;
   ev->detail = g_steal_pointer (&d.detail);
+  ev->path = vmce_arm_path_to_string (d.path);
   if (d.give_back_page) {
     g_autoptr(GError) error = NULL;
 
@@ -1003,6 +1086,25 @@ vmce_forward_signal (VmceVm *vm, const VmceStop *stop)
   if (d.count_refault)
     vmce_vm_find_poisoned (vm, ev->gpa)->refaults++;
   vmce_forward_act (vm, g_steal_pointer (&ev), stop, &d);
+}
+
+/* vmce_forward_event_for_gpa() for an Arm64 guest: its record, or NULL
+ * and @error (NotSupported, one line) where this QEMU cannot tell it */
+static VmceMceEvent *
+vmce_forward_event_arm (VmceVm *vm, VmceMceEvent *ev_in, guint cpu, GError **error)
+{
+  g_autoptr(VmceMceEvent) ev = ev_in;
+  g_autofree gchar *why = NULL;
+  VmceArmPath path = vmce_decide_arm_path (vmce_vm_get_arm_qemu (vm), ev->kind, cpu, &why);
+
+  if (path == VMCE_ARM_PATH_REFUSED) {
+    g_set_error (error, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED, "vm %s: %s", vmce_vm_get_name (vm), why);
+    return NULL;
+  }
+  ev->path = vmce_arm_path_to_string (path);
+  if (!vmce_forward_encode_ghes (ev, cpu, error))
+    return NULL;
+  return g_steal_pointer (&ev);
 }
 
 /* A machine check at @gpa that no signal brought (vmcectl inject, a page
@@ -1032,12 +1134,14 @@ vmce_forward_event_for_gpa (VmceVm *vm, guint64 gpa, VmceMceKind kind, guint cpu
   ev->have_gpa = TRUE;
   ev->block = g_strdup (range->block);
   ev->block_offset = range->offset + (gpa - range->gpa);
+  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
+  if (vmce_vm_get_arch (vm) == VMCE_ARCH_ARM64)
+    return vmce_forward_event_arm (vm, g_steal_pointer (&ev), cpu, error);
   /* guest-only: the user asked for it, whether the guest can take it or
    * not; a lost huge page's: the page hit was injected, so it can */
   ev->style = vmce_mce_style_for (vmce_vm_get_cpu_model (vm), NULL);
   if (ev->style == VMCE_MCE_STYLE_NONE)
     ev->style = vmce_cpu_model_is_amd (vmce_vm_get_cpu_model (vm)) ? VMCE_MCE_STYLE_AMD : VMCE_MCE_STYLE_INTEL;
-  ev->policy = vmce_policy_to_string (vmce_vm_get_policy (vm));
   vmce_mce_encode (kind, gpa, cpu, vmce_vm_get_cpu_model (vm), ev->style, &ev->mce);
   ev->have_mce = TRUE;
   vmce_forward_note_deferred (ev);

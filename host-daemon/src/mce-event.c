@@ -34,6 +34,7 @@ vmce_mce_event_free (VmceMceEvent *ev)
   g_free (ev->qemu_id);
   g_free (ev->block);
   g_free (ev->via);
+  g_free (ev->cper);
   g_free (ev->handled_by);
   g_free (ev->detail);
   g_clear_pointer (&ev->qemu_event, json_node_unref);
@@ -176,7 +177,8 @@ vmce_mce_event_add_address (JsonBuilder *b, const VmceMceEvent *ev)
 static void
 vmce_mce_event_add_mce (JsonBuilder *b, const VmceMceEvent *ev)
 {
-  vmce_mce_event_add_int_or_null (b, "vcpu", ev->have_mce, ev->mce.cpu);
+  vmce_mce_event_add_int_or_null (b, "vcpu", ev->have_mce || g_strcmp0 (ev->path, "sea") == 0,
+                                  ev->have_mce ? ev->mce.cpu : ev->sea_vcpu);
   json_builder_set_member_name (b, "mce");
   if (!ev->have_mce) {
     json_builder_add_null_value (b);
@@ -201,6 +203,12 @@ vmce_mce_event_add_outcome (JsonBuilder *b, const VmceMceEvent *ev)
 {
   vmce_json_builder_add_string (b, "policy", ev->policy);
   vmce_json_builder_add_string (b, "via", ev->via);
+  /* an Arm64 guest's: which way it went, and the record (x86 records stay
+   * as they were) */
+  if (ev->path != NULL) {
+    vmce_json_builder_add_string (b, "path", ev->path);
+    vmce_json_builder_add_string (b, "cper", ev->cper);
+  }
   vmce_json_builder_add_string (b, "handled_by", ev->handled_by);
   vmce_json_builder_add_string (b, "result", vmce_result_to_string (ev->result));
   vmce_json_builder_add_string (b, "detail", ev->detail);

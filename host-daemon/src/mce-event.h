@@ -56,6 +56,12 @@ typedef struct {
   gboolean have_mce;
   VmceMce mce;
   gchar *via;        /* "hmp" or "qmp" (inject-mce, qemu-patches/) */
+  /* an Arm64 guest (no machine check: have_mce FALSE): how it was told,
+   * "ghes-qmp", "sea" or "refused" (decision.h), and the CPER record sent,
+   * in base64 as the command took it; NULL for an x86 guest */
+  const gchar *path;
+  gchar *cper;
+  guint sea_vcpu;    /* path "sea": the vCPU that takes the abort */
   gchar *handled_by; /* "vmced" or "qemu" */
   VmceResult result;
   gchar *detail; /* why it failed or was passed on; what was done */

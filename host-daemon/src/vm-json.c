@@ -203,6 +203,24 @@ vmce_vm_layout_to_json (VmceRamLayout *layout, JsonBuilder *b)
   json_builder_end_array (b);
 }
 
+/* An Arm64 QEMU: what it offers for telling its guest (decision.h) */
+static void
+vmce_vm_arm_to_json (VmceVm *vm, JsonBuilder *b)
+{
+  const VmceArmQemu *arm = vmce_vm_get_arm_qemu (vm);
+
+  vmce_json_builder_add_string (b, "arch", "aarch64");
+  vmce_json_builder_add_string (b, "inject", arm->ghes_command ? "qmp " VMCE_QMP_INJECT_GHES : NULL);
+  json_builder_set_member_name (b, "ghes");
+  json_builder_begin_object (b);
+  vmce_json_builder_add_bool (b, "ras", arm->ras);
+  vmce_json_builder_add_bool (b, "acpi", arm->acpi);
+  vmce_json_builder_add_string (b, "machine", arm->machine);
+  vmce_json_builder_add_bool (b, "inject_ghes", arm->ghes_command);
+  vmce_json_builder_add_bool (b, "inject_sea", arm->sea_command);
+  json_builder_end_object (b);
+}
+
 /* What QEMU is and how vmced talks to it */
 static void
 vmce_vm_qemu_to_json (VmceVm *vm, JsonBuilder *b)
@@ -219,7 +237,11 @@ vmce_vm_qemu_to_json (VmceVm *vm, JsonBuilder *b)
   vmce_json_builder_add_string (b, "version", vmce_vm_get_qemu_version (vm));
   vmce_json_builder_add_string (b, "package", vmce_vm_get_qemu_package (vm));
   json_builder_end_object (b);
-  vmce_json_builder_add_string (b, "inject", vmce_vm_has_inject_mce (vm) ? "qmp inject-mce" : "hmp mce");
+  /* (an x86 QEMU's as it always was) */
+  if (vmce_vm_get_arch (vm) == VMCE_ARCH_ARM64)
+    vmce_vm_arm_to_json (vm, b);
+  else
+    vmce_json_builder_add_string (b, "inject", vmce_vm_has_inject_mce (vm) ? "qmp inject-mce" : "hmp mce");
   vmce_json_builder_add_string (b, "layout_via", vmce_vm_has_query_ram_layout (vm)
                                                      ? "qmp query-ram-layout"
                                                      : "hmp info mtree -f, gpa2hva");

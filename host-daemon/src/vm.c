@@ -62,6 +62,9 @@ struct _VmceVm {
   gboolean qmp_inject_mce; /* QEMU has inject-mce (qemu-patches/) */
   gboolean qmp_ram_layout; /* and query-ram-layout */
   gboolean qmp_hwpoison_add; /* and x-hwpoison-page-add (0009) */
+  /* query-cpus-fast's "target"; an Arm64 QEMU's GHES (decision.h) */
+  VmceArch arch;
+  VmceArmQemu arm;
   /* query-version: what the QEMU is (the journal's attach record says it) */
   gchar *qemu_version;  /* "10.0.2" */
   gchar *qemu_package;  /* "Debian 1:10.0.2+ds-2+deb13u1~bpo12+1", or NULL */
@@ -145,6 +148,10 @@ vmce_vm_parse_vcpus (VmceVm *self, JsonNode *ret, GError **error)
     vcpu.index = (guint) json_object_get_int_member_with_default (obj, "cpu-index", i);
     vcpu.tid = (pid_t) json_object_get_int_member_with_default (obj, "thread-id", 0);
     vcpu.qom_path = g_strdup (vmce_json_object_get_string_opt (obj, "qom-path"));
+    /* "target" since QEMU 3.0; one QEMU binary runs one architecture */
+    if (vcpus->len == 0)
+      self->arch = g_strcmp0 (vmce_json_object_get_string_opt (obj, "target"), "aarch64") == 0
+                       ? VMCE_ARCH_ARM64 : VMCE_ARCH_X86;
     g_array_append_val (vcpus, vcpu);
   }
   if (vcpus->len == 0) {
@@ -715,6 +722,9 @@ typedef enum {
   VMCE_QUERY_MODEL,
   VMCE_QUERY_SUCCOR,
   VMCE_QUERY_COMMANDS,
+  VMCE_QUERY_RAS,     /* Arm64 only, as the next */
+  VMCE_QUERY_MACHINE,
+  VMCE_QUERY_ACPI,
   VMCE_QUERY_DONE,
 } VmceAttachQuery;
 
@@ -808,7 +818,26 @@ vmce_vm_attach_take_answer (VmceVm *self, VmceAttachQuery query, JsonNode *ret, 
       /* and x-hwpoison-page-add: QEMU's own list of poisoned pages */
       else if (g_strcmp0 (name, "x-hwpoison-page-add") == 0)
         self->qmp_hwpoison_add = TRUE;
+      /* an Arm64 guest's GHES: QEMU 10.2's command, and vmce's patch's */
+      else if (g_strcmp0 (name, VMCE_QMP_INJECT_GHES) == 0)
+        self->arm.ghes_command = TRUE;
+      else if (g_strcmp0 (name, VMCE_QMP_INJECT_SEA) == 0)
+        self->arm.sea_command = TRUE;
     }
+    return TRUE;
+  case VMCE_QUERY_RAS:
+    self->arm.ras = JSON_NODE_HOLDS_VALUE (ret) && json_node_get_value_type (ret) == G_TYPE_BOOLEAN &&
+                    json_node_get_boolean (ret);
+    return TRUE;
+  case VMCE_QUERY_MACHINE:
+    g_free (self->arm.machine);
+    self->arm.machine = JSON_NODE_HOLDS_VALUE (ret) && json_node_get_value_type (ret) == G_TYPE_STRING
+                            ? g_strdup (json_node_get_string (ret)) : NULL;
+    return TRUE;
+  case VMCE_QUERY_ACPI:
+    /* any answer: there is an ACPI device (the error is "missing ACPI
+     * device", hw/acpi/acpi-qmp-cmds.c) */
+    self->arm.acpi = TRUE;
     return TRUE;
   case VMCE_QUERY_DONE:
     break;
@@ -827,6 +856,20 @@ vmce_vm_settle_cpu_model (VmceVm *self)
                                           g_strcmp0 (self->host_vendor, "HygonGenuine") == 0));
 }
 
+/* An Arm64 QEMU that cannot tell its guest of some errors: said once, at
+ * attach, as well as in each refused error's record */
+static void
+vmce_vm_say_arm (VmceVm *self)
+{
+  g_autofree gchar *line = NULL;
+
+  if (self->arch != VMCE_ARCH_ARM64)
+    return;
+  line = vmce_decide_arm_said_at_attach (&self->arm);
+  if (line != NULL)
+    g_message ("vm %s: %s", self->name, line);
+}
+
 static void
 vmce_vm_attach_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -838,8 +881,11 @@ vmce_vm_attach_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   ret = vmce_qmp_client_execute_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
   if (self->attach_task == NULL)
     return;
-  /* QEMU before 9.1 has no such property: no SUCCOR */
-  if (ret == NULL && step->query == VMCE_QUERY_SUCCOR &&
+  /* QEMU before 9.1 has no such property: no SUCCOR; an Arm machine
+   * other than virt has no ras (and so no GHES) */
+  if (ret == NULL &&
+      (step->query == VMCE_QUERY_SUCCOR || step->query == VMCE_QUERY_RAS || step->query == VMCE_QUERY_MACHINE ||
+       step->query == VMCE_QUERY_ACPI) &&
       g_error_matches (error, VMCE_QMP_ERROR, VMCE_QMP_ERROR_COMMAND)) {
     vmce_vm_attach_query (self, step->query + 1);
     return;
@@ -881,7 +927,8 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
   case VMCE_QUERY_FAMILY:
   case VMCE_QUERY_MODEL:
   case VMCE_QUERY_SUCCOR:
-    if (cpu_path == NULL) {
+    /* x86 CPU properties: an Arm CPU has none of them */
+    if (cpu_path == NULL || self->arch != VMCE_ARCH_X86) {
       vmce_vm_attach_query (self, VMCE_QUERY_COMMANDS);
       return;
     }
@@ -891,7 +938,22 @@ vmce_vm_attach_query (VmceVm *self, VmceAttachQuery query)
                                            : query == VMCE_QUERY_MODEL  ? "model"
                                                                         : "succor");
     break;
+  case VMCE_QUERY_RAS:
+  case VMCE_QUERY_MACHINE:
+  case VMCE_QUERY_ACPI:
+    if (self->arch != VMCE_ARCH_ARM64) {
+      vmce_vm_attach_query (self, VMCE_QUERY_DONE);
+      return;
+    }
+    if (query == VMCE_QUERY_ACPI) {
+      command = "query-acpi-ospm-status";
+      break;
+    }
+    command = "qom-get";
+    args = vmce_vm_qom_get_args ("/machine", query == VMCE_QUERY_RAS ? "ras" : "type");
+    break;
   case VMCE_QUERY_DONE:
+    vmce_vm_say_arm (self);
     vmce_vm_settle_cpu_model (self);
     vmce_vm_load_layout_async (self, vmce_vm_attach_layout_cb, vmce_vm_ref (self));
     return;
@@ -1330,6 +1392,7 @@ vmce_vm_unref (VmceVm *self)
   g_free (self->qemu_id);
   g_free (self->qemu_version);
   g_free (self->qemu_package);
+  g_free (self->arm.machine);
   g_hash_table_unref (self->layout_said);
   g_free (self->detach_reason);
   g_free (self->name);
@@ -1468,6 +1531,18 @@ gboolean
 vmce_vm_has_inject_mce (VmceVm *self)
 {
   return self->qmp_inject_mce;
+}
+
+VmceArch
+vmce_vm_get_arch (VmceVm *self)
+{
+  return self->arch;
+}
+
+const VmceArmQemu *
+vmce_vm_get_arm_qemu (VmceVm *self)
+{
+  return &self->arm;
 }
 
 gboolean

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include "decision.h"
 #include "mce-encode.h"
 #include "mce-event.h"
 #include "poison-set.h"
@@ -168,6 +169,10 @@ const VmceCpuModel *vmce_vm_get_cpu_model (VmceVm *self);
 gboolean vmce_vm_is_kvm (VmceVm *self);
 /* QEMU has qemu-patches/' inject-mce */
 gboolean vmce_vm_has_inject_mce (VmceVm *self);
+/* the guest's architecture, and for an Arm64 one what its QEMU offers to
+ * tell it of memory errors */
+VmceArch vmce_vm_get_arch (VmceVm *self);
+const VmceArmQemu *vmce_vm_get_arm_qemu (VmceVm *self);
 /* ... and its x-hwpoison-page-add (qemu-hwpoison.c) */
 gboolean vmce_vm_has_hwpoison_add (VmceVm *self);
 /* and query-ram-layout, which the layout is read with */

@@ -194,6 +194,10 @@ vmcectl_print_memory_error (JsonObject *ev)
                  ? " (broadcast)"
                  : "");
   }
+  /* an Arm64 guest: no machine check, a GHES record */
+  if (vmce_json_object_get_string_opt (ev, "path") != NULL)
+    g_print ("  ghes        path %s%s\n", vmcectl_str (ev, "path"),
+             vmce_json_object_get_string_opt (ev, "cper") != NULL ? ", CPER memory error record sent" : "");
   vmcectl_print_result (ev);
   vmcectl_print_host_pfn (ev);
   if (vmce_json_object_get_string_opt (ev, "detail") != NULL)

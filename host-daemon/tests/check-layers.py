@@ -12,7 +12,7 @@ import sys
 
 # lowest first; a module is NAME.c with NAME.h
 LAYERS = [
-    ("base", "page policy error json-util host-pfn mce-encode mce-event decision poison-set poison-xml proc-info "
+    ("base", "page policy error json-util host-pfn mce-encode cper-encode mce-event decision poison-set poison-xml proc-info "
              "proc-maps line-socket config log-writer metrics"),
     ("adapters", "ptrace-watch qmp-client ram-layout journal libvirt-monitor remote-syscall "
                  "poison-scan poison-index poison-mark page-replace rom-blobs control ctl-connect agent-client "

@@ -66,6 +66,33 @@ fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_re
   fake_qemu_script_attach_tail (fake);
 }
 
+void
+fake_qemu_script_attach_arm (FakeQmp *fake, TestChild *child, const gchar *layout_reply, const gchar *commands,
+                             gboolean ras, const gchar *machine, gboolean acpi)
+{
+  g_autofree gchar *cpus = g_strdup_printf (
+      "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
+      "\"target\": \"aarch64\"}]",
+      child->pid);
+  g_autofree gchar *machine_reply = g_strdup_printf ("\"%s\"", machine);
+
+  fake_qmp_expect (fake, "query-name", "{\"name\": \"fake-arm\"}");
+  fake_qmp_expect (fake, "query-version",
+                   "{\"qemu\": {\"major\": 10, \"minor\": 2, \"micro\": 2}, "
+                   "\"package\": \" (Debian 1:10.2.2+ds-1)\"}");
+  fake_qmp_expect (fake, "query-kvm", "{\"enabled\": false, \"present\": false}");
+  fake_qmp_expect (fake, "query-cpus-fast", cpus);
+  /* no x86 CPU properties asked */
+  fake_qmp_expect (fake, "query-commands", commands);
+  fake_qmp_expect (fake, "qom-get", ras ? "true" : "false");
+  fake_qmp_expect (fake, "qom-get", machine_reply);
+  /* booted with UEFI firmware and ACPI: the GED answers */
+  fake_qmp_expect (fake, "query-acpi-ospm-status",
+                   acpi ? "[]" : "error:command is not supported, missing ACPI device");
+  fake_qmp_expect (fake, "query-ram-layout", layout_reply);
+  fake_qemu_script_attach_tail (fake);
+}
+
 gchar *
 fake_qemu_one_page_layout (TestChild *child, guint64 gpa)
 {

@@ -22,5 +22,16 @@ void fake_qemu_script_attach (FakeQmp *fake,
                               const gchar *layout_reply,
                               const gchar *mtree,
                               gboolean kvm);
+/* An Arm64 QEMU 10.2.2 (query-cpus-fast's target "aarch64"): TCG, one
+ * vCPU, @commands query-commands' answer (with query-ram-layout, whose
+ * answer is @layout_reply), the virt machine's ras (@ras) and QOM type
+ * (@machine), an ACPI device or none (@acpi: booted without UEFI) */
+void fake_qemu_script_attach_arm (FakeQmp *fake,
+                                  TestChild *child,
+                                  const gchar *layout_reply,
+                                  const gchar *commands,
+                                  gboolean ras,
+                                  const gchar *machine,
+                                  gboolean acpi);
 /* query-ram-layout's answer for guest RAM that is one page of @child, at @gpa */
 gchar *fake_qemu_one_page_layout (TestChild *child, guint64 gpa);

@@ -260,6 +260,9 @@ check_combo (const Combo *c, guint *row_hits)
                           && c->thread == T_VCPU
                           && (c->repeat == R_KNOWN || c->repeat == R_KNOWN_AT_LIMIT)))
     g_error ("%s: count_refault %d", what, d.count_refault);
+  /* an x86 guest takes a machine check: no Arm path, in the journal either */
+  if (d.path != VMCE_ARM_PATH_NONE)
+    g_error ("%s: Arm path %s", what, vmce_arm_path_to_string (d.path));
 }
 
 static void
@@ -403,6 +406,140 @@ test_decision_retry_pause (void)
   g_assert_cmpuint (vmce_decide_retry_pause_ms (G_MAXUINT), ==, 32);
 }
 
+/* What an Arm64 QEMU offers, against the path vmced takes */
+typedef struct {
+  gboolean ras, acpi, ghes, sea;
+  const gchar *machine;
+  VmceMceKind kind;
+  VmceArmPath path;
+  const gchar *why; /* a substring of the refusal, NULL: none */
+} ArmRow;
+
+static const ArmRow arm_rows[] = {
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
+  { TRUE, TRUE, TRUE, FALSE, "virt-11.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_GHES_QMP, NULL },
+  { TRUE, TRUE, FALSE, FALSE, "virt-10.0-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+    "no inject-ghes-v2-error to record the error in the guest's GHES: it takes QEMU >= 10.2" },
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.1-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+    "machine type virt-10.1-machine has no GHES source for inject-ghes-v2-error" },
+  { TRUE, TRUE, TRUE, FALSE, "sbsa-ref-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt-10.2 or newer" },
+  { TRUE, TRUE, TRUE, FALSE, NULL, VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "machine type (unknown)" },
+  { FALSE, TRUE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED, "virt,ras=on" },
+  { FALSE, TRUE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+    "<features><ras state='on'/>" },
+  { TRUE, TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+    "synchronous external abort on vCPU 3 with its GHES record, and this QEMU has no command for it "
+    "(x-vmce-inject-sea, from vmce's QEMU patch, not written yet)" },
+  { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
+    "the guest has no ACPI, so no GHES" },
+  { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
+    "a direct -kernel boot has none" },
+  /* the SEA source is in every machine type's HEST */
+  { TRUE, TRUE, FALSE, TRUE, "virt-9.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_SEA, NULL },
+};
+
+static void
+test_decision_arm_path (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (arm_rows); i++) {
+    const ArmRow *r = &arm_rows[i];
+    VmceArmQemu arm = { r->ras, r->acpi, r->ghes, r->sea, (gchar *) r->machine };
+    g_autofree gchar *why = NULL;
+
+    g_test_message ("row %u", i);
+    g_assert_cmpint (vmce_decide_arm_path (&arm, r->kind, VCPU_INDEX, &why), ==, r->path);
+    if (r->why == NULL)
+      g_assert_null (why);
+    else
+      g_assert_nonnull (strstr (why, r->why));
+    /* one line */
+    g_assert_true (why == NULL || strchr (why, '\n') == NULL);
+  }
+}
+
+static void
+arm_decide (const VmceArmQemu *arm, VmceMceKind kind, VmceDecision *d)
+{
+  VmceFacts f = {
+    .kind = kind,
+    .policy = VMCE_POLICY_FORWARD,
+    .kvm = TRUE,
+    .cpu_model = &cpu_models[C_ANY], /* an Arm CPU: no vendor, no MCA */
+    .where = VMCE_WHERE_RAM,
+    .vcpu_index = kind == VMCE_MCE_KIND_AR ? VCPU_INDEX : -1,
+    .first_vcpu_index = FIRST_VCPU,
+    .arch = VMCE_ARCH_ARM64,
+    .arm = arm,
+  };
+
+  vmce_decide (&f, d);
+}
+
+/* The whole decision for an Arm64 guest: told through GHES where the
+ * QEMU can, refused in one line where not; a refused AR pauses the VM as
+ * on x86, a refused AO does not */
+static void
+test_decision_arm (void)
+{
+  VmceArmQemu qemu_10_2 = { TRUE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_0 = { TRUE, TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
+  VmceArmQemu patched = { TRUE, TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
+
+  {
+    g_auto(VmceDecision) d = { 0 };
+    arm_decide (&qemu_10_2, VMCE_MCE_KIND_AO, &d);
+    g_assert_cmpint (d.action, ==, VMCE_DECISION_INJECT);
+    g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_GHES_QMP);
+    g_assert_false (d.hold);
+    g_assert_false (d.pause);
+  }
+  {
+    g_auto(VmceDecision) d = { 0 };
+    arm_decide (&qemu_10_0, VMCE_MCE_KIND_AO, &d);
+    g_assert_cmpint (d.action, ==, VMCE_DECISION_REFUSE);
+    g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_REFUSED);
+    g_assert_false (d.pause);
+    g_assert_nonnull (strstr (d.detail, "refused: this QEMU has no inject-ghes-v2-error"));
+  }
+  {
+    g_auto(VmceDecision) d = { 0 };
+    arm_decide (&qemu_10_2, VMCE_MCE_KIND_AR, &d);
+    g_assert_cmpint (d.action, ==, VMCE_DECISION_REFUSE);
+    g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_REFUSED);
+    g_assert_true (d.pause);
+    g_assert_nonnull (strstr (d.detail, "x-vmce-inject-sea"));
+  }
+  {
+    g_auto(VmceDecision) d = { 0 };
+    arm_decide (&patched, VMCE_MCE_KIND_AR, &d);
+    g_assert_cmpint (d.action, ==, VMCE_DECISION_INJECT);
+    g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_SEA);
+    g_assert_true (d.hold);
+    g_assert_cmpuint (d.cpu, ==, VCPU_INDEX);
+  }
+}
+
+/* What attach says once about what the QEMU cannot do, or nothing */
+static void
+test_decision_arm_said_at_attach (void)
+{
+  VmceArmQemu all = { TRUE, TRUE, TRUE, TRUE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_2 = { TRUE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu no_ras = { FALSE, TRUE, TRUE, FALSE, (gchar *) "virt-10.2-machine" };
+  VmceArmQemu qemu_10_0 = { TRUE, TRUE, FALSE, FALSE, (gchar *) "virt-10.0-machine" };
+  g_autofree gchar *none = vmce_decide_arm_said_at_attach (&all);
+  g_autofree gchar *ar = vmce_decide_arm_said_at_attach (&qemu_10_2);
+  g_autofree gchar *ras = vmce_decide_arm_said_at_attach (&no_ras);
+  g_autofree gchar *both = vmce_decide_arm_said_at_attach (&qemu_10_0);
+
+  g_assert_null (none);
+  g_assert_cmpstr (ar, ==, "Arm64 guest: ARs will be refused (and the VM paused): x-vmce-inject-sea "
+                           "from vmce's QEMU patch, not written yet");
+  g_assert_nonnull (strstr (ras, "will not be told: QEMU's machine has no GHES"));
+  g_assert_nonnull (strstr (both, "AOs will be refused: this QEMU has no inject-ghes-v2-error"));
+  g_assert_nonnull (strstr (both, "; ARs will be refused"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -414,5 +551,8 @@ main (int argc, char **argv)
   g_test_add_func ("/decision/after-answer", test_decision_after_answer);
   g_test_add_func ("/decision/retry-pause", test_decision_retry_pause);
   g_test_add_func ("/decision/pass-how", test_decision_pass_how);
+  g_test_add_func ("/decision/arm-path", test_decision_arm_path);
+  g_test_add_func ("/decision/arm", test_decision_arm);
+  g_test_add_func ("/decision/arm-said-at-attach", test_decision_arm_said_at_attach);
   return g_test_run ();
 }

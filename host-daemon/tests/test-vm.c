@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cper-encode.h"
 #include "daemon.h"
+#include "error.h"
 #include "forward.h"
 #include "sim-poison.h"
 #include "fake-qemu.h"
@@ -575,6 +577,9 @@ test_vm_busy_then_injected (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
   g_assert_cmpint (json_object_get_int_member (ev, "busy"), ==, 2);
   g_assert_cmpint (json_object_get_int_member (ev, "dropped"), ==, 0);
+  /* an x86 guest's record is as it was: a machine check, no Arm path */
+  g_assert_false (json_object_has_member (ev, "path"));
+  g_assert_false (json_object_has_member (ev, "cper"));
   g_assert_true (fake_qmp_script_done (fx->fake));
 
   fake_qmp_expect (fx->fake, "inject-mce", "{}");
@@ -714,6 +719,164 @@ test_vm_gone_while_busy (Fixture *fx, gconstpointer data)
   g_assert_true (test_child_command (fx->child, 'p'));
 }
 
+/* --- Arm64 guests: told through GHES ------------------------------------ */
+
+#define ARM_RAM 0x40000000 /* where the virt machine's RAM starts */
+#define ARM_COMMANDS_10_2 "[{\"name\": \"query-ram-layout\"}, {\"name\": \"inject-ghes-v2-error\"}]"
+
+static void
+attach_arm_acpi (Fixture *fx, const gchar *commands, gboolean acpi)
+{
+  g_autofree gchar *layout = fake_qemu_one_page_layout (fx->child, ARM_RAM);
+
+  fake_qemu_script_attach_arm (fx->fake, fx->child, layout, commands, TRUE, "virt-10.2-machine", acpi);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  g_assert_cmpint (vmce_vm_get_arch (fx->vm), ==, VMCE_ARCH_ARM64);
+}
+
+static void
+attach_arm (Fixture *fx, const gchar *commands)
+{
+  attach_arm_acpi (fx, commands, TRUE);
+}
+
+static void
+inject_cb (GObject *source, GAsyncResult *res, gpointer data)
+{
+  Fixture *fx = data;
+  g_autoptr(JsonNode) ev = vmce_forward_inject_finish (fx->vm, res, &fx->error);
+
+  fx->done = TRUE;
+}
+
+static JsonObject *
+poison_ao_at (Fixture *fx, guint64 gpa)
+{
+  fx->done = FALSE;
+  g_clear_pointer (&fx->event, json_node_unref);
+  vmce_sim_poison_async (fx->vm, gpa, FALSE, VMCE_MCE_KIND_AO, VMCE_SIM_TRIGGER_NOW, -1, 12, 5000, poison_any_cb, fx);
+  test_wait (fx->done);
+  g_assert_true (fx->done);
+  return json_node_get_object (fx->event);
+}
+
+/* QEMU 10.2 has inject-ghes-v2-error: an AO goes through it, as the CPER
+ * record of that page, and the journal says which way it went. The guest
+ * not acknowledging the record before yet is "busy": asked again */
+static void
+test_vm_arm_ghes (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree guchar *record = NULL;
+  g_autofree gchar *journal = NULL;
+  gsize len = 0;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  g_test_expect_message ("vmce-vm", G_LOG_LEVEL_MESSAGE, "*ARs will be refused*x-vmce-inject-sea*");
+  attach_arm (fx, ARM_COMMANDS_10_2);
+  g_test_assert_expected_messages ();
+
+  fake_qmp_expect (fx->fake, "inject-ghes-v2-error",
+                   "error:OSPM does not acknowledge previous error, so can not record CPER for current "
+                   "error anymore");
+  fake_qmp_expect (fx->fake, "inject-ghes-v2-error", "{}");
+  ev = poison_ao_at (fx, ARM_RAM);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "injected");
+  g_assert_cmpstr (json_object_get_string_member (ev, "path"), ==, "ghes-qmp");
+  g_assert_cmpstr (json_object_get_string_member (ev, "via"), ==, "qmp");
+  g_assert_cmpint (json_object_get_int_member (ev, "busy"), ==, 1);
+  g_assert_true (json_object_get_null_member (ev, "mce"));
+  g_assert_true (fake_qmp_script_done (fx->fake));
+
+  /* what QEMU got: the journal's record, in base64, of that very page */
+  g_assert_true (json_parser_load_from_data (parser, fake_qmp_get_last_arguments (fx->fake), -1, NULL));
+  g_assert_cmpstr (json_object_get_string_member (json_node_get_object (json_parser_get_root (parser)), "cper"),
+                   ==, json_object_get_string_member (ev, "cper"));
+  record = g_base64_decode (json_object_get_string_member (ev, "cper"), &len);
+  g_assert_cmpuint (len, ==, VMCE_CPER_GESB_SIZE + VMCE_CPER_GEDE_SIZE + VMCE_CPER_MEM_SIZE);
+  g_assert_cmphex (record[20 + 72 + 16 + 3], ==, 0x40); /* PA 0x40000000, little-endian */
+  journal = journal_text (fx, "\"path\":\"ghes-qmp\"");
+  g_assert_nonnull (strstr (journal, "\"path\":\"ghes-qmp\""));
+  /* the attach record says what this QEMU offers */
+  g_assert_nonnull (strstr (journal, "\"arch\":\"aarch64\",\"inject\":\"qmp inject-ghes-v2-error\","
+                                     "\"ghes\":{\"ras\":true,\"acpi\":true,\"machine\":\"virt-10.2-machine\","
+                                     "\"inject_ghes\":true,\"inject_sea\":false}"));
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
+/* QEMU 10.0 has no such command: said once at attach; each AO refused in
+ * one line naming what it would take, nothing sent to QEMU, its thread
+ * let go */
+static void
+test_vm_arm_no_command (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  const gchar *detail;
+  guint requests;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  g_test_expect_message ("vmce-vm", G_LOG_LEVEL_MESSAGE,
+                         "*AOs will be refused: this QEMU has no inject-ghes-v2-error*QEMU >= 10.2*");
+  attach_arm (fx, "[{\"name\": \"query-ram-layout\"}]");
+  g_test_assert_expected_messages ();
+  requests = fake_qmp_get_n_requests (fx->fake);
+
+  ev = poison_ao_at (fx, ARM_RAM);
+  g_assert_cmpstr (json_object_get_string_member (ev, "result"), ==, "refused");
+  g_assert_cmpstr (json_object_get_string_member (ev, "path"), ==, "refused");
+  g_assert_true (json_object_get_null_member (ev, "cper"));
+  detail = json_object_get_string_member (ev, "detail");
+  g_assert_nonnull (strstr (detail, "refused: this QEMU has no inject-ghes-v2-error"));
+  g_assert_nonnull (strstr (detail, "QEMU >= 10.2"));
+  g_assert_null (strchr (detail, '\n'));
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
+  /* the thread runs again, the VM is not paused */
+  g_assert_true (test_child_command (fx->child, 'p'));
+  g_assert_true (vmce_vm_is_running (fx->vm));
+
+  /* vmcectl inject: the same line, as the request's error */
+  fx->done = FALSE;
+  vmce_forward_inject_async (fx->vm, ARM_RAM, VMCE_MCE_KIND_AO, -1, inject_cb, fx);
+  test_wait (fx->done);
+  g_assert_error (fx->error, VMCE_ERROR, VMCE_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (fx->error->message, "vm fake-arm: this QEMU has no inject-ghes-v2-error"));
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
+}
+
+/* A guest booted without UEFI firmware has no ACPI device, so no GHES:
+ * attach goes on and says so once, and an AO is refused, not sent to a
+ * command that would answer success having written nothing */
+static void
+test_vm_arm_no_acpi (Fixture *fx, gconstpointer data)
+{
+  JsonObject *ev;
+  guint requests;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  g_test_expect_message ("vmce-vm", G_LOG_LEVEL_MESSAGE,
+                         "*memory errors will not be told: the guest has no ACPI, so no GHES*");
+  attach_arm_acpi (fx, ARM_COMMANDS_10_2, FALSE);
+  g_test_assert_expected_messages ();
+  requests = fake_qmp_get_n_requests (fx->fake);
+  ev = poison_ao_at (fx, ARM_RAM);
+  g_assert_cmpstr (json_object_get_string_member (ev, "path"), ==, "refused");
+  g_assert_nonnull (strstr (json_object_get_string_member (ev, "detail"), "direct -kernel boot"));
+  g_assert_cmpuint (fake_qmp_get_n_requests (fx->fake), ==, requests);
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -745,5 +908,8 @@ main (int argc, char **argv)
   g_test_add ("/vm/gone-while-busy", Fixture, NULL, fixture_setup, test_vm_gone_while_busy, fixture_teardown);
   g_test_add ("/vm/layout-qmp-bad", Fixture, NULL, fixture_setup, test_vm_layout_qmp_bad,
               fixture_teardown);
+  g_test_add ("/vm/arm-ghes", Fixture, NULL, fixture_setup, test_vm_arm_ghes, fixture_teardown);
+  g_test_add ("/vm/arm-no-command", Fixture, NULL, fixture_setup, test_vm_arm_no_command, fixture_teardown);
+  g_test_add ("/vm/arm-no-acpi", Fixture, NULL, fixture_setup, test_vm_arm_no_acpi, fixture_teardown);
   return g_test_run ();
 }
