@@ -11,6 +11,12 @@ tools cross-compiled), in order:
   that page from inside the guest (hwpoison-inject) reaches it as an AO
   SIGBUS at its own address, so the arm64 kernel's memory_failure() and the
   tools' reports work there;
+- vmced attaches to its QEMU (Debian 12's 7.2) and says once, at attach,
+  what that QEMU lacks for an Arm64 guest (QEMU 10.2's inject-ghes-v2-error,
+  vmce's x-vmce-inject-sea); an AO vmced catches there is refused in one
+  line naming it, journaled with its GPA and path "refused", the guest
+  process not signalled, QEMU running and no thread of it left stopped,
+  and vmced lets it go when it stops;
 - it is restored from its first boot as the x86 guests are (Vm.save_state,
   then a copy started with incoming=): the copy answers as the same boot,
   GHES still there.
@@ -20,7 +26,8 @@ import os
 import re
 import time
 
-from common import Tap, Vm, prerequisites_arm64, start_victim, wait_kmsg, wait_sigbus, workdir
+from common import (Tap, Vm, Vmced, prerequisites_arm64, start_victim, thread_states, victim_status, wait_kmsg,
+                    wait_sigbus, workdir)
 
 BUS_MCEERR_AO = 5
 
@@ -76,6 +83,38 @@ def case_guest_tools():
     agent.call("victim-stop", pid=victim["pid"])
 
 
+def case_vmced_refuses():
+    """What vmced does on a QEMU with no way to tell an Arm64 guest"""
+    daemon = Vmced(os.path.join(work, "vmced"),
+                   args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "e2e-arm64",
+                         "--agent", vm.vmced_agent_path])
+    try:
+        info = daemon.wait_attached("e2e-arm64")
+        ghes = info.get("ghes") or {}
+        tap.ok(info.get("arch") == "aarch64" and ghes.get("ras") is True and not ghes.get("inject_ghes"),
+               "vmced's attach: an Arm64 QEMU with ras=on and no inject-ghes-v2-error", diag=info)
+        said = [ln for ln in daemon.log_text().splitlines() if "Arm64 guest:" in ln]
+        tap.ok(len(said) == 1 and "10.2" in said[0], "vmced says once at attach what this QEMU lacks",
+               diag=said or daemon.log_text()[-1500:])
+        agent = vm.agent
+        victim = start_victim(agent, mode="idle")
+        ev = daemon.poison("e2e-arm64", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
+                           "--kind", "ao")
+        tap.ok(ev.get("result") == "refused" and ev.get("path") == "refused"
+               and "inject-ghes-v2-error" in (ev.get("detail") or "") and "\n" not in ev.get("detail", ""),
+               f"an AO is refused in one line naming what it takes: {ev.get('detail')}", diag=ev)
+        tap.eq(int(ev.get("gpa") or "0", 16), victim["gpa_int"], "  journaled at the victim's GPA")
+        tap.ok(wait_sigbus(agent, victim["pid"], timeout=3) is None,
+               "the guest process was not signalled (the guest was told nothing)",
+               diag=victim_status(agent, victim["pid"]))
+        tap.ok(vm.alive() and "t" not in thread_states(vm.pid).values(),
+               "QEMU runs on, no thread of it left stopped")
+    finally:
+        daemon.stop()
+    tap.ok(not any(st == "t" for st in thread_states(vm.pid).values()) and vm.alive(),
+           "vmced stopped: QEMU running, untraced")
+
+
 def case_restore():
     global copy
     boot = vm.boot_id()
@@ -99,6 +138,7 @@ try:
     tap.case("boot", case_boot)
     tap.case("ACPI and GHES", case_acpi_ghes)
     tap.case("guest tools", case_guest_tools)
+    tap.case("vmced on a QEMU without GHES injection", case_vmced_refuses)
     tap.case("restore", case_restore)
 finally:
     for v in (vm, copy):
