@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -75,6 +75,8 @@ help:
 	@echo "              (debootstrap, systemd, qemu-guest-agent; cached per machine)"
 	@echo "make host-root  clean Debian 12 and 13 roots with systemd for the package test, and"
 	@echo "              Debian 12's for run/fleet's hosts (cached per machine)"
+	@echo "make rasdaemon-13  Debian 13's rasdaemon (0.8.3, which records memory failures) with its"
+	@echo "              own libraries, for the host lab's Debian 13 L1 (cached per machine)"
 	@echo "make install  vmced, vmcectl, their man pages, vmced.service and vmced.conf"
 	@echo "              into \$$DESTDIR\$$PREFIX (default /usr/local); the unit where systemd looks"
 	@echo "make clean    remove $(BUILD) (the caches in /var/cache/vmce stay)"
@@ -163,6 +165,13 @@ host-root: deps
 		images/mkroot --cached $(BUILD)/images --suite $${r%%:*} --flavour $${r#*:} || exit 1; \
 	done
 
+# Debian 13's rasdaemon, unpacked with its own libraries (Debian 12's is
+# built without memory-failure support), which the host lab's Debian 13 L1
+# runs: build/rasdaemon/debian-13 (images/host/fetch-rasdaemon; cached per
+# machine in $VMCE_CACHE/rasdaemon)
+rasdaemon-13: deps
+	@images/host/fetch-rasdaemon --out $(BUILD)/rasdaemon/debian-13 >/dev/null
+
 $(MESON_DIR)/build.ninja:
 	meson setup $(MESON_DIR) --prefix $(PREFIX)
 
@@ -213,10 +222,10 @@ demo: image
 # beside vmce-6.1's make -j2 they slowed it by more than they take alone)
 # suite check-all is what needs a build make check has no room for
 # (vmce-10.2's series checks and end-to-end runs: tests/meson.build)
-check: kernels qemus-check guest-image host-root deb
+check: kernels qemus-check guest-image host-root rasdaemon-13 deb
 	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
-check-all: kernels-all qemus guest-image host-root deb image-arm64
+check-all: kernels-all qemus guest-image host-root rasdaemon-13 deb image-arm64
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer
@@ -233,19 +242,19 @@ e2e: image
 hostlab: hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full
 
 # and the rows of Debian 13's L1 (6.12, its own QEMU 10.0) beside them
-hostlab-matrix: image qemus kernel-6.12 host-root
+hostlab-matrix: image qemus kernel-6.12 host-root rasdaemon-13
 	@run/hostlab --matrix --qemus all
 	@run/hostlab --matrix --l1 debian-13 --qemus debian-10.0
 
 # a live migration after a real host error, in both L1s under TCG and KVM
 # L2 (tests/e2e/test_hostlab_migrate.py: four L1 boots, about 12 min here)
-hostlab-migrate: image qemu-debian-10.0 kernel-6.12 host-root
+hostlab-migrate: image qemu-debian-10.0 kernel-6.12 host-root rasdaemon-13
 	meson test -C $(MESON_DIR) --print-errorlogs --no-rebuild e2e-hostlab-migrate
 
 # a lost huge page salvaged with the host kernel's own error: 2 MiB and
 # 1 GiB under TCG and KVM L2 in Debian 13's L1, and Debian 12's 6.1, which
 # cannot read one back (tests/e2e/test_hostlab_salvage.py: five L1 boots)
-hostlab-salvage: image qemu-debian-10.0 kernel-6.12 host-root
+hostlab-salvage: image qemu-debian-10.0 kernel-6.12 host-root rasdaemon-13
 	meson test -C $(MESON_DIR) --print-errorlogs --no-rebuild e2e-hostlab-salvage
 
 # full.ini with real host errors in the lab, on each guest kernel side by

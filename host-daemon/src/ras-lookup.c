@@ -1,8 +1,8 @@
 /*
  * What the host's rasdaemon recorded for a host page (see ras-lookup.h).
  *
- * rasdaemon (built with --enable-memory-failure, as Debian's 0.6.8 is)
- * writes one row per ras:memory_failure_event tracepoint into the table
+ * rasdaemon built with --enable-memory-failure (Debian 13's 0.8.3 is;
+ * Debian 12's 0.6.8 is not, and has no such table) writes one row per ras:memory_failure_event tracepoint into the table
  * memory_failure_event (id, timestamp, pfn TEXT as "0x%llx", page_type,
  * action_result: ras-record.c, ras-memory-failure-handler.c). The kernel
  * fires it from action_result(), after memory_failure() has unmapped the

@@ -9,7 +9,7 @@
 # apt_suite DIR LINE...: DIR holds the state; each LINE is "deb SUITE" or
 # "deb-src SUITE" (a -security suite goes to the security mirror). Sets the
 # global array apt_opts for apt-get and apt-cache, and updates the package
-# lists when they are older than a day (a failed update with lists from
+# lists when the last update is a day old (a failed update with lists from
 # before still works: no network then means no newer packages, not no
 # packages). A state made here for a suite the archive does not serve is
 # removed again: nothing is left in the cache that looks like one.
@@ -36,6 +36,7 @@ apt_suite() {
 	if ! cmp -s "$aptdir/sources.list.new" "$aptdir/sources.list"; then
 		mv "$aptdir/sources.list.new" "$aptdir/sources.list"
 		find "$aptdir/lists" -maxdepth 1 -type f -delete
+		rm -f "$aptdir/updated"
 	else
 		rm -f "$aptdir/sources.list.new"
 	fi
@@ -44,11 +45,16 @@ apt_suite() {
 		-o "Dir::State::status=$aptdir/status" -o Dir::Etc::Preferences=/dev/null
 		-o Dir::Etc::PreferencesParts=/nonexistent -o APT::Sandbox::User=root)
 	[[ -z $arch ]] || apt_opts+=(-o "APT::Architecture=$arch" -o "APT::Architectures=$arch")
-	if [[ -z $(find "$aptdir/lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null) &&
-		-z $(find "$aptdir/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null) ]]; then
-		apt-get -q "${apt_opts[@]}" update >"$aptdir/update.log" 2>&1 ||
+	# the time of the last update is a stamp of its own: apt dates each list
+	# file as the mirror's Release is dated, which may be days old, and
+	# every call then updated again (5 s each)
+	if [[ -z $(find "$aptdir" -maxdepth 1 -name updated -mmin -1440 2>/dev/null) ]]; then
+		if apt-get -q "${apt_opts[@]}" update >"$aptdir/update.log" 2>&1; then
+			touch "$aptdir/updated"
+		else
 			[[ -n $(find "$aptdir/lists" -maxdepth 1 -name '*_main_*') ]] ||
-			apt_suite_failed "$aptdir" "$fresh" "$@"
+				apt_suite_failed "$aptdir" "$fresh" "$@"
+		fi
 	fi
 }
 

@@ -3,6 +3,11 @@
 and sends QEMU the SIGBUS itself (run/hostlab --check: one L1 boot carries
 every QEMU asked for; a fresh L1 takes over after nine KVM guests).
 
+The L1 host: $VMCE_HOSTLAB_L1 (run/hostlab --l1), else debian-12. It runs
+its Debian's rasdaemon as a host does: the debian-13 L1 Debian 13's, whose
+row for the pfn (page type, action result as the kernel's tracepoint says)
+vmced's host-page record must hold; the debian-12 L1 Debian 12's, which
+keeps no memory-failure records, as vmced's host-page record must say.
 The QEMUs: $VMCE_HOSTLAB_QEMUS (names or PATHs, comma-separated), else
 $VMCE_QEMU, else debian-7.2 (run/lib/vmcelab/qemus.py). A QEMU that is not
 built skips its rows, saying why. What each row asserts follows from what
@@ -11,8 +16,8 @@ here) and what it can give a guest (qemus FEATURES):
   tcg    vmced   the victim gets BUS_MCEERR_AO/AR at its own VA, whatever the
                  QEMU: L1 sent QEMU the SIGBUS, the journal has the GPA and
                  (AO) the host pfn L1 poisoned, which L1's
-                 ras:memory_failure_event names too, rasdaemon's answer for
-                 it and `vmcectl events --pfn`; for
+                 ras:memory_failure_event names too, rasdaemon's row (or its
+                 saying none) and `vmcectl events --pfn`; for
                  AR the host's early AO is held back (ignore-ao) and the vCPU
                  consumes the page, which vmced replaces
   tcg    qemu    tcg_sigbus forward: QEMU forwards it itself, the victim
@@ -49,7 +54,7 @@ import sys
 from common import Tap, paths
 
 sys.path.insert(0, os.path.join(paths.ROOT, "run", "lib"))
-from vmcelab import qemus  # noqa: E402
+from vmcelab import l1hosts, qemus  # noqa: E402
 
 HOSTLAB = os.path.join(paths.ROOT, "run", "hostlab")
 
@@ -88,6 +93,12 @@ if given is None:
                f"bad input: {what} ({arg}): one error line, exit status 2, before L1 boots",
                diag=res.stderr[-800:])
 
+# -- the L1 host ($VMCE_HOSTLAB_L1, else the default): which Debian it is
+# decides which rasdaemon it runs, and what that one records
+L1 = os.environ.get("VMCE_HOSTLAB_L1") or l1hosts.DEFAULT
+if L1 not in l1hosts.KNOWN:
+    tap.bail(f"VMCE_HOSTLAB_L1={L1}: not an L1 (known: {', '.join(l1hosts.NAMES)})")
+
 # -- the QEMUs
 if given is None:
     spelled = [x.strip() for x in (os.environ.get("VMCE_HOSTLAB_QEMUS") or qemus.spelling()).split(",")
@@ -100,7 +111,7 @@ if given is None:
             tap.skip(f"{name}: every row", f"QEMU {name} is not there: {e}")
     if not qs:
         tap.done()
-    res = hostlab("--check", "--json", "--qemus", ",".join(q.name for q in qs), timeout=1750)
+    res = hostlab("--check", "--json", "--qemus", ",".join(q.name for q in qs), "--l1", L1, timeout=1750)
     if not res.stdout.strip().startswith("{"):
         tap.bail(f"run/hostlab --check failed ({res.returncode}): {res.stderr.strip()[-2000:]}")
     lab = json.loads(res.stdout)
@@ -108,7 +119,10 @@ if given is None:
 else:
     lab = given
 host = lab["host"]
-tap.diag(f"L1: kernel {host['kernel']}, {host['cpu_vendor']}, KVM {host['kvm']}; QEMUs in L1: "
+L1 = host.get("l1") or L1
+RASDAEMON_RECORDS = l1hosts.KNOWN[L1].rasdaemon_records
+tap.diag(f"L1 {L1}: kernel {host['kernel']}, {host['cpu_vendor']}, KVM {host['kvm']}, "
+         f"{(host.get('rasdaemon') or {}).get('version')}; QEMUs in L1: "
          + "; ".join(f"{x['slug']}: {x['version']}" for x in host.get("qemus", [])))
 for sk in lab.get("skipped", []):
     tap.skip(f"{sk['name']}: every row", sk["why"])
@@ -165,27 +179,38 @@ def check_tcg_vmced(label, r, kind):
 def check_host_records(label, r, ev):
     """The host's own records of the page, joined with vmced's by the pfn:
     the page L1 poisoned, the kernel's ras:memory_failure_event, rasdaemon's
-    database (Debian 12's rasdaemon is built without memory-failure
-    support: none there, which vmced's host-page record must say), and
-    `vmcectl events --pfn` in L1 naming the guest and its GPA"""
+    database, and `vmcectl events --pfn` in L1 naming the guest and its GPA.
+    Which rasdaemon L1 runs is its Debian's (l1hosts.py): Debian 13's
+    records the page, and its row must be the tracepoint's (pfn, page type,
+    action result) and the one vmced's host-page record holds; Debian 12's
+    is built without memory-failure support, keeps none, and vmced's
+    host-page record must say so"""
     want = int(r["host_pfn"], 16) if isinstance(r.get("host_pfn"), str) else r.get("host_pfn")
     tap.ok((ev.get("host_pfn"), ev.get("host_pfn_from")) == (want, "hwpoison-entry"),
            f"{label}: vmced's record names the host page L1 poisoned, read from QEMU's hwpoison entry",
            diag={k: ev.get(k) for k in ("host_pfn", "host_pfn_from", "host_pfn_why")})
     j = next((x for x in r.get("host_records") or [] if x["seq"] == ev.get("seq")), {})
-    tap.ok(any(int(t["pfn"], 16) == want for t in j.get("tracepoint", [])),
-           f"{label}: L1's ras:memory_failure_event names the same pfn ({want:#x})", diag=j.get("tracepoint"))
-    hp, row = j.get("host_page") or {}, j.get("rasdaemon")
-    if isinstance(row, dict) and "error" not in row:
-        tap.ok(hp.get("host_pfn") == want and hp.get("rasdaemon") == row,
-               f"{label}: vmced's host-page record holds rasdaemon's row for the pfn "
-               f"({row['page_type']}: {row['action_result']})", diag={"vmced": hp, "rasdaemon": row})
+    trace = [t for t in j.get("tracepoint", []) if int(t["pfn"], 16) == want]
+    tap.ok(trace, f"{label}: L1's ras:memory_failure_event names the same pfn ({want:#x})",
+           diag=j.get("tracepoint"))
+    hp, row, ras = j.get("host_page") or {}, j.get("rasdaemon"), host.get("rasdaemon") or {}
+    tap.diag(f"{label}: pfn {want:#x}; L1's {ras.get('version') or 'rasdaemon'}: {row}")
+    if RASDAEMON_RECORDS:
+        ok = isinstance(row, dict) and "error" not in row
+        tap.ok(ok and int(row["pfn"], 16) == want and trace
+               and (row["page_type"], row["action_result"]) == (trace[-1]["page_type"], trace[-1]["action_result"]),
+               f"{label}: L1's {ras.get('version') or 'rasdaemon'} recorded the page as the kernel's "
+               "tracepoint says: pfn, page type, action result"
+               + (f" ({row['pfn']}, {row['page_type']}: {row['action_result']})" if ok else ""),
+               diag={"rasdaemon": row, "tracepoint": trace, "l1": ras})
+        tap.ok(ok and hp.get("host_pfn") == want and hp.get("rasdaemon") == row,
+               f"{label}: vmced's host-page record holds rasdaemon's row for the pfn",
+               diag={"vmced": hp, "rasdaemon": row})
     else:
-        ras = host.get("rasdaemon") or {}
         tap.ok(ras.get("db") and not ras.get("memory_failure") and hp.get("host_pfn") == want
                and hp.get("rasdaemon") is None and "memory_failure_event" in (hp.get("detail") or ""),
-               f"{label}: L1's rasdaemon runs but keeps no memory-failure records, and vmced's host-page "
-               "record says so", diag={"vmced": hp, "rasdaemon": row, "l1": ras})
+               f"{label}: L1's {ras.get('version') or 'rasdaemon'} runs but keeps no memory-failure records, "
+               "and vmced's host-page record says so", diag={"vmced": hp, "rasdaemon": row, "l1": ras})
     q = j.get("vmcectl") or [{}]
     tap.ok(len(q) == 1 and (q[0].get("vm"), q[0].get("gpa")) == (ev.get("vm"), r["gpa"])
            and (q[0].get("host_page") or {}).get("about_seq") == ev.get("seq"),

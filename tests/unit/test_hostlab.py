@@ -174,6 +174,25 @@ class L1Hosts(BuildDir):
         self.assertIn("run `make host-root`", str(e.exception))
         self.assertNotIn("\n", str(e.exception))
 
+    def test_rasdaemon_missing_says_how(self):
+        self.kernel("kernels", "debian-6.12")
+        qemu = os.path.join(self.tmp, "images", "debian-13-host", "root", "usr", "bin", "qemu-system-x86_64")
+        os.makedirs(os.path.dirname(qemu))
+        with open(qemu, "w") as fh:
+            fh.write("#!/bin/sh\n")
+        os.chmod(qemu, 0o755)
+        with self.assertRaises(l1hosts.L1Error) as e:
+            l1hosts.resolve("debian-13")
+        self.assertIn("debian-13 L1's Debian 13 rasdaemon is missing", str(e.exception))
+        self.assertIn("run `make rasdaemon-13`", str(e.exception))
+        self.assertNotIn("\n", str(e.exception))
+
+    def test_each_l1_runs_its_debians_rasdaemon(self):
+        d12, d13 = l1hosts.KNOWN["debian-12"], l1hosts.KNOWN["debian-13"]
+        self.assertEqual((d12.rasdaemon, d12.rasdaemon_records), ("/usr/sbin/rasdaemon", False))
+        self.assertEqual((d13.rasdaemon, d13.rasdaemon_records),
+                         (os.path.join(self.tmp, "rasdaemon", "debian-13", "rasdaemon"), True))
+
     def test_debian_13_leaves_out_debian_12s_qemu(self):
         h = l1hosts.KNOWN["debian-13"]
         self.assertIn("whose /usr/bin/qemu-system-x86_64 is its own debian-10.0", h.why_not("debian-7.2"))

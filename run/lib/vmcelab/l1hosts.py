@@ -12,6 +12,12 @@ host is, as its kernel and its own QEMU make it.
              with that root's loader and libraries beside this host's (L1's
              vmced, vmcectl and python3.11 are Debian 12's)
 
+Each runs its Debian's rasdaemon as a host does: debian-12 this host's
+(0.6.8, built without memory-failure support: it records no
+memory_failure_event), debian-13 Debian 13's (0.8.3, which records them),
+fetched with its own libraries by images/host/fetch-rasdaemon (`make
+rasdaemon-13`: build/rasdaemon/debian-13).
+
 In the Debian 13 L1 the name debian-10.0 is that root's QEMU, as on a
 Debian 13 host (qemus.py: debian-10.0 is the host's own
 /usr/bin/qemu-system-x86_64 there): L1 gets the root's /etc/os-release, so
@@ -26,6 +32,8 @@ import subprocess
 from . import paths, qemus
 
 DEFAULT = "debian-12"
+# Debian 12's rasdaemon (run/install-deps), which the debian-12 L1 runs
+HOST_RASDAEMON = "/usr/sbin/rasdaemon"
 WRAPPER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "qemu-patches",
                        "own-libs-wrapper")
 
@@ -35,9 +43,13 @@ class L1Error(Exception):
 
 
 class L1:
-    def __init__(self, name, debian, kernel_rel, how_kernel, own_qemu, root_rel=None, not_here=()):
+    def __init__(self, name, debian, kernel_rel, how_kernel, own_qemu, root_rel=None, not_here=(),
+                 rasdaemon_rel=None):
         self.name, self.debian, self.own_qemu = name, debian, own_qemu
         self.kernel_rel, self.how_kernel, self.root_rel = kernel_rel, how_kernel, root_rel
+        # its Debian's rasdaemon fetched (images/host/fetch-rasdaemon), or
+        # None: this host's
+        self.rasdaemon_rel = rasdaemon_rel
         # the known QEMUs this L1 does not carry
         self.not_here = not_here
 
@@ -56,6 +68,21 @@ class L1:
         return os.path.join(paths.build_dir(), *self.root_rel) if self.root_rel else None
 
     @property
+    def rasdaemon(self):
+        """The rasdaemon L1 runs (mkhostimage --rasdaemon): this host's
+        binary, or the script that runs a fetched one with its own libraries"""
+        if not self.rasdaemon_rel:
+            return HOST_RASDAEMON
+        return os.path.join(paths.build_dir(), *self.rasdaemon_rel, "rasdaemon")
+
+    @property
+    def rasdaemon_records(self):
+        """Whether its rasdaemon records memory failures: a fetched one is
+        checked to (images/host/fetch-rasdaemon); this host's, Debian 12's,
+        is built without them"""
+        return bool(self.rasdaemon_rel)
+
+    @property
     def os_release(self):
         """What L1's /etc/os-release is: its root's, or none (debian-12)"""
         return os.path.join(self.root, "etc", "os-release") if self.root else None
@@ -72,7 +99,8 @@ class L1:
 KNOWN = {h.name: h for h in (
     L1("debian-12", "12", ("guest-kernel",), "make image", "debian-7.2"),
     L1("debian-13", "13", ("kernels", "debian-6.12"), "make kernel-6.12", "debian-10.0",
-       root_rel=("images", "debian-13-host", "root"), not_here=("debian-7.2",)),
+       root_rel=("images", "debian-13-host", "root"), not_here=("debian-7.2",),
+       rasdaemon_rel=("rasdaemon", "debian-13")),
 )}
 NAMES = tuple(KNOWN)
 
@@ -90,6 +118,10 @@ def resolve(name=None):
         raise L1Error(f"the {name} L1's Debian {h.debian} root is missing at {h.root} (its QEMU "
                       f"usr/bin/qemu-system-x86_64): run `make host-root` (or `images/mkroot --cached "
                       f"{os.path.relpath(os.path.dirname(os.path.dirname(h.root)))} --suite trixie --flavour host`)")
+    if h.rasdaemon_rel and not os.access(h.rasdaemon, os.X_OK):
+        raise L1Error(f"the {name} L1's Debian {h.debian} rasdaemon is missing at {h.rasdaemon}: run "
+                      f"`make rasdaemon-{h.debian}` (images/host/fetch-rasdaemon --out "
+                      f"{os.path.relpath(os.path.dirname(h.rasdaemon))})")
     return h
 
 

@@ -3,19 +3,23 @@ them, joined with vmced's record of the same error: rasdaemon's row (the
 ras:memory_failure_event tracepoint, in its sqlite database, read the way
 `ras-mc-ctl --errors` does; vmced's host-page record says what it read
 there, ras-lookup.c), and the tracepoint itself in the kernel's trace
-buffer. Debian 12's rasdaemon (0.6.8) is built without memory-failure
-support and records no such row; the tracepoint is the kernel's word
-whatever rasdaemon does."""
+buffer. The Debian 13 L1 runs Debian 13's rasdaemon (0.8.3), which records
+such a row; the Debian 12 L1 runs Debian 12's (0.6.8), built without
+memory-failure support, which records none. The tracepoint is the kernel's
+word whatever rasdaemon does."""
 import os
 import re
 import sqlite3
+import subprocess
 import time
 
 DB = "/var/lib/rasdaemon/ras-mc_event.db"
+BINARY = "/usr/sbin/rasdaemon"
 LOG = "/tmp/rasdaemon.log"
 TRACING = "/sys/kernel/debug/tracing"
 EVENT = "events/ras/memory_failure_event/enable"
 # include/ras/ras_event.h: "pfn %#lx: recovery action for %s: %s"
+RECORDING = re.compile(r"Recording (\S+) events")
 TRACE_LINE = re.compile(r"memory_failure_event: pfn (0x[0-9a-f]+): recovery action for (.*): (\w+)$")
 
 
@@ -54,10 +58,21 @@ def _rows(query, args=(), db=DB):
         con.close()
 
 
+def version():
+    """The rasdaemon L1 runs, as it names itself ("rasdaemon 0.8.3"), or None"""
+    try:
+        res = subprocess.run([BINARY, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (res.stdout or res.stderr).strip().splitlines()
+    return lines[0] if lines else None
+
+
 def state(timeout=20.0):
-    """What L1's rasdaemon records, once it has made its database: {"db":
-    bool, "memory_failure": bool (its memory_failure_event table), "log":
-    the end of its log}"""
+    """What L1's rasdaemon records, once it has made its database:
+    {"version": its --version, "db": bool, "memory_failure": bool (its
+    memory_failure_event table), "recording_memory_failure": bool (its log
+    says it records them), "log": the end of the rest of its log}"""
     deadline = time.monotonic() + timeout
     tables = []
     while time.monotonic() < deadline:
@@ -71,10 +86,15 @@ def state(timeout=20.0):
         time.sleep(0.2)
     try:
         with open(LOG, errors="replace") as f:
-            log = f.read().splitlines()[-8:]
+            lines = f.read().splitlines()
     except OSError:
-        log = []
-    return {"db": bool(tables), "memory_failure": "memory_failure_event" in tables, "log": log}
+        lines = []
+    # 0.8.3 says a line per event it records (dozens): named apart, the
+    # rest of its log (what went wrong) kept
+    recording = [m.group(1) for m in map(RECORDING.search, lines) if m]
+    return {"version": version(), "db": bool(tables), "memory_failure": "memory_failure_event" in tables,
+            "recording_memory_failure": "memory_failure_event" in recording,
+            "log": [ln for ln in lines if not RECORDING.search(ln)][-8:]}
 
 
 def row_for_pfn(pfn):
