@@ -214,6 +214,21 @@ vmce_decide_whose (const VmceFacts *f, VmceDecision *d)
   return TRUE;
 }
 
+/* The guest cannot be told: an AO can wait for the consumption; a refused
+ * AR would fault again at once, and forever, so its VM is paused. */
+static void
+vmce_decision_refuse (VmceDecision *d, const gchar *why)
+{
+  if (d->kind == VMCE_MCE_KIND_AO) {
+    vmce_decision_take (d, VMCE_DECISION_REFUSE, g_strdup_printf ("refused: %s", why));
+    return;
+  }
+  d->pause = TRUE;
+  vmce_decision_take (d, VMCE_DECISION_REFUSE,
+                      g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the "
+                                       "page again and again", why));
+}
+
 /* How the guest can be told, if it can recover at all. Returns FALSE when
  * it cannot, which decides it. */
 static gboolean
@@ -232,16 +247,7 @@ vmce_decide_style (const VmceFacts *f, VmceDecision *d)
                                            refusal));
     return TRUE;
   }
-  /* an AO can wait for the consumption; a refused AR would fault again at
-   * once, and forever */
-  if (d->kind == VMCE_MCE_KIND_AO) {
-    vmce_decision_take (d, VMCE_DECISION_REFUSE, g_strdup_printf ("refused: %s", refusal));
-    return FALSE;
-  }
-  d->pause = TRUE;
-  vmce_decision_take (d, VMCE_DECISION_REFUSE,
-                      g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the "
-                                       "page again and again", refusal));
+  vmce_decision_refuse (d, refusal);
   return FALSE;
 }
 
@@ -351,14 +357,7 @@ vmce_decide_arm (const VmceFacts *f, VmceDecision *d)
   d->path = vmce_decide_arm_path (f->arm, d->kind, cpu, &why);
   if (d->path != VMCE_ARM_PATH_REFUSED)
     return TRUE;
-  if (d->kind == VMCE_MCE_KIND_AO) {
-    vmce_decision_take (d, VMCE_DECISION_REFUSE, g_strdup_printf ("refused: %s", why));
-    return FALSE;
-  }
-  d->pause = TRUE;
-  vmce_decision_take (d, VMCE_DECISION_REFUSE,
-                      g_strdup_printf ("refused: %s; VM paused, as the vCPU would fault on the "
-                                       "page again and again", why));
+  vmce_decision_refuse (d, why);
   return FALSE;
 }
 
