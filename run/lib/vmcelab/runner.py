@@ -176,8 +176,12 @@ class GuestVm:
             if said:  # QEMU's own last word says more than a closed socket
                 raise RuntimeError(f"QEMU exited: {said[-1]}") from e
             raise
+        # an image's boot: QEMU's start to qga's first answer, and to vmce's
+        # tools in and listening (run/hostlab --images prints them)
+        qga_s = getattr(vm.agent, "answered_s", None) if image is not None else None
         self.timeline.append(dict(vm=self.name, event="boot", start=t, end=time.time(), boot=n,
-                                  spare=spare, restored=bool(template)))
+                                  spare=spare, restored=bool(template),
+                                  **({"qga_s": qga_s, "ready_s": vm.ready_seconds} if qga_s is not None else {})))
         return vm
 
     def _set_up(self, vm):
