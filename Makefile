@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -34,12 +34,14 @@ help:
 	@echo "              in the Debian 12 L1 and in the Debian 13 L1 (debian-10.0)"
 	@echo "              (hostlab-matrix); a live migration after a real error, TCG and KVM L2"
 	@echo "              in both L1s (hostlab-migrate); a lost huge page salvaged (hostlab-salvage);"
-	@echo "              and full.ini real vs simulated on every guest kernel, and under KVM L2"
-	@echo "              (hostlab-full)"
+	@echo "              an operator's image under KVM L2 (hostlab-image); and full.ini real vs"
+	@echo "              simulated on every guest kernel, and under KVM L2 (hostlab-full)"
 	@echo "make hostlab-migrate  run/hostlab --migrate in both L1s, TCG and KVM L2: the poisoned page"
 	@echo "              carried (UFFDIO_POISON on 6.12, PROT_NONE on 6.1) or refused (KVM on 6.1)"
 	@echo "make hostlab-salvage  run/hostlab --backing hugetlb-2M|hugetlb-1G --hugepage salvage, TCG and"
 	@echo "              KVM L2 in the Debian 13 L1: the raw page alone lost; Debian 12's 6.1: all"
+	@echo "make hostlab-image  the debian-12 image (make guest-image) as a KVM L2 guest in L1, a"
+	@echo "              read-only disk of L1's: an AO and an AR case with real host errors, through qga"
 	@echo "make hostlab-full  full.ini with real host errors in the lab on every guest kernel, beside"
 	@echo "              the same cases simulated here, then under KVM L2"
 	@echo "make campaign the quick campaign: every guest page type, judged, an HTML report"
@@ -239,7 +241,7 @@ unit: build
 e2e: image
 	meson test -C $(MESON_DIR) --print-errorlogs --suite e2e
 
-hostlab: hostlab-matrix hostlab-migrate hostlab-salvage hostlab-full
+hostlab: hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full
 
 # and the rows of Debian 13's L1 (6.12, its own QEMU 10.0) beside them
 hostlab-matrix: image qemus kernel-6.12 host-root rasdaemon-13
@@ -256,6 +258,13 @@ hostlab-migrate: image qemu-debian-10.0 kernel-6.12 host-root rasdaemon-13
 # cannot read one back (tests/e2e/test_hostlab_salvage.py: five L1 boots)
 hostlab-salvage: image qemu-debian-10.0 kernel-6.12 host-root rasdaemon-13
 	meson test -C $(MESON_DIR) --print-errorlogs --no-rebuild e2e-hostlab-salvage
+
+# an operator's guest image (debian-12, make guest-image) under L1's real
+# KVM, handed to L1 as a read-only disk: run/hostlab --campaign
+# run/campaigns/hostlab-image.ini (tests/e2e/test_hostlab_image.py: one L1
+# boot, one image boot)
+hostlab-image: image qemu-debian-10.0 guest-image
+	meson test -C $(MESON_DIR) --print-errorlogs --no-rebuild e2e-hostlab-image
 
 # full.ini with real host errors in the lab, on each guest kernel side by
 # side with the same cases simulated here (run/campaign --errors; one L1

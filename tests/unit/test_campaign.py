@@ -603,6 +603,29 @@ class Images(Files):
         self.assertEqual(judge(cloud, exp, dict(obs, injected=[{"qemu_event": {"action": "reset"}}]), None)[0],
                          "fail")
 
+    def test_no_handler_amd_ao_is_deferred_untold_ar_resets(self):
+        # an AMD guest with SUCCOR (the host lab's KVM L2): vmced tells an AO
+        # as a deferred error, which raises no machine check; an AR does
+        # (the CPU set on the cases: a QEMU with succor need not be built here)
+        c = self.parse("[guest g]\nimage = debian-12-cloud\n[matrix m]\nkinds = ao, ar\n")
+        ao, ar = (next(x for x in c.cases if x.kind == k) for k in ("ao", "ar"))
+        ao.cpu = ar.cpu = "EPYC,succor=on,overflow-recov=on"
+        exp = expectation(ao)
+        self.assertEqual((exp.guest, exp.table), ("untold", "no-handler"))
+        self.assertIn("deferred error", exp.summary)
+        self.assertEqual(expectation(ar).guest, "reset")
+        # the page stays in use, untold: the next case gets a fresh guest
+        from vmcelab.runner import _ends_guest
+        self.assertEqual((_ends_guest(ao), _ends_guest(ar)), (True, False))
+        obs = dict(reset=None, qemu_alive=True, guest_alive=True, panic=None)
+        self.assertEqual(judge(ao, exp, obs, None)[0], "pass")
+        self.assertEqual(judge(ao, exp, dict(obs, reset="a new boot"), None)[0], "fail")
+        self.assertEqual(judge(ao, exp, dict(obs, guest_alive=False), None),
+                         ("fail", ["the guest stopped answering"]))
+        # an Intel guest (the default CPU) resets on either
+        intel = self.parse("[guest g]\nimage = debian-12-cloud\n[case c]\n").cases[0]
+        self.assertEqual(expectation(intel).guest, "reset")
+
     def test_command_line_images(self):
         c = self.parse("[matrix m]\npages = anon-dirty\n", images=["debian-12-cloud"])
         self.assertEqual([x.kernel for x in c.cases], ["debian-12-cloud"])

@@ -6,6 +6,7 @@ Its L1 hosts by name (l1hosts.py, run/hostlab --l1), and the staging of a
 QEMU that runs with a root of its own (images/host/qemu-files.py), with a
 small root made here of this host's loader, libc and /bin/true."""
 import glob
+import json
 import importlib.machinery
 import importlib.util
 import os
@@ -18,7 +19,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "run", "lib"))
 
-from vmcelab import l1hosts, lab, paths, qemus  # noqa: E402
+from vmcelab import images, l1hosts, lab, labcampaign, paths, qemus  # noqa: E402
 
 TOP = os.path.join(HERE, "..", "..")
 QEMU_FILES = os.path.join(TOP, "images", "host", "qemu-files.py")
@@ -213,6 +214,104 @@ class L1Hosts(BuildDir):
         self.assertIn('exec "$root/usr/lib64/ld-linux-x86-64.so.2" --library-path "$lib"', text)
         self.assertIn("Debian 13's own qemu-system-x86", text)
         self.assertIsNone(l1hosts.own_qemu_binary(l1hosts.KNOWN["debian-12"]))
+
+
+class StagedImages(BuildDir):
+    """run/hostlab --images: an image handed to L1 (stage_images), then
+    found there (labcampaign.stage_images, images.resolve) as L0 had it"""
+
+    def setUp(self):
+        super().setUp()
+        self.old_env = {k: os.environ.get(k) for k in (images.STAGED_ENV, "VMCE_OVMF_DIR")}
+        d = os.path.join(self.tmp, "images", "debian-12")
+        os.makedirs(d)
+        config = "CONFIG_MEMORY_FAILURE=y\nCONFIG_X86_MCE=y\n"
+        for f, text in (("disk.qcow2", "qcow2"), ("vmlinuz", "kernel"), ("initrd.img", "initrd"), ("config", config)):
+            with open(os.path.join(d, f), "w") as fh:
+                fh.write(text)
+        self.image = images.Image("debian-12", os.path.join(d, "disk.qcow2"), "qcow2", os.path.join(d, "vmlinuz"),
+                                  os.path.join(d, "initrd.img"), "root=LABEL=debian-12 ro", "6.1.0-50-amd64",
+                                  config, {"firmware": "bios"})
+        tools = os.path.join(self.tmp, "meson", "images", "guest-tools")
+        os.makedirs(tools)
+        for t in ("vmce-agent", "vmce-pages", "vmce-victim"):
+            with open(os.path.join(tools, t), "w") as fh:
+                fh.write(t)
+        self.ovmf = os.path.join(self.tmp, "ovmf")
+        os.makedirs(self.ovmf)
+        for f in (images.OVMF_CODE, images.OVMF_VARS):
+            with open(os.path.join(self.ovmf, f), "w") as fh:
+                fh.write(f)
+        os.environ["VMCE_OVMF_DIR"] = self.ovmf
+        self.stage = os.path.join(self.tmp, "stage")
+        os.makedirs(self.stage)
+
+    def tearDown(self):
+        for k, v in self.old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        super().tearDown()
+
+    def test_a_read_only_disk_of_its_own_and_its_small_files(self):
+        names, drives = load_hostlab().stage_images({"debian-12": self.image}, self.stage)
+        self.assertEqual(drives, ["-drive", f"file={self.image.disk},format=raw,if=none,id=img0,readonly=on",
+                                  "-device", "virtio-blk-pci,drive=img0,serial=vmce-img0"])
+        for n in ("lab/images/0/vmlinuz", "lab/images/0/initrd.img", "lab/images/0/config", "lab/images.json",
+                  "lab/ovmf/OVMF_CODE_4M.fd", "lab/guest-tools/vmce-agent", "lab/guest-tools/vmce-victim"):
+            self.assertIn(n, names)
+            self.assertTrue(os.path.exists(os.path.join(self.stage, n)), n)
+        # the disk itself is not copied
+        self.assertFalse(any(n.endswith("disk.qcow2") for n in names))
+        # cpio makes a directory before what is in it
+        for n in names:
+            parent = os.path.dirname(n)
+            if parent != "lab":
+                self.assertLess(names.index(parent), names.index(n), n)
+
+    def test_no_image_stages_nothing(self):
+        self.assertEqual(load_hostlab().stage_images({}, self.stage), ([], []))
+
+    def test_l1_finds_it_by_serial_and_resolves_it_as_l0_did(self):
+        load_hostlab().stage_images({"debian-12": self.image}, self.stage)
+        staged = os.path.join(self.stage, "lab", "images.json")
+        # the paths L1 sees are /lab/...: here, under the stage
+        with open(staged) as f:
+            entries = json.load(f)
+        for key in ("kernel", "initrd", "config"):
+            entries["debian-12"][key] = self.stage + entries["debian-12"][key]
+        with open(staged, "w") as f:
+            json.dump(entries, f)
+        out = os.path.join(self.tmp, "run", "images.json")
+        self.assertIsNone(labcampaign.stage_images(staged, out, {"vmce-img0": "/dev/vda"}))
+        got = images.resolve("debian-12")
+        self.assertEqual((got.disk, got.format, got.release, got.cmdline, got.firmware),
+                         ("/dev/vda", "qcow2", "6.1.0-50-amd64", "root=LABEL=debian-12 ro", "bios"))
+        self.assertEqual(got.image, os.path.join(self.stage, "lab", "images", "0", "vmlinuz"))
+        self.assertEqual((got.table, got.missing), ("debian-6.1", []))
+        # L2 writes to an overlay, never to L1's disk
+        self.assertIn("file=/dev/vda,format=qcow2,snapshot=on", " ".join(got.boot()[1]))
+        self.assertEqual(os.environ["VMCE_OVMF_DIR"], os.path.join(self.stage, "lab", "ovmf"))
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "meson", "images", "guest-tools", "vmce-agent")))
+
+    def test_a_disk_l1_does_not_see_is_one_line(self):
+        load_hostlab().stage_images({"debian-12": self.image}, self.stage)
+        why = labcampaign.stage_images(os.path.join(self.stage, "lab", "images.json"),
+                                       os.path.join(self.tmp, "run", "images.json"), {})
+        self.assertEqual(why, "image debian-12: L1 has no disk with serial vmce-img0 (it has none)")
+
+
+class L1QemuSaid(unittest.TestCase):
+    def test_an_abort_past_the_warnings(self):
+        d = tempfile.mkdtemp(prefix="test-hostlab-")
+        self.addCleanup(shutil.rmtree, d)
+        hostlab = load_hostlab()
+        self.assertIsNone(hostlab.l1_qemu_said(d))
+        with open(os.path.join(d, "l1-qemu.log"), "w") as f:
+            f.write("qemu-system-x86_64: warning: TCG doesn't support requested feature: x\n**\n"
+                    "ERROR:accel/tcg/tcg-accel-ops.c:95:tcg_handle_interrupt: assertion failed: (bql_locked())\n")
+        self.assertIn("assertion failed: (bql_locked())", hostlab.l1_qemu_said(d))
 
 
 class Options(unittest.TestCase):

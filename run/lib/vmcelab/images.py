@@ -42,6 +42,9 @@ BIOS_BOOT = uuid.UUID("21686148-6943-6e6f-744e-656564454649")
 # Debian 12's ovmf: the 4 MiB flash build without Secure Boot, and the
 # empty variable store each VM gets a copy of
 OVMF_CODE, OVMF_VARS = "OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"
+# the images L0 handed the host lab's L1 (run/hostlab --campaign --images):
+# a JSON file of staged_entry()s by spelling, which resolve() reads first
+STAGED_ENV = "VMCE_IMAGES_STAGED"
 
 
 class ImageError(Exception):
@@ -169,8 +172,35 @@ class Image:
                     os=self.meta.get("os"), packages=self.meta.get("packages"), firmware=self.firmware)
 
 
+def staged_entry(image, disk, kernel=None, initrd=None, config=None):
+    """What L1 needs of L0's resolved Image @image to boot it from @disk (the
+    read-only disk L0 gave L1), its own @kernel and @initrd where it has
+    them, and judge it as L0 would (@config: its kernel's config file)"""
+    return dict(disk=disk, format=image.format, kernel=kernel, initrd=initrd, cmdline=image.cmdline,
+                release=image.release, config=config, meta=image.meta)
+
+
+def _staged(value):
+    path = os.environ.get(STAGED_ENV)
+    if not path:
+        return None
+    with open(path) as f:
+        entry = json.load(f).get(value)
+    if entry is None:
+        return None
+    config = None
+    if entry.get("config"):
+        with open(entry["config"]) as f:
+            config = f.read()
+    return Image(value, entry["disk"], entry["format"], entry.get("kernel"), entry.get("initrd"),
+                 entry.get("cmdline"), entry.get("release"), config, entry.get("meta"))
+
+
 def resolve(value):
     value = value.strip()
+    staged = _staged(value)
+    if staged is not None:
+        return staged
     if value in KNOWN:
         d = image_dir(value)
         meta_path = os.path.join(d, "image.json")

@@ -16,7 +16,7 @@ import shutil
 import sys
 import threading
 
-from . import kernels
+from . import images, kernels, paths
 from .campaign import Campaign, SpecError
 from .runner import Runner
 
@@ -25,6 +25,11 @@ DISK = "/run/vmce/disk.img"
 OUTDIR = "/run/vmce/campaign"
 # the L2 kernels L0 staged for the campaign (run/hostlab stage_kernels())
 KERNELS = "/lab/kernels.json"
+# the guest images L0 handed over (run/hostlab stage_images()): each disk a
+# read-only virtio disk of L1's, named by its serial; their small files,
+# OVMF and vmce's guest tools (pushed into an image through its qga) in /lab
+IMAGES = "/lab/images.json"
+IMAGES_L1 = "/run/vmce/images.json"
 
 
 class Lines:
@@ -77,8 +82,54 @@ def l2_disk():
     return DISK
 
 
+def l1_disks():
+    """L1's virtio disks by serial: {serial: /dev/vdX}"""
+    found = {}
+    for dev in glob.glob("/sys/block/vd*"):
+        try:
+            with open(os.path.join(dev, "serial")) as f:
+                found[f.read().strip()] = "/dev/" + os.path.basename(dev)
+        except OSError:
+            continue
+    return found
+
+
+def stage_images(staged=IMAGES, out=IMAGES_L1, disks=None):
+    """The images L0 handed over (@staged), where images.resolve() finds
+    them (@out): each disk at the L1 device its serial names (@disks:
+    l1_disks()), OVMF and vmce's guest tools beside them. None when all is
+    well or there are none; a disk L1 does not see is an error said in one
+    line"""
+    if not os.path.exists(staged):
+        return None
+    with open(staged) as f:
+        entries = json.load(f)
+    disks = l1_disks() if disks is None else disks
+    for spelling, entry in entries.items():
+        serial = entry["disk"].removeprefix("serial:")
+        if serial not in disks:
+            return f"image {spelling}: L1 has no disk with serial {serial} (it has {sorted(disks) or 'none'})"
+        entry["disk"] = disks[serial]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(entries, f)
+    os.environ[images.STAGED_ENV] = out
+    lab = os.path.dirname(staged)
+    if os.path.isdir(os.path.join(lab, "ovmf")):
+        os.environ["VMCE_OVMF_DIR"] = os.path.join(lab, "ovmf")
+    tools = os.path.join(paths.build_dir(), "meson", "images", "guest-tools")
+    if not os.path.exists(tools):
+        os.makedirs(os.path.dirname(tools), exist_ok=True)
+        os.symlink(os.path.join(lab, "guest-tools"), tools)
+    return None
+
+
 def run(spec, qemu):
     out = Lines(sys.stdout)
+    trouble = stage_images()
+    if trouble:
+        out.emit("campaign-error", text=trouble)
+        return
     if l2_disk():
         os.environ["VMCE_DISK"] = DISK
     os.environ["VMCE_QEMU"] = qemu
@@ -91,7 +142,8 @@ def run(spec, qemu):
         # the one QEMU L0 staged for L1, whatever QEMU names the file uses
         # (they are L0's; L0 checked them before L1 booted)
         campaign = Campaign.parse(spec["text"], spec["path"], qemus=[qemu], kernels=spec.get("kernels"),
-                                  errors=spec.get("errors"), machine=spec.get("machine"))
+                                  images=spec.get("images"), errors=spec.get("errors"),
+                                  machine=spec.get("machine"), boot=spec.get("boot"))
         campaign.check_host()
         # L1 has two vCPUs and a TCG L2 wants one whole: the file's guests
         # side by side, each with a spare booting, starve one another

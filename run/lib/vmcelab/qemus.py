@@ -212,6 +212,12 @@ def cpu_features(cpu):
     return wanted
 
 
+def amd_cpu(cpu):
+    """Whether -cpu @cpu (a model with flags) is an AMD one"""
+    model = (cpu or "").split(",")[0].lower()
+    return model.startswith(("epyc", "opteron", "phenom", "athlon")) or "vendor=authenticamd" in (cpu or "").lower()
+
+
 def is_spelled_as_path(value):
     return "/" in value or value.startswith(".")
 

@@ -206,6 +206,7 @@ class QgaAgent(AgentCalls):
         self.dir = None  # where the tools are in the guest
         self.alive = None  # as Agent.alive: asked while a call waits
         self.info = None  # guest-info, guest-get-osinfo: what the report names
+        self.answered_s = None  # wait_ready(): seconds until qga first answered
 
     # -- qga itself
     def _qga(self, command, arguments=None, timeout=10.0):
@@ -240,6 +241,8 @@ class QgaAgent(AgentCalls):
                                f"{timeout:.0f} s (no qemu-guest-agent in the guest, or it never started)",
                                "no-agent")
             time.sleep(0.5)
+        # the boot's own part of it (run/hostlab prints it for an image)
+        self.answered_s = time.monotonic() - start
         self.check_commands()
         self.push_tools()
         self.start_agent()
