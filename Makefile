@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemu-10.2-arm64 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -59,6 +59,8 @@ help:
 	@echo "              (bookworm-backports' package, unpacked), vmce-10.0 (Debian 13's source"
 	@echo "              with qemu-patches/10.0/), vmce-10.2 (sid's 10.2 source with qemu-patches/10.2/),"
 	@echo "              debian-11.1 (trixie-backports' package with its own libraries; cached per machine)"
+	@echo "make qemu-10.2-arm64  vmce-10.2-arm64: the 10.2 series built for aarch64 (qemu-system-aarch64,"
+	@echo "              x-vmce-inject-sea; cached per machine; make check-all and make bench use it)"
 	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian 12's source with guest-kernel/patches/6.1/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-src-6.12  vmce-6.12: Debian 13's 6.12 source with guest-kernel/patches/6.12/ (cached"
@@ -202,6 +204,12 @@ qemu-10.0: deps
 qemu-10.2: deps
 	@qemu-patches/build --base 10.2 --out $(BUILD)/qemus/vmce-10.2 >/dev/null
 
+# the same series built for the Arm64 guest (qemu-system-aarch64, its 0010's
+# x-vmce-inject-sea): a tree of its own, for check-all's e2e-arm64 and the
+# Arm64 bench only
+qemu-10.2-arm64: deps
+	@qemu-patches/build --base 10.2 --target aarch64 --out $(BUILD)/qemus/vmce-10.2-arm64 >/dev/null
+
 qemu-debian-10.0: deps
 	@qemu-patches/fetch --out $(BUILD)/qemus/debian-10.0 >/dev/null
 
@@ -227,7 +235,7 @@ demo: image
 check: kernels qemus-check guest-image host-root rasdaemon-13 deb
 	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
-check-all: kernels-all qemus guest-image host-root rasdaemon-13 deb image-arm64
+check-all: kernels-all qemus qemu-10.2-arm64 guest-image host-root rasdaemon-13 deb image-arm64
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer
@@ -289,7 +297,7 @@ campaign: image
 # earlier run are removed first, never shown as this run's) and the others
 # go on.
 BENCH_PARTS := main tail qemus overhead overhead-kvm p1 scale libvirt-restarts remote fleet images hugepage storm storm-16vm scale-qmp migration-debian-7.2 migration-vmce-10.0 drain metrics arm64
-bench: kernels qemus guest-image image-arm64
+bench: kernels qemus qemu-10.2-arm64 guest-image image-arm64
 	@mkdir -p $(BUILD)/bench
 	@rm -f $(foreach p,$(BENCH_PARTS),$(BUILD)/bench/bench-$(p).json)
 	-@run/bench

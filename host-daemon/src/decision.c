@@ -308,8 +308,8 @@ vmce_decide_arm_path (const VmceArmQemu *arm, VmceMceKind kind, guint cpu, gchar
     if (arm->sea_command)
       return VMCE_ARM_PATH_SEA;
     *why = g_strdup_printf ("an AR takes a synchronous external abort on vCPU %u with its GHES record, "
-                            "and this QEMU has no command for it (" VMCE_QMP_INJECT_SEA ", from vmce's "
-                            "QEMU patch, not written yet)", cpu);
+                            "and this QEMU has no command for it (" VMCE_QMP_INJECT_SEA ", vmce's QEMU "
+                            "patch: vmce-10.2-arm64, make qemu-10.2-arm64)", cpu);
     return VMCE_ARM_PATH_REFUSED;
   }
   if (!arm->ghes_command) {
@@ -337,8 +337,8 @@ vmce_decide_arm_said_at_attach (const VmceArmQemu *arm)
   if (!arm->ras || !arm->acpi)
     return g_strdup_printf ("Arm64 guest: memory errors will not be told: %s", ao);
   if (!arm->sea_command)
-    ar = g_strdup ("ARs will be refused (and the VM paused): " VMCE_QMP_INJECT_SEA
-                   " from vmce's QEMU patch, not written yet");
+    ar = g_strdup ("ARs will be refused (and the VM paused): no " VMCE_QMP_INJECT_SEA
+                   " (vmce's QEMU patch: vmce-10.2-arm64, make qemu-10.2-arm64)");
   if (ao == NULL && ar == NULL)
     return NULL;
   return g_strdup_printf ("Arm64 guest: %s%s%s%s", ao != NULL ? "AOs will be refused: " : "",

@@ -43,9 +43,9 @@ typedef enum {
 
 /* The two commands an Arm64 QEMU can be told through: QEMU 10.2's, which
  * records a CPER in the guest's GHES and raises the GED's GPIO error
- * event; and the one vmce's QEMU patch would add, which records it in the
- * SEA source and raises a synchronous external abort on one vCPU, as QEMU
- * does itself for a BUS_MCEERR_AR under KVM (not written yet) */
+ * event; and vmce's QEMU patch's (qemu-patches/10.2/0010), which records
+ * it in the SEA source and raises a synchronous external abort on one
+ * vCPU, as QEMU does itself for a BUS_MCEERR_AR under KVM */
 #define VMCE_QMP_INJECT_GHES "inject-ghes-v2-error"
 #define VMCE_QMP_INJECT_SEA  "x-vmce-inject-sea"
 

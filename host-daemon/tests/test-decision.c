@@ -429,7 +429,7 @@ static const ArmRow arm_rows[] = {
     "<features><ras state='on'/>" },
   { TRUE, TRUE, TRUE, FALSE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
     "synchronous external abort on vCPU 3 with its GHES record, and this QEMU has no command for it "
-    "(x-vmce-inject-sea, from vmce's QEMU patch, not written yet)" },
+    "(x-vmce-inject-sea, vmce's QEMU patch: vmce-10.2-arm64, make qemu-10.2-arm64)" },
   { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AO, VMCE_ARM_PATH_REFUSED,
     "the guest has no ACPI, so no GHES" },
   { TRUE, FALSE, TRUE, TRUE, "virt-10.2-machine", VMCE_MCE_KIND_AR, VMCE_ARM_PATH_REFUSED,
@@ -533,8 +533,8 @@ test_decision_arm_said_at_attach (void)
   g_autofree gchar *both = vmce_decide_arm_said_at_attach (&qemu_10_0);
 
   g_assert_null (none);
-  g_assert_cmpstr (ar, ==, "Arm64 guest: ARs will be refused (and the VM paused): x-vmce-inject-sea "
-                           "from vmce's QEMU patch, not written yet");
+  g_assert_cmpstr (ar, ==, "Arm64 guest: ARs will be refused (and the VM paused): no x-vmce-inject-sea "
+                           "(vmce's QEMU patch: vmce-10.2-arm64, make qemu-10.2-arm64)");
   g_assert_nonnull (strstr (ras, "will not be told: QEMU's machine has no GHES"));
   g_assert_nonnull (strstr (both, "AOs will be refused: this QEMU has no inject-ghes-v2-error"));
   g_assert_nonnull (strstr (both, "; ARs will be refused"));

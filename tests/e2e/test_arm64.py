@@ -19,8 +19,24 @@ tools cross-compiled), in order:
   and vmced lets it go when it stops;
 - it is restored from its first boot as the x86 guests are (Vm.save_state,
   then a copy started with incoming=): the copy answers as the same boot,
-  GHES still there.
-Suite check-all (make check-all builds the guest: make image-arm64).
+  GHES still there;
+- a second guest on vmce-10.2-arm64 (vmce's 10.2 series built for aarch64,
+  `make qemu-10.2-arm64`; skipped, saying so, where it is not built),
+  machine type virt (10.2's virt-10.2, whose HEST has the GPIO source
+  inject-ghes-v2-error writes to), with vmced attached, which says nothing
+  is missing: an AO vmced catches on an idle victim's page (early kill)
+  goes through inject-ghes-v2-error (path ghes-qmp), an AR on a page the
+  victim reads through x-vmce-inject-sea (path sea, an SEA on the vCPU
+  that consumed it); each time the victim gets SIGBUS at its own address
+  (in its page) with BUS_MCEERR_AO / BUS_MCEERR_AR (an AR with late kill:
+  Debian 12's 6.1 runs the SEA's memory_failure() in a kworker, so with
+  early kill the victim gets BUS_MCEERR_AO, which a third error checks),
+  the guest kernel logs the GHES record from the HEST source it came
+  through and its "Memory failure:" line, HardwareCorrupted grows by the
+  page, the journal has the path, the victim's GPA and the latency, and
+  the guest and QEMU run on.
+Suite check-all (make check-all builds the guest and the QEMU: make
+image-arm64 qemu-10.2-arm64).
 """
 import os
 import re
@@ -28,8 +44,13 @@ import time
 
 from common import (Tap, Vm, Vmced, prerequisites_arm64, start_victim, thread_states, victim_status, wait_kmsg,
                     wait_sigbus, workdir)
+from vmcelab import arm64
 
+BUS_MCEERR_AR = 4
 BUS_MCEERR_AO = 5
+# what the guest's GHES driver prints of a record it took (drivers/acpi/apei/ghes.c
+# and cper.c): the source, then the memory error section with its address
+GHES_LINE = r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source: (\d+)"
 
 tap = Tap()
 prerequisites_arm64(tap)
@@ -132,6 +153,93 @@ def case_restore():
     tap.eq(copy.boot_id(), boot, "the restored copy is the saved boot (same boot id)")
     fw = copy.agent.call("firmware")
     tap.ok("HEST" in fw["acpi_tables"] and fw["ghes"], "the copy still has HEST and its GHES source")
+    # one TCG guest at a time on this machine's shared cores
+    copy.stop()
+
+
+def forwarded(fvm, daemon, kind, mode, early_kill):
+    """One error vmced catches on a fresh victim's page, told to the guest:
+    (the journal's event, the victim, its SIGBUS, the kernel log since)"""
+    agent = fvm.agent
+    agent.call("sysctl", name="vm.memory_failure_early_kill", value=early_kill)
+    hc_before = agent.hardware_corrupted_kb()
+    _, since = agent.kmsg()
+    victim = start_victim(agent, mode=mode)
+    ev = daemon.poison("e2e-arm64-fwd", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
+                       "--kind", kind)
+    sig = wait_sigbus(agent, victim["pid"])
+    # the guest's own lines: what it did with the record
+    wait_kmsg(agent, r"Memory failure: 0x[0-9a-f]+: ", since=since, timeout=10)
+    lines, _ = agent.kmsg(since)
+    return ev, victim, sig, lines, agent.hardware_corrupted_kb() - hc_before
+
+
+def judge(fvm, name, path, code, got, logged=True):
+    """@logged: the GHES driver prints a record (ghes_print_estatus():
+    at most 2 uncorrected ones in 5 s, a ratelimit)"""
+    ev, victim, sig, lines, hc_grew = got
+    tap.ok(ev.get("result") == "injected" and ev.get("path") == path,
+           f"{name}: vmced told the guest through path {path} (x-vmce-inject-sea)" if path == "sea"
+           else f"{name}: vmced told the guest through path {path} (inject-ghes-v2-error)", diag=ev)
+    # an AR's is the address the vCPU's load faulted at, in the victim's page
+    tap.eq(int(ev.get("gpa") or "0", 16) & ~0xfff, victim["gpa_int"],
+           f"{name}: journaled at the victim's GPA ({ev.get('gpa')})")
+    tap.ok(isinstance(ev.get("latency_us"), int) and ev["latency_us"] > 0,
+           f"{name}: signal-stop to acknowledged journaled ({ev.get('latency_us')} us)")
+    tap.ok(sig is not None and sig.get("code") == code, f"{name}: the victim got SIGBUS of code {code}",
+           diag=victim_status(fvm.agent, victim["pid"]))
+    if sig:
+        # an AR's is where the victim's next load faulted, in its page
+        tap.eq(int(sig.get("addr") or "0", 16) & ~0xfff, victim["va_int"],
+               f"{name}:   at its own address ({sig.get('addr')}, its page {victim['va']})")
+    # HEST's sources (hw/arm/virt-acpi-build.c): 0 is the SEA one, 1 the
+    # GPIO one inject-ghes-v2-error writes to
+    source = "0" if path == "sea" else "1"
+    ghes = [m.group(1) for m in (re.search(GHES_LINE, ln) for ln in lines) if m]
+    if logged:
+        tap.ok(ghes[:1] == [source], f"{name}: the guest's GHES driver logged the record, from HEST source "
+               f"{source}", diag="\n".join(lines[-30:]))
+    mf = [ln for ln in lines if re.search(r"Memory failure: 0x[0-9a-f]+: ", ln)]
+    tap.ok(mf and re.search(r"Recovered|Sending SIGBUS|Killing", mf[0]) is not None,
+           f"{name}: the guest kernel's memory_failure() took the page ({mf[:1]})", diag="\n".join(lines[-30:]))
+    tap.eq(hc_grew, 4, f"{name}: HardwareCorrupted grew by 4 kB")
+    tap.ok(fvm.alive() and fvm.agent.call("ping") is not None and "t" not in thread_states(fvm.pid).values(),
+           f"{name}: guest and QEMU run on, no thread of it left stopped")
+
+
+def case_vmced_forwards():
+    """vmced's Arm path against vmce's 10.2 built for aarch64"""
+    try:
+        qemu = arm64.qemu_binary("vmce-10.2-arm64")
+    except arm64.Arm64Error as e:
+        tap.skip("vmced forwards AO and AR into the Arm64 guest", str(e))
+        return
+    fvm = Vm.start("e2e-arm64-fwd", arch="arm64", qemu=qemu, state_dir=os.path.join(work, "fwd"), disk=False)
+    daemon = None
+    try:
+        tap.diag(f"vmce-10.2-arm64's guest ready in {fvm.wait_ready(timeout=180):.1f} s")
+        daemon = Vmced(os.path.join(work, "vmced-fwd"),
+                       args=["--pid", str(fvm.pid), "--qmp", fvm.vmced_qmp_path, "--name", "e2e-arm64-fwd",
+                             "--agent", fvm.vmced_agent_path])
+        info = daemon.wait_attached("e2e-arm64-fwd")
+        ghes = info.get("ghes") or {}
+        tap.ok(ghes.get("ras") is True and ghes.get("inject_ghes") is True and ghes.get("inject_sea") is True,
+               "vmced's attach: ras=on, inject-ghes-v2-error and x-vmce-inject-sea", diag=info)
+        said = [ln for ln in daemon.log_text().splitlines() if "Arm64 guest:" in ln]
+        tap.ok(not said, "vmced says nothing is missing at attach", diag=said)
+        judge(fvm, "AO", "ghes-qmp", BUS_MCEERR_AO, forwarded(fvm, daemon, "ao", "idle", 1))
+        # Debian 12's 6.1 runs memory_failure() for the SEA's record from a
+        # workqueue, not in the task that took the abort: the page is
+        # unmapped, and the victim gets BUS_MCEERR_AR when it reads it again
+        # (late kill) ...
+        judge(fvm, "AR", "sea", BUS_MCEERR_AR, forwarded(fvm, daemon, "ar", "read", 0))
+        # ... and BUS_MCEERR_AO at once with early kill, as for any other
+        # process mapping the page (7.3 runs it as the task's own work)
+        judge(fvm, "AR, early kill", "sea", BUS_MCEERR_AO, forwarded(fvm, daemon, "ar", "read", 1), logged=False)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        fvm.stop()
 
 
 try:
@@ -140,6 +248,7 @@ try:
     tap.case("guest tools", case_guest_tools)
     tap.case("vmced on a QEMU without GHES injection", case_vmced_refuses)
     tap.case("restore", case_restore)
+    tap.case("vmced forwards into vmce-10.2-arm64's guest", case_vmced_forwards)
 finally:
     for v in (vm, copy):
         if v is not None:

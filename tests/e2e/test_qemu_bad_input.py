@@ -95,6 +95,8 @@ res = run(os.path.join(HERE, "build"), "--base", "10.0", "--series", series, "--
 one_error_line(res, ("0001-not-here.patch", "not there"), "a series naming a patch that is not there")
 res = run(os.path.join(HERE, "build"), "--base", "9.9", "--out", os.path.join(work, "o3"))
 one_error_line(res, ("unknown base '9.9'",), "an unknown base")
+res = run(os.path.join(HERE, "build"), "--base", "10.2", "--target", "riscv64", "--out", os.path.join(work, "o8"))
+one_error_line(res, ("unknown target 'riscv64'", "x86_64 or aarch64"), "an unknown target")
 res = run(os.path.join(HERE, "build"), "--base", "11.1", "--out", os.path.join(work, "o6"))
 one_error_line(res, ("no series for 11.1", "--series DIR"), "a base vmce has no series for (11.1), without --series")
 # the retired base: where the series went, nothing built or linked

@@ -81,6 +81,18 @@ class WhatItNeeds(unittest.TestCase):
             with self.assertRaisesRegex(arm64.Arm64Error, "qemu-system-arm package"):
                 arm64.qemu_binary()
 
+    def test_vmce_build_by_name(self):
+        """vmce-10.2-arm64 (qemus.ARM64): the cached build's binary, or the
+        make goal that builds it"""
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {"VMCE_BUILD_DIR": tmp}):
+            with self.assertRaisesRegex(arm64.Arm64Error, r"QEMU vmce-10\.2-arm64 is not built here: "
+                                                          r"`make qemu-10\.2-arm64` builds it"):
+                arm64.qemu_binary("vmce-10.2-arm64")
+            binary = os.path.join(tmp, "qemus", "vmce-10.2-arm64", "build", "qemu-system-aarch64")
+            os.makedirs(os.path.dirname(binary))
+            open(binary, "w").close()
+            self.assertEqual(arm64.qemu_binary("vmce-10.2-arm64"), binary)
+
     def test_missing_firmware_names_the_package(self):
         with mock.patch.object(arm64, "AAVMF", ("/nonexistent/AAVMF_CODE.fd", "/nonexistent/AAVMF_VARS.fd")):
             with self.assertRaisesRegex(arm64.Arm64Error, "qemu-efi-aarch64"):

@@ -15,7 +15,9 @@ ACPI tables and hides the device tree; the kernel then runs on ACPI.
              guest tools cross-compiled (images/guest-tools/aarch64.cross)
              and Debian's busybox-static for arm64 (make image-arm64)
   QEMU       qemu-system-aarch64 (Debian 12's qemu-system-arm, 7.2), or
-             $VMCE_QEMU_ARM64, or run/vm start --qemu PATH
+             $VMCE_QEMU_ARM64, or run/vm start --qemu PATH; or vmce-10.2-arm64
+             (qemus.ARM64: vmce's 10.2 series built for aarch64, the one
+             with inject-ghes-v2-error and x-vmce-inject-sea)
   CPU        max with pauth-impdef=on (CPU below)
 
 TCG only: this host is x86_64, and KVM runs only its own architecture.
@@ -23,7 +25,7 @@ TCG only: this host is x86_64, and KVM runs only its own architecture.
 import os
 import shutil
 
-from . import paths
+from . import paths, qemus
 
 ARCHES = ("amd64", "arm64")
 # ras=on: the HEST table and its GHES error source (QEMU 7.2 has it: "Set
@@ -71,9 +73,14 @@ def boot_files():
 
 
 def qemu_binary(qemu=None):
-    """The qemu-system-aarch64 to run: @qemu (a path), $VMCE_QEMU_ARM64, or
-    the installed one"""
+    """The qemu-system-aarch64 to run: @qemu (a path, or a name of
+    qemus.ARM64), $VMCE_QEMU_ARM64, or the installed one"""
     path = qemu or os.environ.get("VMCE_QEMU_ARM64") or shutil.which(QEMU)
+    if path in qemus.ARM64:
+        locate, how = qemus.ARM64[path]
+        if not os.path.exists(locate()):
+            raise Arm64Error(f"QEMU {path} is not built here: `{how}` builds it (cached once per machine)")
+        return locate()
     if not path:
         raise Arm64Error(f"{QEMU} is not installed: Debian's qemu-system-arm package has it "
                          "(`run/install-deps arm64` installs it)")

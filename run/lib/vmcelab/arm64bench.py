@@ -5,6 +5,13 @@
   restore    the first boot saved (QEMU migration to a file, as the
              campaign runner saves its template) and --boots copies started
              from it: QEMU start to the agent answering
+  forward    where vmce-10.2-arm64 is built (make qemu-10.2-arm64): a guest
+             on it with vmced attached, --runs errors of each kind vmced
+             catches on a fresh vmce-victim page and tells the guest, an AO
+             (idle victim, early kill) through inject-ghes-v2-error and an
+             AR (a victim reading its page) through x-vmce-inject-sea: the
+             journal's latency_us, the vCPU's signal-stop to QEMU's answer
+             (the record written; for an AR the abort queued on the vCPU)
   cold       (--cold-build) what a machine without the Arm64 guest pays, in
              a scratch cache and build directory: Debian 12's arm64 kernel
              fetched (apt lists of arm64, the package, unpacked), the guest
@@ -20,6 +27,7 @@ import sys
 import time
 
 from . import arm64, paths
+from .daemon import Vmced
 from .vm import Vm
 
 # what `run/install-deps arm64` adds for the Arm64 guest (QEMU, its firmware, the
@@ -84,6 +92,47 @@ def boot_and_restore(work, boots):
             "hest": "HEST" in fw.get("acpi_tables", [])}
 
 
+def _forward_one(vm, daemon, kind):
+    """One error of @kind on a fresh victim's page: (path, latency_us), or
+    an exception saying what came instead"""
+    victim = vm.agent.call("victim-start", mode="idle" if kind == "ao" else "read")
+    ev = daemon.poison("arm64-fwd", "--guest-pid", str(victim["pid"]), "--guest-va", victim["va"],
+                       "--kind", kind)
+    vm.agent.call("victim-stop", pid=victim["pid"])
+    if ev.get("result") != "injected" or not isinstance(ev.get("latency_us"), int):
+        raise RuntimeError(f"{kind}: {ev.get('result')}: {ev.get('detail')}")
+    return ev["path"], ev["latency_us"]
+
+
+def forwarding(work, runs):
+    """{"ao": summary (ms), "ar": ..., "paths": {...}} on vmce-10.2-arm64,
+    or None where it is not built"""
+    try:
+        qemu = arm64.qemu_binary("vmce-10.2-arm64")
+    except arm64.Arm64Error:
+        return None
+    vm = Vm.start("arm64-fwd", arch="arm64", qemu=qemu, state_dir=os.path.join(work, "arm64-fwd"), disk=False)
+    daemon = None
+    try:
+        vm.wait_ready(timeout=180)
+        vm.agent.call("sysctl", name="vm.memory_failure_early_kill", value=1)
+        daemon = Vmced(os.path.join(work, "arm64-vmced"),
+                       args=["--pid", str(vm.pid), "--qmp", vm.vmced_qmp_path, "--name", "arm64-fwd",
+                             "--agent", vm.vmced_agent_path])
+        daemon.wait_attached("arm64-fwd")
+        out, paths_seen = {}, {}
+        for kind in ("ao", "ar"):
+            got = [_forward_one(vm, daemon, kind) for _ in range(runs)]
+            paths_seen[kind] = sorted({p for p, _ in got})
+            out[kind] = _summary([us / 1000 for _, us in got])
+        out["paths"] = paths_seen
+        return out
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        vm.stop()
+
+
 def _timed(cmd, env):
     t = time.monotonic()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -121,7 +170,7 @@ def cold_build(work):
     return steps
 
 
-def figures(work, boots, cold):
+def figures(work, boots, cold, runs=20):
     out = boot_and_restore(work, boots)
     b, r = out["boot_s"], out["restore_s"]
     print(f"arm64 guest (TCG, {arm64.MACHINE}, -cpu {arm64.CPU}, AAVMF, 512 MiB): HEST "
@@ -130,6 +179,14 @@ def figures(work, boots, cold):
           f"({b['n']} boots)")
     print(f"  restored copy to ready   median {r['median']:.2f} s, min {r['min']:.2f}, max {r['max']:.2f} "
           f"({r['n']} copies of a {out['template_mib']} MiB template saved in {out['save_s']:.2f} s)")
+    out["forward"] = f = forwarding(work, runs)
+    if f is None:
+        print("  forwarding: skipped, vmce-10.2-arm64 is not built (make qemu-10.2-arm64)")
+    else:
+        for kind, how in (("ao", "AO via GHES (inject-ghes-v2-error)"), ("ar", "AR via SEA (x-vmce-inject-sea)")):
+            s = f[kind]
+            print(f"  signal-stop to acknowledged, {how:38} median {s['median']:.2f} ms, min {s['min']:.2f}, "
+                  f"max {s['max']:.2f} ({s['n']} errors, path {'/'.join(f['paths'][kind])})")
     if cold:
         out["cold"] = c = cold_build(work)
         print(f"  cold build: kernel fetched {c['kernel_fetch_s']} s, guest tools cross-compiled "

@@ -17,6 +17,11 @@
                depends on into a private root, never installed, and run
                through that root's own loader by a small generated script,
                the binary vmce runs (`make qemus`: qemu-patches/fetch --own-libs)
+  vmce-10.2-arm64  the same source and series built for aarch64 (qemu-system-
+               aarch64, the Arm guest's: its 0010 gives x-vmce-inject-sea), built
+               here once per machine (`make qemu-10.2-arm64`: qemu-patches/build
+               --base 10.2 --target aarch64); run/vm start --arch arm64 --qemu
+               takes the name (ARM64 below), nothing else does
   PATH         a qemu-system-x86_64 of your own (a QEMU developer's build): its
                version is read, and it is judged by the nearest known QEMU's
                behaviour (a vmce-* one when it has the series' inject-mce), and
@@ -149,6 +154,13 @@ KNOWN = {k.name: k for k in (
           lambda: _cached("debian-11.1", "qemu-system-x86_64")),
 )}
 NAMES = tuple(KNOWN)
+
+# the aarch64 builds, for the Arm64 guest alone (arm64.qemu_binary()): name
+# -> (the binary, what builds it)
+ARM64 = {
+    "vmce-10.2-arm64": (lambda: _cached("vmce-10.2-arm64", "build", "qemu-system-aarch64"),
+                        "make qemu-10.2-arm64"),
+}
 
 # names vmce knew once: what became of them, in one line
 RETIRED = {
