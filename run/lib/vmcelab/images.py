@@ -181,11 +181,7 @@ def staged_entry(image, disk, kernel=None, initrd=None, config=None):
 
 
 def _staged(value):
-    path = os.environ.get(STAGED_ENV)
-    if not path:
-        return None
-    with open(path) as f:
-        entry = json.load(f).get(value)
+    entry = paths.staged(STAGED_ENV, value)
     if entry is None:
         return None
     config = None

@@ -27,7 +27,6 @@ a kernel 7.2): a QEMU's name given for a kernel is refused as such, and
 qemus.resolve refuses a kernel's name given for a QEMU (axes.py).
 """
 import hashlib
-import json
 import shutil
 import os
 import re
@@ -116,11 +115,7 @@ def staged_entry(k, image, initrd):
 
 
 def _staged(value):
-    path = os.environ.get(STAGED_ENV)
-    if not path:
-        return None
-    with open(path) as f:
-        entry = json.load(f).get(value)
+    entry = paths.staged(STAGED_ENV, value)
     if entry is None:
         return None
     k = Kernel(value, entry["image"], entry["initrd"], entry["release"], entry["table"],

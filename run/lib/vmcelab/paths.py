@@ -1,4 +1,5 @@
 """Where the repository's build products are."""
+import json
 import os
 import re
 import shutil
@@ -78,3 +79,14 @@ def version():
         except OSError:
             return None
     return m.group(1) if m else None
+
+
+def staged(env, value):
+    """The entry for @value in the JSON file $@env names, which L0 writes
+    for L1 (the kernels and images it staged there), or None where there is
+    no such file or entry (not in L1)"""
+    path = os.environ.get(env)
+    if not path:
+        return None
+    with open(path) as f:
+        return json.load(f).get(value)
