@@ -20,10 +20,11 @@ help:
 	@echo "make demo     boot a guest, poison a page under a guest process, show the recovery;"
 	@echo "              then the quick campaign and its report"
 	@echo "make check    every test (unit, fuzz corpus replay, end to end; unit and forwarding"
-	@echo "              again under ASan and UBSan), but suite check-all (what needs vmce-10.2)"
+	@echo "              again under ASan and UBSan; the Arm64 guest on vmce-10.2-arm64), but suite"
+	@echo "              check-all (what needs vmce-10.2)"
 	@echo "make check-all  make check and suite check-all (the QEMU series' checks and end-to-end"
-	@echo "              runs on vmce-10.2, the Arm64 guest), with every QEMU and kernel built (make qemus,"
-	@echo "              make kernels-all, make image-arm64)"
+	@echo "              runs on vmce-10.2), with every QEMU and kernel built (make qemus,"
+	@echo "              make kernels-all)"
 	@echo "make build    vmced, vmcectl, the guest tools and the tests (meson, in $(MESON_DIR))"
 	@echo "make image    Debian's guest kernel, the guest initramfs and the data disk (make with no"
 	@echo "              goal: build and image)"
@@ -60,7 +61,7 @@ help:
 	@echo "              with qemu-patches/10.0/), vmce-10.2 (sid's 10.2 source with qemu-patches/10.2/),"
 	@echo "              debian-11.1 (trixie-backports' package with its own libraries; cached per machine)"
 	@echo "make qemu-10.2-arm64  vmce-10.2-arm64: the 10.2 series built for aarch64 (qemu-system-aarch64,"
-	@echo "              x-vmce-inject-sea; cached per machine; make check-all and make bench use it)"
+	@echo "              x-vmce-inject-sea, virt the only Arm board; cached per machine; make check uses it)"
 	@echo "make kernel-src  the vmce-6.1 guest kernel: Debian 12's source with guest-kernel/patches/6.1/"
 	@echo "              (cached per machine), and its initramfs"
 	@echo "make kernel-src-6.12  vmce-6.12: Debian 13's 6.12 source with guest-kernel/patches/6.12/ (cached"
@@ -232,10 +233,10 @@ demo: image
 # beside vmce-6.1's make -j2 they slowed it by more than they take alone)
 # suite check-all is what needs a build make check has no room for
 # (vmce-10.2's series checks and end-to-end runs: tests/meson.build)
-check: kernels qemus-check guest-image host-root rasdaemon-13 deb
+check: kernels qemus-check qemu-10.2-arm64 guest-image image-arm64 host-root rasdaemon-13 deb
 	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
-check-all: kernels-all qemus qemu-10.2-arm64 guest-image host-root rasdaemon-13 deb image-arm64
+check-all: kernels-all qemus qemu-10.2-arm64 guest-image image-arm64 host-root rasdaemon-13 deb
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer

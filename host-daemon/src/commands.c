@@ -508,26 +508,6 @@ vmce_cmd_translate (VmceControlRequest *req, JsonObject *args, gpointer user_dat
   vmce_control_request_return (req, ret);
 }
 
-GQuark vmce_commands_agent_quark (void);
-G_DEFINE_QUARK (vmce-agent-client, vmce_commands_agent)
-
-/* The VM's guest agent client, one per VM (made when first asked for): its
- * requests, from every vmcectl, go one at a time */
-static VmceAgentClient *
-vmce_commands_get_agent (VmceVm *vm)
-{
-  VmceAgentClient *agent = vmce_vm_get_layer_data (vm, vmce_commands_agent_quark ());
-  g_autofree gchar *who = NULL;
-
-  if (agent != NULL)
-    return agent;
-  who = g_strdup_printf ("the guest agent of vm %s", vmce_vm_get_name (vm));
-  agent = vmce_agent_client_new (vmce_vm_get_agent_path (vm), who);
-  vmce_vm_set_layer_data (vm, vmce_commands_agent_quark (), agent,
-                          (GDestroyNotify) vmce_agent_client_unref);
-  return agent;
-}
-
 static void
 vmce_cmd_migration_pages (VmceControlRequest *req, JsonObject *args, gpointer user_data)
 {
@@ -695,7 +675,7 @@ vmce_cmd_guest (VmceControlRequest *req, JsonObject *args, gpointer user_data)
                                 vmce_vm_get_name (vm));
     return;
   }
-  vmce_agent_client_request_async (vmce_commands_get_agent (vm), request, (guint) timeout,
+  vmce_agent_client_request_async (vmce_vm_get_agent (vm), request, (guint) timeout,
                                    vmce_cmd_guest_cb, req);
 }
 

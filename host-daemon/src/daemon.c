@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "error.h"
 #include "forward.h"
+#include "guest-answer.h"
 #include "journal.h"
 #include "json-util.h"
 #include "hugepage-loss.h"
@@ -520,8 +521,10 @@ vmce_daemon_vm_qemu_event (VmceVm *vm,
     vmce_forward_qemu_event (vm, data);
   else if (g_strcmp0 (name, "MIGRATION") == 0 && data != NULL)
     vmce_migration_guard_on_event (vm, data);
-  else if (g_strcmp0 (name, "RESET") == 0)
+  else if (g_strcmp0 (name, "RESET") == 0) {
     vmce_reset_guard_on_reset (vm, data, time_us);
+    vmce_guest_answer_on_reset (vm);
+  }
   else if (g_strcmp0 (name, "STOP") == 0)
     vmce_migration_guard_on_stop (vm, time_us);
 }
@@ -534,6 +537,7 @@ vmce_daemon_vm_memory_error_event (VmceVm *vm, VmceMceEvent *ev, gpointer user_d
   /* after it has its seq: the loss's record names it */
   vmce_hugepage_loss_on_event (vm, ev);
   vmce_migration_guard_on_error (vm, ev);
+  vmce_guest_answer_on_event (vm, ev);
   return json;
 }
 

@@ -21,6 +21,7 @@
 #include "poison-scan.h"
 #include "proc-info.h"
 #include "proc-maps.h"
+#include "agent-client.h"
 #include "vm.h"
 
 /* The session's own state: everything outside this file goes through
@@ -36,6 +37,7 @@ struct _VmceVm {
   gchar *qemu_id; /* the process for good: vmce_proc_identity() */
   gchar *qmp_path;
   gchar *agent_path;
+  VmceAgentClient *agent; /* made when first asked for (vmce_vm_get_agent()) */
   /* a libvirt domain: its UUID, and the monitor reached through libvirt
    * (monitor_owner, and qmp_path NULL); or a socket vmced connected itself
    * and probed (no owner, qmp_path where it is) */
@@ -1402,6 +1404,7 @@ vmce_vm_unref (VmceVm *self)
     self->monitor_owner_free (self->monitor_owner);
   g_free (self->qmp_path);
   g_free (self->agent_path);
+  g_clear_pointer (&self->agent, vmce_agent_client_unref);
   g_free (self);
 }
 
@@ -1453,6 +1456,23 @@ const gchar *
 vmce_vm_get_agent_path (VmceVm *self)
 {
   return self->agent_path;
+}
+
+/* One client for everyone who asks the guest (vmcectl's requests, the
+ * guest-answer lookups): QEMU serves the port to one client at a time, and
+ * the client queues the requests */
+VmceAgentClient *
+vmce_vm_get_agent (VmceVm *self)
+{
+  g_autofree gchar *who = NULL;
+
+  if (self->agent_path == NULL)
+    return NULL;
+  if (self->agent != NULL)
+    return self->agent;
+  who = g_strdup_printf ("the guest agent of vm %s", self->name);
+  self->agent = vmce_agent_client_new (self->agent_path, who);
+  return self->agent;
 }
 
 const gchar *

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include "agent-client.h"
 #include "decision.h"
 #include "mce-encode.h"
 #include "mce-event.h"
@@ -157,6 +158,8 @@ VmceQmpClient *vmce_vm_get_qmp (VmceVm *self);
  * monitor) and its vmce guest agent's socket (NULL: none) */
 const gchar *vmce_vm_get_qmp_path (VmceVm *self);
 const gchar *vmce_vm_get_agent_path (VmceVm *self);
+/* The client of the VM's vmce guest agent; NULL where it has none */
+VmceAgentClient *vmce_vm_get_agent (VmceVm *self);
 /* query-version: "10.0.2", and the package ("Debian 1:10.0.2+ds-2...") or
  * NULL */
 const gchar *vmce_vm_get_qemu_version (VmceVm *self);

@@ -232,6 +232,22 @@ vmcectl_print_host_page (JsonObject *ev)
            json_object_get_int_member_with_default (ev, "about_seq", 0), ras);
 }
 
+/* What the guest's kernel said of an error told through GHES (a
+ * guest-answer record): the verdict, then the line that gave it */
+static void
+vmcectl_print_guest_answer (JsonObject *ev)
+{
+  JsonArray *lines = json_object_has_member (ev, "lines") ? json_object_get_array_member (ev, "lines") : NULL;
+  guint n = lines != NULL ? json_array_get_length (lines) : 0;
+  const gchar *detail = vmce_json_object_get_string_opt (ev, "detail");
+
+  g_print ("%s  guest-answer vm %s: error %" G_GINT64_FORMAT " at GPA %s (%s): the guest %s%s%s\n",
+           vmcectl_str (ev, "time"), vmcectl_str (ev, "vm"),
+           json_object_get_int_member_with_default (ev, "about_seq", 0), vmcectl_str (ev, "gpa"),
+           vmcectl_str (ev, "path"), vmcectl_str (ev, "answer"), n > 0 || detail != NULL ? ": " : "",
+           n > 0 ? json_array_get_string_element (lines, n - 1) : detail != NULL ? detail : "");
+}
+
 /* One journal record, as a person reads it */
 static void
 vmcectl_print_event (JsonObject *ev)
@@ -248,6 +264,8 @@ vmcectl_print_event (JsonObject *ev)
     vmcectl_print_huge_page_salvage (ev);
   else if (g_strcmp0 (type, "host-page") == 0)
     vmcectl_print_host_page (ev);
+  else if (g_strcmp0 (type, "guest-answer") == 0)
+    vmcectl_print_guest_answer (ev);
   else if (g_strcmp0 (type, "memory-error") != 0)
     vmcectl_print_other_record (ev, type);
   else

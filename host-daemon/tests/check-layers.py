@@ -20,7 +20,7 @@ LAYERS = [
     ("vm session", "vm"),
     ("vm as JSON", "vm-json"),
     ("simulator", "sim-poison vcpu-hold qemu-hwpoison"),
-    ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss hugepage-salvage"),
+    ("forwarder and guards", "forward reset-guard migration-guard migration-incoming migration-lend hugepage-loss hugepage-salvage guest-answer"),
     ("daemon", "daemon"),
     ("commands", "commands libvirt-watch libvirt-carry"),
     ("programs", "vmced vmcectl"),

@@ -33,10 +33,16 @@ tools cross-compiled), in order:
   early kill the victim gets BUS_MCEERR_AO, which a third error checks),
   the guest kernel logs the GHES record from the HEST source it came
   through and its "Memory failure:" line, HardwareCorrupted grows by the
-  page, the journal has the path, the victim's GPA and the latency, and
-  the guest and QEMU run on.
-Suite check-all (make check-all builds the guest and the QEMU: make
-image-arm64 qemu-10.2-arm64).
+  page, the journal has the path, the victim's GPA and the latency,
+  vmced's guest-answer record says the guest handled it, with that line,
+  and the guest and QEMU run on;
+- on that guest, a record the guest rejects: an AO at an address of
+  QEMU's RAM that its memory map leaves out (mem=448M of 512), which QEMU
+  takes and answers success; vmced's guest-answer record says "rejected"
+  with the guest's own line, vmcectl events says so, no page is isolated
+  and the guest runs on.
+make check builds the guest and the QEMU (make image-arm64
+qemu-10.2-arm64).
 """
 import os
 import re
@@ -51,6 +57,13 @@ BUS_MCEERR_AO = 5
 # what the guest's GHES driver prints of a record it took (drivers/acpi/apei/ghes.c
 # and cper.c): the source, then the memory error section with its address
 GHES_LINE = r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source: (\d+)"
+
+# how a guest kernel refuses a record's address: GHES itself (6.1's
+# ghes_do_memory_failure()), or memory_failure() (6.1.192 and 7.3)
+REFUSED = r"Invalid address in generic error data|memory outside kernel control"
+# virt's RAM starts at 1 GiB; the forwarding guest's kernel maps 448 MiB of its 512
+VIRT_RAM_BASE = 0x40000000
+GUEST_MAP_MIB = 448
 
 tap = Tap()
 prerequisites_arm64(tap)
@@ -174,7 +187,18 @@ def forwarded(fvm, daemon, kind, mode, early_kill):
     return ev, victim, sig, lines, agent.hardware_corrupted_kb() - hc_before
 
 
-def judge(fvm, name, path, code, got, logged=True):
+def guest_answer(daemon, seq, timeout=15):
+    """vmced's guest-answer record about its error @seq, once journaled"""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for rec in daemon.journal_records():
+            if rec.get("type") == "guest-answer" and rec.get("about_seq") == seq:
+                return rec
+        time.sleep(0.2)
+    return None
+
+
+def judge(fvm, daemon, name, path, code, got, logged=True):
     """@logged: the GHES driver prints a record (ghes_print_estatus():
     at most 2 uncorrected ones in 5 s, a ratelimit)"""
     ev, victim, sig, lines, hc_grew = got
@@ -203,8 +227,42 @@ def judge(fvm, name, path, code, got, logged=True):
     tap.ok(mf and re.search(r"Recovered|Sending SIGBUS|Killing", mf[0]) is not None,
            f"{name}: the guest kernel's memory_failure() took the page ({mf[:1]})", diag="\n".join(lines[-30:]))
     tap.eq(hc_grew, 4, f"{name}: HardwareCorrupted grew by 4 kB")
+    # what vmced read of the guest's answer: memory_failure()'s own line
+    ans = guest_answer(daemon, ev.get("seq"))
+    mf_prefix = f"Memory failure: {victim['gpa_int'] >> 12:#x}: "
+    tap.ok(ans is not None and ans.get("answer") == "handled" and ans.get("path") == path
+           and any(mf_prefix in ln for ln in ans.get("lines") or []),
+           f"{name}: vmced's guest-answer record: handled, with the guest's line "
+           f"({(ans or {}).get('lines', [''])[-1:]}, {(ans or {}).get('waited_ms')} ms)", diag=ans)
     tap.ok(fvm.alive() and fvm.agent.call("ping") is not None and "t" not in thread_states(fvm.pid).values(),
            f"{name}: guest and QEMU run on, no thread of it left stopped")
+
+
+def case_rejected(fvm, daemon):
+    """A record the guest rejects: vmced translates an address of QEMU's RAM
+    that the guest's memory map leaves out (mem=), writes its CPER record,
+    and QEMU answers success; the guest's GHES refuses it ("Invalid address
+    in generic error data", drivers/acpi/apei/ghes.c) and only its log says
+    so: vmced's guest-answer record carries that line. Debian 12's 6.1.192
+    passes the address on, and memory_failure() refuses it ("memory outside
+    kernel control"); GHES's own refusal ("Invalid address in generic error
+    data", ghes_do_memory_failure()) is the other line a kernel gives"""
+    gpa = VIRT_RAM_BASE + ((GUEST_MAP_MIB + 32) << 20)
+    hc_before = fvm.agent.hardware_corrupted_kb()
+    ev = daemon.poison("e2e-arm64-fwd", "--gpa", hex(gpa), "--kind", "ao")
+    tap.ok(ev.get("result") == "injected" and ev.get("path") == "ghes-qmp",
+           f"rejected: vmced told the guest of GPA {gpa:#x}, outside its memory map, and QEMU took it", diag=ev)
+    ans = guest_answer(daemon, ev.get("seq"))
+    line = [ln for ln in (ans or {}).get("lines") or [] if re.search(REFUSED, ln)]
+    tap.ok(ans is not None and ans.get("answer") == "rejected" and line,
+           f"rejected: vmced's guest-answer record says the guest rejected it, with its line ({line[:1]})",
+           diag=ans)
+    text = daemon.ctl("events", "-n", "3").stdout
+    tap.ok(re.search(rf"guest-answer vm e2e-arm64-fwd: error {ev.get('seq')} .*the guest rejected: .*({REFUSED})",
+                     text) is not None, "rejected: vmcectl events says so in one line", diag=text)
+    tap.eq(fvm.agent.hardware_corrupted_kb() - hc_before, 0, "rejected: the guest isolated no page")
+    tap.ok(fvm.alive() and fvm.agent.call("ping") is not None and "t" not in thread_states(fvm.pid).values(),
+           "rejected: guest and QEMU run on, no thread of it left stopped")
 
 
 def case_vmced_forwards():
@@ -214,7 +272,10 @@ def case_vmced_forwards():
     except arm64.Arm64Error as e:
         tap.skip("vmced forwards AO and AR into the Arm64 guest", str(e))
         return
-    fvm = Vm.start("e2e-arm64-fwd", arch="arm64", qemu=qemu, state_dir=os.path.join(work, "fwd"), disk=False)
+    # mem=: the top of the guest's RAM is QEMU's but not in the guest's
+    # memory map (case_rejected)
+    fvm = Vm.start("e2e-arm64-fwd", arch="arm64", qemu=qemu, state_dir=os.path.join(work, "fwd"), disk=False,
+                   append=f"mem={GUEST_MAP_MIB}M")
     daemon = None
     try:
         tap.diag(f"vmce-10.2-arm64's guest ready in {fvm.wait_ready(timeout=180):.1f} s")
@@ -227,15 +288,16 @@ def case_vmced_forwards():
                "vmced's attach: ras=on, inject-ghes-v2-error and x-vmce-inject-sea", diag=info)
         said = [ln for ln in daemon.log_text().splitlines() if "Arm64 guest:" in ln]
         tap.ok(not said, "vmced says nothing is missing at attach", diag=said)
-        judge(fvm, "AO", "ghes-qmp", BUS_MCEERR_AO, forwarded(fvm, daemon, "ao", "idle", 1))
+        judge(fvm, daemon, "AO", "ghes-qmp", BUS_MCEERR_AO, forwarded(fvm, daemon, "ao", "idle", 1))
         # Debian 12's 6.1 runs memory_failure() for the SEA's record from a
         # workqueue, not in the task that took the abort: the page is
         # unmapped, and the victim gets BUS_MCEERR_AR when it reads it again
         # (late kill) ...
-        judge(fvm, "AR", "sea", BUS_MCEERR_AR, forwarded(fvm, daemon, "ar", "read", 0))
+        judge(fvm, daemon, "AR", "sea", BUS_MCEERR_AR, forwarded(fvm, daemon, "ar", "read", 0))
         # ... and BUS_MCEERR_AO at once with early kill, as for any other
         # process mapping the page (7.3 runs it as the task's own work)
-        judge(fvm, "AR, early kill", "sea", BUS_MCEERR_AO, forwarded(fvm, daemon, "ar", "read", 1), logged=False)
+        judge(fvm, daemon, "AR, early kill", "sea", BUS_MCEERR_AO, forwarded(fvm, daemon, "ar", "read", 1), logged=False)
+        case_rejected(fvm, daemon)
     finally:
         if daemon is not None:
             daemon.stop()
