@@ -135,10 +135,13 @@ tap.ok(all(any(e["result"] == "injected" and int(e["gpa"], 16) == int(w["gpa"], 
 console = re.sub(r"\x1b\[[0-9;]*m", "", "".join(
     open(os.path.join(out, d, "console.log"), errors="replace").read()
     for d in os.listdir(out) if os.path.exists(os.path.join(out, d, "console.log"))))
-tap.ok("Welcome to" in console and "Started qemu-guest-agent.service" in console
-       and "Reached target" in console and "-kernel" not in open(
+# (qemu-guest-agent is not looked for on the console: systemd prints a
+# unit's start there only until its boot has finished, and under load the
+# agent's port comes up after that; the cases above ran through it)
+tap.ok("Welcome to" in console and "Reached target" in console and "-kernel" not in open(
            os.path.join(out, next(d for d in os.listdir(out) if d.startswith("image-")), "vm.json")).read(),
-       "the guest booted as its image does: firmware, GRUB, systemd, its targets and qemu-guest-agent")
+       "the guest booted as its image does: firmware, GRUB, systemd and its targets",
+       diag=console[-1500:])
 tap.ok(f"Image {disk} ({debian12.release}) survives 6 of 6" in res.stdout.replace("\n", " "),
        "the summary names the image with its kernel: survives 6 of 6", diag=res.stdout[-600:])
 
