@@ -748,5 +748,110 @@ class Selftests(unittest.TestCase):
         self.assertEqual(tap["messages"], ["a note"])
         self.assertEqual(parse_tap("TAP version 13\n1..8\nBail out! no KSM\n")["bail"], "no KSM")
 
+def arm_qemu(name, ghes=True, sea=True):
+    """A qemu-system-aarch64 as arm64.resolve_qemu() answers for it, without
+    running one: vmce-10.2-arm64 has both commands, Debian's 7.2 neither"""
+    from vmcelab import arm64
+    return arm64.ArmQemu(name, f"/qemus/{name}", "QEMU emulator version x", (10, 2, 2) if ghes else (7, 2, 22),
+                         ghes, sea)
+
+
+class Arm64(Files):
+    """arch = arm64: the Arm64 guest, its own kernel and aarch64 QEMU, and
+    what cannot be on it refused in one line before anything runs"""
+
+    def setUp(self):
+        super().setUp()
+        from vmcelab import arm64
+        image, initrd = (os.path.join(self.tmp, n) for n in ("Image", "guest-arm64.cpio.gz"))
+        for path in (image, initrd):
+            open(path, "w").close()
+        qemus_ = {"vmce-10.2-arm64": arm_qemu("vmce-10.2-arm64"),
+                  "debian-7.2-arm64": arm_qemu("debian-7.2-arm64", False, False)}
+
+        def resolve(name):
+            if name not in qemus_:
+                raise arm64.Arm64Error(f"unknown Arm64 QEMU '{name}'")
+            return qemus_[name]
+        for target, new in (("boot_files", lambda: (image, initrd, "6.1.0-57-arm64")),
+                            ("resolve_qemu", resolve),
+                            ("cpu_models", lambda path: {"max", "cortex-a57", "neoverse-n1"})):
+            patcher = unittest.mock.patch.object(arm64, target, new)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+
+    ARM = "[guest arm]\narch = arm64\n"
+
+    def test_defaults(self):
+        c = self.parse(self.ARM + "[matrix m]\nkinds = ao, ar\n")
+        g = c.guests["arm"]
+        self.assertEqual((g.arch, g.accel, g.cpu, g.kernels, g.qemus),
+                         ("arm64", "tcg", "max,pauth-impdef=on", ["debian-6.1-arm64"], ["vmce-10.2-arm64"]))
+        self.assertEqual([case.id for case in c.cases], ["m/anon-dirty/ao/early/host/recovery1/0@debian-6.1-arm64",
+                                                         "m/anon-dirty/ar/early/host/recovery1/0@debian-6.1-arm64"])
+        self.assertEqual({case.arch for case in c.cases}, {"arm64"})
+        self.assertEqual(c.guest_for(c.cases[0]).name, "arm", "the arch's own kernel and QEMU are not named")
+        self.assertEqual(c.cases[0].to_dict()["arch"], "arm64")
+
+    def test_an_amd64_and_an_arm64_guest_over_the_same_pages(self):
+        c = self.parse("[guest x86]\n" + self.ARM + "[matrix m]\nguest = x86, arm\nkinds = ao, ar\n")
+        self.assertEqual(len(c.cases), 4)
+        by_key = {}
+        for case in c.cases:
+            by_key.setdefault(case.key, []).append((case.arch, case.kernel))
+        self.assertEqual(sorted(by_key["m/anon-dirty/ar/early/host/recovery1/0"]),
+                         [("amd64", "debian-6.1"), ("arm64", "debian-6.1-arm64")], "one row, a column per arch")
+        self.assertEqual(len({case.id for case in c.cases}), 4)
+        self.assertFalse(any("@qemu=" in case.id for case in c.cases),
+                         "each arch runs one QEMU: the amd64 cases keep their ids")
+
+    def test_what_cannot_be_on_arm64_is_refused_at_its_line(self):
+        for text, line, said in (
+                ("accel = kvm\n", 3, "accel = kvm on an arm64 guest: it runs under TCG only"),
+                ("image = debian-12\n", 3, "an operator's image is an x86 guest"),
+                ("cpu = Skylake-Client\n", 3, "Skylake-Client is not a CPU model of qemu-system-aarch64"),
+                ("kernel = debian-6.1\n", 3, "kernel debian-6.1 on an arm64 guest: an x86 guest kernel"),
+                ("qemu = vmce-10.0\n", 3, "unknown Arm64 QEMU 'vmce-10.0'"),
+                ("firmware = uefi\n", 3, "'firmware' is an image's"),
+                ("[matrix m]\ninject = guest-mce-inject\n", 4, "inject = guest-mce-inject on arm64 guest arm: "
+                                                                "mce-inject is x86's"),
+                ("[matrix m]\ninject = host-real\n", 4, "no Arm64 host lab"),
+                ("[case c]\nforwarder = qemu\n", 4, "forwarder = qemu on arm64 guest arm: what "
+                                                    "qemu-system-aarch64 does by itself")):
+            with self.subTest(text=text):
+                msg = self.error(self.ARM + text + ("" if text.startswith("[") else "[case c]\n"))
+                self.assertTrue(msg.startswith(f"test.ini:{line}: "), msg)
+                self.assertIn(said, msg)
+                self.assertNotIn("\n", msg)
+
+    def test_unknown_arch(self):
+        self.assertTrue(self.error("[guest g]\narch = sparc\n[case c]\n").startswith(
+            "test.ini:2: 'sparc' is not a arch (known: amd64, arm64)"))
+
+    def test_arm64_names_on_an_amd64_guest_say_which_arch(self):
+        self.assertIn("is the Arm64 guest's kernel", self.error("[guest g]\nkernel = debian-6.1-arm64\n[case c]\n"))
+        self.assertIn("say arch = arm64", self.error("[guest g]\nqemu = vmce-10.2-arm64\n[case c]\n"))
+
+    def test_errors_real_makes_no_arm64_error_real(self):
+        c = self.parse(self.ARM + "[matrix m]\n", errors="real")
+        self.assertEqual(c.cases[0].inject, "host-real")
+        self.assertIn("no Arm64 host lab", c.cases[0].not_real)
+
+    def test_a_qemu_that_cannot_tell_it_refuses(self):
+        c = self.parse(self.ARM + "qemu = debian-7.2-arm64\n[matrix m]\nkinds = ao, ar\n")
+        ao, ar = (expectation(case) for case in c.cases)
+        self.assertEqual((ao.guest, ar.guest), ("refused", "refused"))
+        self.assertIn("inject-ghes-v2-error", ao.note)
+        self.assertIn("x-vmce-inject-sea", ar.note)
+        rec = {"result": "refused", "path": "refused", "detail": "refused: no inject-ghes-v2-error"}
+        obs = dict(injected=[rec], signals=[], qemu_alive=True, guest_alive=True)
+        self.assertEqual(judge(c.cases[0], ao, obs, None)[0], "pass")
+        self.assertEqual(judge(c.cases[1], ar, dict(obs, guest_alive=False, qemu_status="paused"), None)[0], "pass")
+        self.assertEqual(judge(c.cases[1], ar, dict(obs, guest_alive=False, qemu_status="running"), None)[0],
+                         "fail", "a refused AR pauses the VM")
+        told = dict(obs, injected=[dict(rec, result="injected", path="ghes-qmp")])
+        self.assertEqual(judge(c.cases[0], ao, told, None)[0], "fail")
+
+
 if __name__ == "__main__":
     unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))

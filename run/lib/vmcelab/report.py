@@ -370,9 +370,16 @@ def _replicated_hosts(results):
     return any(len(h) > 1 for h in seen.values())
 
 
+def arches_of(results):
+    """The guests' architectures (amd64 for a record from before arm64)"""
+    return list(dict.fromkeys(_case(r).get("arch") or "amd64" for r in results))
+
+
 def variants_of(results):
     """(variant of a result, the variants in order, their labels): a
-    variant is (kernel, QEMU, host), each None where it does not vary"""
+    variant is (kernel, QEMU, host), each None where it does not vary; its
+    label starts with its guest's architecture where that varies (a
+    kernel is one architecture's)"""
     kernels = len(kernels_of(results)) > 1
     qemus = len(qemus_of(results)) > 1
     hosts = _replicated_hosts(results)
@@ -383,6 +390,9 @@ def variants_of(results):
                 r.get("host") if hosts else None)
     order = list(dict.fromkeys(variant(r) for r in results))
     labels = {v: _variant_label(v) for v in order}
+    if len(arches_of(results)) > 1:
+        arch = {variant(r): _case(r).get("arch") or "amd64" for r in results}
+        labels = {v: f"{arch[v]}: {label}" for v, label in labels.items()}
     return variant, order, labels
 
 
@@ -745,6 +755,28 @@ def _unaddressed(text):
     """@text without addresses: they differ from run to run, not between
     kernels or QEMUs"""
     return re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", str(text))
+
+
+def side_by_side_text(results):
+    """The side-by-side table in plain text, for the end of run/campaign's
+    output where the guests' architectures vary: the cases whose outcome
+    differs between the columns, each column's outcome in words"""
+    if len(arches_of(results)) < 2:
+        return []
+    variant, order, labels = variants_of(results)
+    by_key = {}
+    for r in results:
+        by_key.setdefault(_key(r), {})[variant(r)] = r
+    both = {k: c for k, c in by_key.items() if len(c) == len(order)}
+    lines = [f"Side by side ({' | '.join(labels[v] for v in order)}): {len(both)} case(s) on each"]
+    for key, cells in sorted(both.items()):
+        said = [(labels[v], outcome_label(cells[v]), outcome(cells[v])) for v in order]
+        if len({(label, words) for _, label, words in said}) > 1:
+            lines.append(f"  differs: {key}")
+            lines += [f"    {who}: {label} ({words})" for who, label, words in said]
+    if len(lines) == 1:
+        lines.append("  every case came out the same on each")
+    return lines
 
 
 def variants_section(results):

@@ -33,9 +33,10 @@ def slow(seconds):
 def _ends_guest(case):
     """The case leaves its guest unusable: QEMU dies, the guest panics, or
     a poisoned page the guest's kernel still uses (an error it was never
-    told of, untold: its next touch of the page resets it)"""
+    told of, untold or refused: its next touch of the page resets it, or,
+    an Arm64 guest's, pauses it)"""
     exp = expectation(case)
-    return bool(exp and (exp.guest in ("panic", "qemu-died", "untold") or exp.aftermath in ENDING))
+    return bool(exp and (exp.guest in ("panic", "qemu-died", "untold", "refused") or exp.aftermath in ENDING))
 
 
 def _not_applicable(case, exp, booted=False):
@@ -147,7 +148,7 @@ class GuestVm:
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template, qemu=qemu.binary if qemu else None,
                       cpu_model=self.spec.cpu, image=image,
-                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus,
+                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus, arch=self.spec.arch,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
@@ -379,7 +380,12 @@ class CaseRun:
                 # touched before vmced has taken the page away, it would read fine
                 _wait(lambda: self._armed() > armed_before or proc.poll() is not None, 5, 0.01)
                 self.t_consumed = time.monotonic()
-                self._touch(w)
+                if self.exp and self.exp.guest == "refused":
+                    # vmced refuses it and pauses the VM (the vCPU would
+                    # fault on the page again and again): no answer comes
+                    self.agent.send("pages-touch", pid=w["pid"], only=1)
+                else:
+                    self._touch(w)
                 out, err = proc.communicate(timeout=60)
                 return json.loads(out) if out.startswith("{") else {"error": err.strip()}
             trigger = ["--trigger", "now"] if case.kind == "ar" else []
@@ -548,7 +554,9 @@ class CaseRun:
             if lines:
                 seen[:] = lines
             log.__init__((lines or seen) + console)
-            if log.panics or not vm.alive() or self.reset():
+            # refused (an Arm64 guest's QEMU that cannot tell it): nothing
+            # for the guest's handler to say
+            if log.panics or not vm.alive() or self.reset() or self._refused():
                 return True
             # a kernel without the handler says nothing: QEMU's word is what
             # there is (a reset shows on the console a moment later)
@@ -587,20 +595,31 @@ class CaseRun:
         obs = self._observed(workloads, injected, log, statuses, checks, alive, t0, ms_to_action,
                              ms_to_signal)
         obs["reset"] = reset = reset or self.reset()
+        if self._refused() and vm.alive():
+            # a refused AR leaves the VM paused (vmced's word on it)
+            with vm.qmp() as q:
+                obs["qemu_status"] = q.execute("query-status")["status"]
         if reset and self.exp and self.exp.guest == "reset":
             obs["after_reset"] = self._after_reset()
             return obs
+        if alive:
+            self._after_alive(workloads, hc_before, obs, console_len, log)
+        return obs
+
+    def _after_alive(self, workloads, hc_before, obs, console_len, log):
+        """_after(), for a guest that may go down under it: then the log says how"""
         try:
-            if alive:
-                self._after(workloads, hc_before, obs, console_len)
+            self._after(workloads, hc_before, obs, console_len)
         except AgentError:
-            if agent.alive():
+            if self.agent.alive():
                 raise
             obs["guest_alive"] = False
-            log.__init__(vm.console()[console_len:].splitlines())
+            log.__init__(self.vm.console()[console_len:].splitlines())
             obs["panic"] = log.panics[0] if log.panics else None
             obs["trouble"] = log.trouble[:10]
-        return obs
+
+    def _refused(self):
+        return bool(self.exp and self.exp.guest == "refused")
 
     def _inject_all(self, workloads):
         """The case's error on every workload's page (twice with repeat):
@@ -998,8 +1017,9 @@ class Runner:
                 gvm.dead = obs.get("panic") or "the guest stopped answering"
             elif after:
                 gvm.dead = after.get("crash") or "a poisoned kernel page is still in use"
-            elif expected and expected.guest == "untold":
-                # seen: the next case's set-up touched it, a real AR reset the guest
+            elif expected and expected.guest in ("untold", "refused"):
+                # seen: the next case's set-up touched it, a real AR reset
+                # the guest (an Arm64 guest's refused AR paused it)
                 gvm.dead = "a poisoned page its kernel was never told of is still in use"
         except NotRun as e:
             why_not = str(e)
