@@ -55,6 +55,10 @@ OUTCOMES = {
               "the guest restarted at once: a machine check into a guest kernel without a "
               "handler (no CR4.MCE) is a triple fault, and the VM resets"),
     "hung": ("guest hung", "#6a1b9a", "the guest stopped answering, without a panic line"),
+    "refused": ("refused by vmced", "#37474f",
+                "vmced could not tell the guest (an Arm64 guest's QEMU without the command for it) and "
+                "journaled the error as refused: the guest was told nothing, and a refused AR leaves the "
+                "VM paused"),
     "doomed": ("guest doomed", "#880e4f",
                "the handler left a bad page the kernel itself still uses: its next read panics "
                "the guest (the campaign reboots the guest first)"),
@@ -81,7 +85,7 @@ OUTCOMES = {
                        "the case asks what this kernel does not have: nothing was run (the reason is given)"),
 }
 # what an operator counts as the guest surviving the error
-FATAL = ("qemu-died", "panicked", "reset", "hung", "doomed")
+FATAL = ("qemu-died", "panicked", "reset", "hung", "refused", "doomed")
 # why the guest went down, by how the campaign brought the aftermath about
 WHY = {"ksm-merge": "ksmd reads the page", "exit": "at process exit",
        "in-use": "the kernel still uses the page"}
@@ -159,6 +163,8 @@ def classify(r):
         return "panicked"
     if obs.get("reset"):
         return "reset"
+    if any(isinstance(i, dict) and i.get("result") == "refused" for i in obs.get("injected") or []):
+        return "refused"
     if obs.get("guest_alive") is False:
         return "hung"
     after = obs.get("aftermath") or {}
@@ -515,7 +521,7 @@ def _summary_sentences(results):
             cells.setdefault((_case(r).get("page"), column_of(_case(r))), []).append(r)
         ran = {k: c for k, c in cells.items() if any(classify(r) not in ("not-run", "not-applicable")
                                                      for r in c)}
-        down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "qemu-died": []}
+        down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "refused": [], "qemu-died": []}
         for c in ran.values():
             for r in c:
                 key = classify(r)
@@ -532,7 +538,9 @@ def _summary_sentences(results):
             down["reset"] = []
         for key, words in (("panicked", "it panics on"), ("doomed", "it is left to panic on"),
                            ("reset", "the VM resets on"),
-                           ("hung", "it stops answering on"), ("qemu-died", "QEMU dies on")):
+                           ("hung", "it stops answering on"),
+                           ("refused", "vmced cannot tell it (its QEMU has no way to) of"),
+                           ("qemu-died", "QEMU dies on")):
             if down[key]:
                 parts.append(f"{words}: " + ", ".join(_named(r, key) for r in down[key]))
         s += ("; " + "; ".join(parts) if parts else "" if every_reset or not ran else ": every one") + "."
@@ -740,7 +748,8 @@ def outcome(r):
     obs = r.get("observed") or {}
     actions = sorted({f"{a[0]}: {a[1]}" for a in (obs.get("actions") or {}).values() if a})
     codes = sorted({str(s.get("code_name") or s.get("code")) for s in obs.get("signals") or []})
-    parts = ["; ".join(actions) or "no recovery action"]
+    refused = any(isinstance(i, dict) and i.get("result") == "refused" for i in obs.get("injected") or [])
+    parts = ["; ".join(actions) or ("refused by vmced" if refused else "no recovery action")]
     parts.append(", ".join(codes) if codes else "no signal")
     crash = _crash(obs)
     if crash:
