@@ -86,6 +86,10 @@ OUTCOMES = {
 }
 # what an operator counts as the guest surviving the error
 FATAL = ("qemu-died", "panicked", "reset", "hung", "refused", "doomed")
+# the kernel's oops lines (outcome.OOPS: this file also runs on its own):
+# x86's "BUG: unable to handle page fault", arm64's "Internal error: synchronous
+# external abort"
+OOPS = ("BUG:", "Internal error:")
 # why the guest went down, by how the campaign brought the aftermath about
 WHY = {"ksm-merge": "ksmd reads the page", "exit": "at process exit",
        "in-use": "the kernel still uses the page"}
@@ -146,7 +150,7 @@ def _crash(obs):
         return after["crash"]
     if obs.get("panic"):
         return obs["panic"]
-    return next((t for t in obs.get("trouble") or [] if str(t).startswith("BUG:")), None)
+    return next((t for t in obs.get("trouble") or [] if str(t).startswith(OOPS)), None)
 
 
 def classify(r):

@@ -14,7 +14,7 @@ from . import paths
 from . import qga
 from .agent import AgentError
 from .daemon import Vmced
-from .expect import ENDING, NO_HANDLER, NOT_APPLICABLE, PANIC_ON_UNRECOVERABLE, expectation, judge
+from .expect import ENDING, MERGE_LIVES, NO_HANDLER, NOT_APPLICABLE, PANIC_ON_UNRECOVERABLE, expectation, judge
 from .outcome import GuestLog, kernel_crash, parse_tap
 from .qemus import amd_cpu
 from .vm import Vm
@@ -722,8 +722,8 @@ class CaseRun:
         how = self.exp.aftermath
         if how == "in-use":
             return {"how": how, "crash": None}
-        if how == "ksm-merge-lives":
-            return self._ksm_merge_again(console_len)
+        if how in MERGE_LIVES:
+            return dict(self._ksm_merge_again(console_len), how=how)
         try:
             # no waiting for the answer: the guest goes down under the request
             if how == "exit":
