@@ -853,5 +853,76 @@ class Arm64(Files):
         self.assertEqual(judge(c.cases[0], ao, told, None)[0], "fail")
 
 
+class Arm64Judging(unittest.TestCase):
+    """The arm64 kernel's table (expect.py's debian-6.1-arm64), as measured
+    with run/campaigns/arm64.ini: x86 6.1's rows, and where it differs"""
+
+    obs = Judging.obs
+
+    def case(self, **kw):
+        from vmcelab import kernels
+        k = kernels.Kernel("debian-6.1-arm64", "Image", "initrd", "6.1.0-57-arm64", "debian-6.1-arm64")
+        return campaign_mod.Case("s", "arm", kernel=k, qemu=arm_qemu("vmce-10.2-arm64"), arch="arm64", **kw)
+
+    def told(self, path, **kw):
+        w = [{"pid": 10, "pids": [10], "va": "0x7f0000001000", "pfn": "0x42", "gpa": "0x42000"}]
+        return self.obs(workloads=w, injected=[{"result": "injected", "path": path, "gpa": "0x42000"}], **kw)
+
+    def test_told_through_its_path_at_its_gpa(self):
+        ao = self.case(page="anon-dirty")
+        self.assertEqual(judge(ao, expectation(ao), self.told("ghes-qmp"), None)[0], "pass")
+        verdict, why = judge(ao, expectation(ao), self.told("sea"), None)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("expected injected through ghes-qmp", why[0])
+        elsewhere = self.told("ghes-qmp")
+        elsewhere["injected"][0]["gpa"] = "0x43000"
+        self.assertIn("not the workload's page", judge(ao, expectation(ao), elsewhere, None)[1][0])
+
+    def test_an_early_kill_ar_reaches_its_consumer_as_ar_or_ao(self):
+        ar = self.case(page="anon-dirty", kind="ar")
+        sig = {"pid": 10, "addr": "0x7f0000001000", "lsb": 12}
+        as_ar = self.told("sea", signals=[dict(sig, code=4)], victims_alive={"10": False})
+        self.assertEqual(judge(ar, expectation(ar), as_ar, None)[0], "pass")
+        verdict, why = judge(ar, expectation(ar), self.told("sea", signals=[dict(sig, code=5)]), None)
+        self.assertEqual(verdict, "pass", why)
+        self.assertIn("kworker", why[0])
+        late = self.case(page="anon-dirty", kind="ar", kill="late")
+        self.assertEqual(judge(late, expectation(late), self.told("sea", signals=[dict(sig, code=5)]), None)[0],
+                         "fail", "late kill: the retried load's AR only")
+
+    def test_an_ar_on_kernel_memory_oopses_mostly_in_the_idle_task(self):
+        for page in ("free", "slab", "pagetable"):
+            c = self.case(page=page, kind="ar")
+            exp = expectation(c)
+            self.assertEqual(exp.guest, "oops")
+            self.assertIn("Attempted to kill the idle task!", exp.summary)
+            panic = dict(injected=[], signals=[], qemu_alive=True, guest_alive=False, trouble=[],
+                         panic="Attempted to kill the idle task!")
+            self.assertEqual(judge(c, exp, panic, None)[0], "pass")
+            oops = dict(panic, panic=None, guest_alive=True,
+                        trouble=["Internal error: synchronous external abort: 0000000096000410 [#1] SMP"])
+            self.assertEqual(judge(c, exp, oops, None)[0], "pass")
+            self.assertEqual(judge(c, exp, dict(oops, trouble=[]), None)[0], "fail")
+        self.assertIsNone(expectation(self.case(page="free")).aftermath, "its AO recovers, as on x86")
+
+    def test_a_kernel_read_is_an_oops(self):
+        c = self.case(page="pagetable")
+        ignored = {"0x42": ("unknown page", "Ignored")}
+        oops = "Internal error: synchronous external abort: 0000000096000410 [#1] SMP"
+        obs = self.told("ghes-qmp", actions=ignored, signals=[], aftermath={"how": "exit", "crash": oops})
+        self.assertEqual(judge(c, expectation(c), obs, None)[0], "pass")
+        slab = self.case(page="slab", kill="late")
+        first = self.told("ghes-qmp", actions={"0x42": None}, signals=[], trouble=[oops], hardware_corrupted_kb=0)
+        verdict, why = judge(slab, expectation(slab), first, None)
+        self.assertEqual(verdict, "pass", why)
+        self.assertIn("GED interrupt thread", why[0])
+        self.assertEqual(judge(slab, expectation(slab), dict(first, trouble=[]), None)[0], "fail")
+
+    def test_a_touched_ksm_page_lets_the_next_workload_merge(self):
+        self.assertEqual(expectation(self.case(page="ksm")).aftermath, "ksm-merge")
+        for kw in ({"kill": "late"}, {"kind": "ar"}, {"kind": "ar", "kill": "late"}):
+            self.assertEqual(expectation(self.case(page="ksm", **kw)).aftermath, "ksm-merge-given-back", kw)
+
+
 if __name__ == "__main__":
     unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))

@@ -177,7 +177,8 @@ VMCE_7_3_NOTES = _vmce_series_notes("7.3")
 #   oops (outcome.OOPS), as bad for the guest, and judged so;
 # - an AR with no process to consume it (free, slab, pagetable: vmcectl
 #   poison --trigger now) is an SEA on the vCPU as it is, in the idle task:
-#   die() there panics ("Attempted to kill the idle task!") -- ARM64_KERNEL_AR;
+#   die() there panics ("Attempted to kill the idle task!"), elsewhere it is
+#   an oops of the task that ran -- ARM64_KERNEL_AR;
 # - the SEA's memory_failure() runs in a kworker (ghes.c's
 #   ghes_do_memory_failure() -> memory_failure_queue(), flags 0: no
 #   MF_ACTION_REQUIRED); the consumer retrying its load meets the hwpoison
@@ -209,8 +210,10 @@ SEA_QUEUED_WHY = ("the SEA's memory_failure() runs in a kworker without MF_ACTIO
                   "early-kill mappers before the consumer's retried load met the hwpoison entry")
 ARM64_KERNEL_AR = {
     ARM64: "an AR with no process to consume it is an SEA on the vCPU as it is (vmcectl poison --trigger "
-           "now), in the idle task: the arm64 kernel's do_sea() die()s there, and die() in the idle task "
-           "panics (\"Attempted to kill the idle task!\")",
+           "now), in the kernel: the arm64 kernel's do_sea() die()s, an oops (\"Internal error: synchronous "
+           "external abort\") of whatever the vCPU ran: mostly the idle task, where die() panics (\"Attempted "
+           "to kill the idle task!\"), or an interrupt (\"Fatal exception in interrupt\"), or now and then "
+           "a task, which it kills (seen: vmce-agent)",
 }
 # Outcomes the arm64 kernel gives now and then instead of its row's:
 # (table, page, kind) -> why; the guest's own kernel read the page first
@@ -688,7 +691,7 @@ def _expectation(case, rows, notes, madvise_is_ar=False, arm64=False):
                            guest="panic", note="vm.panic_on_unrecoverable_memory_failure=1: action_result() "
                                                "panics on a \"reserved kernel page\" it ignored")
     if arm64 and case.kind == "ar" and case.host_side and case.page in ("free", "slab", "pagetable"):
-        return Expectation(case, None, "none", row.lsb, None, guest="panic", note=ARM64_KERNEL_AR[ARM64])
+        return Expectation(case, None, "none", row.lsb, None, guest="oops", note=ARM64_KERNEL_AR[ARM64])
     early = case.kill in ("early", "prctl-early")
     if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")

@@ -5,6 +5,7 @@ and appended to results.jsonl as it finishes.
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -20,6 +21,8 @@ from .qemus import amd_cpu
 from .vm import Vm
 
 ACTION_TIMEOUT_S = 30
+# images/init's word when vmce-agent dies
+AGENT_DIED = re.compile(r"vmce-agent on \S+ exited with status")
 SIGNAL_TIMEOUT_S = 10
 SHM = "/dev/shm"
 
@@ -36,7 +39,8 @@ def _ends_guest(case):
     told of, untold or refused: its next touch of the page resets it, or,
     an Arm64 guest's, pauses it)"""
     exp = expectation(case)
-    return bool(exp and (exp.guest in ("panic", "qemu-died", "untold", "refused") or exp.aftermath in ENDING))
+    return bool(exp and (exp.guest in ("panic", "oops", "qemu-died", "untold", "refused")
+                         or exp.aftermath in ENDING))
 
 
 def _not_applicable(case, exp, booted=False):
@@ -475,9 +479,13 @@ class CaseRun:
         self.reset_mark = self.vm.reset_mark()
 
         def guest_alive():
-            # a panic, not any BUG: an oops leaves a guest that still answers
-            log = GuestLog(self.vm.console()[console_len:].splitlines())
-            return self.vm.alive() and not log.panics and not self.reset()
+            # a panic, not any BUG: an oops leaves a guest that still answers,
+            # unless it killed vmce's agent (an Arm64 guest's SEA in kernel
+            # mode in the agent's own kmalloc(): init restarts it, and this
+            # connection is gone)
+            console = self.vm.console()[console_len:]
+            log = GuestLog(console.splitlines())
+            return self.vm.alive() and not log.panics and not self.reset() and not AGENT_DIED.search(console)
         # the bad page may be read by the guest's kernel at any moment of the
         # case: then no call waits for an answer that will not come
         self.agent.alive = guest_alive
@@ -1021,6 +1029,8 @@ class Runner:
                 # seen: the next case's set-up touched it, a real AR reset
                 # the guest (an Arm64 guest's refused AR paused it)
                 gvm.dead = "a poisoned page its kernel was never told of is still in use"
+            elif expected and expected.guest == "oops":
+                gvm.dead = "its kernel oopsed"
         except NotRun as e:
             why_not = str(e)
         except Exception as e:  # a case that could not be carried out is not a pass
