@@ -449,11 +449,15 @@ class CaseRun:
                 raise
 
     def _went_down(self, grace=5):
-        """The agent's connection closed: whether QEMU died or the guest
-        reset. A QEMU killed by its own SIGBUS closes its sockets before it
-        is a zombie, and stays one until vmced, its tracer, has reaped it:
-        the answer may take a moment (seen: one run in five)"""
-        return bool(_wait(lambda: not self.vm.alive() or self.reset(), grace, 0.05))
+        """The agent's connection closed: whether QEMU died, the guest
+        reset, or its kernel panicked (run() set agent.alive: a consumed
+        error with recovery off panics the guest under the touch). A QEMU
+        killed by its own SIGBUS closes its sockets before it is a zombie,
+        and stays one until vmced, its tracer, has reaped it: the answer may
+        take a moment (seen: one run in five)"""
+        gone = self.agent.alive
+        return bool(_wait(lambda: not self.vm.alive() or self.reset() or (gone is not None and not gone()),
+                          grace, 0.05))
 
     def reset(self):
         """The guest restarted during the case (where a kernel without a
@@ -562,9 +566,10 @@ class CaseRun:
             if lines:
                 seen[:] = lines
             log.__init__((lines or seen) + console)
-            # refused (an Arm64 guest's QEMU that cannot tell it): nothing
-            # for the guest's handler to say
-            if log.panics or not vm.alive() or self.reset() or self._refused():
+            # refused (an Arm64 guest's QEMU that cannot tell it), or an
+            # Arm64 guest's oops (its kernel read the page first): nothing
+            # more for the guest's handler to say
+            if log.panics or not vm.alive() or self.reset() or self._refused() or self._oopsed(log):
                 return True
             # a kernel without the handler says nothing: QEMU's word is what
             # there is (a reset shows on the console a moment later)
@@ -628,6 +633,11 @@ class CaseRun:
 
     def _refused(self):
         return bool(self.exp and self.exp.guest == "refused")
+
+    def _oopsed(self, log):
+        """An Arm64 guest's kernel oopsed on the page (an SEA in kernel mode,
+        expect.OOPS_FIRST): the record it was handling is never handled"""
+        return getattr(self.case, "arch", "amd64") == "arm64" and kernel_crash(log) is not None
 
     def _inject_all(self, workloads):
         """The case's error on every workload's page (twice with repeat):
