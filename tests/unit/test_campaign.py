@@ -832,6 +832,14 @@ class Arm64(Files):
         self.assertIn("is the Arm64 guest's kernel", self.error("[guest g]\nkernel = debian-6.1-arm64\n[case c]\n"))
         self.assertIn("say arch = arm64", self.error("[guest g]\nqemu = vmce-10.2-arm64\n[case c]\n"))
 
+    def test_not_in_the_host_lab_nor_under_another_arch_s_names(self):
+        with self.assertRaises(SpecError) as cm:
+            self.parse(self.ARM + "[case c]\n", machine=("tcg", None))
+        self.assertIn("there is no Arm64 host lab", str(cm.exception))
+        with self.assertRaises(SpecError) as cm:
+            self.parse(self.ARM + "[case c]\n", qemus=["debian-7.2"])
+        self.assertIn("--qemus: unknown Arm64 QEMU 'debian-7.2'", str(cm.exception))
+
     def test_errors_real_makes_no_arm64_error_real(self):
         c = self.parse(self.ARM + "[matrix m]\n", errors="real")
         self.assertEqual(c.cases[0].inject, "host-real")
