@@ -748,5 +748,189 @@ class Selftests(unittest.TestCase):
         self.assertEqual(tap["messages"], ["a note"])
         self.assertEqual(parse_tap("TAP version 13\n1..8\nBail out! no KSM\n")["bail"], "no KSM")
 
+def arm_qemu(name, ghes=True, sea=True):
+    """A qemu-system-aarch64 as arm64.resolve_qemu() answers for it, without
+    running one: vmce-10.2-arm64 has both commands, Debian's 7.2 neither"""
+    from vmcelab import arm64
+    return arm64.ArmQemu(name, f"/qemus/{name}", "QEMU emulator version x", (10, 2, 2) if ghes else (7, 2, 22),
+                         ghes, sea)
+
+
+class Arm64(Files):
+    """arch = arm64: the Arm64 guest, its own kernel and aarch64 QEMU, and
+    what cannot be on it refused in one line before anything runs"""
+
+    def setUp(self):
+        super().setUp()
+        from vmcelab import arm64
+        image, initrd = (os.path.join(self.tmp, n) for n in ("Image", "guest-arm64.cpio.gz"))
+        for path in (image, initrd):
+            open(path, "w").close()
+        qemus_ = {"vmce-10.2-arm64": arm_qemu("vmce-10.2-arm64"),
+                  "debian-7.2-arm64": arm_qemu("debian-7.2-arm64", False, False)}
+
+        def resolve(name):
+            if name not in qemus_:
+                raise arm64.Arm64Error(f"unknown Arm64 QEMU '{name}'")
+            return qemus_[name]
+        for target, new in (("boot_files", lambda: (image, initrd, "6.1.0-57-arm64")),
+                            ("resolve_qemu", resolve),
+                            ("cpu_models", lambda path: {"max", "cortex-a57", "neoverse-n1"})):
+            patcher = unittest.mock.patch.object(arm64, target, new)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+
+    ARM = "[guest arm]\narch = arm64\n"
+
+    def test_defaults(self):
+        c = self.parse(self.ARM + "[matrix m]\nkinds = ao, ar\n")
+        g = c.guests["arm"]
+        self.assertEqual((g.arch, g.accel, g.cpu, g.kernels, g.qemus),
+                         ("arm64", "tcg", "max,pauth-impdef=on", ["debian-6.1-arm64"], ["vmce-10.2-arm64"]))
+        self.assertEqual([case.id for case in c.cases], ["m/anon-dirty/ao/early/host/recovery1/0@debian-6.1-arm64",
+                                                         "m/anon-dirty/ar/early/host/recovery1/0@debian-6.1-arm64"])
+        self.assertEqual({case.arch for case in c.cases}, {"arm64"})
+        self.assertEqual(c.guest_for(c.cases[0]).name, "arm", "the arch's own kernel and QEMU are not named")
+        self.assertEqual(c.cases[0].to_dict()["arch"], "arm64")
+
+    def test_an_amd64_and_an_arm64_guest_over_the_same_pages(self):
+        c = self.parse("[guest x86]\n" + self.ARM + "[matrix m]\nguest = x86, arm\nkinds = ao, ar\n")
+        self.assertEqual(len(c.cases), 4)
+        by_key = {}
+        for case in c.cases:
+            by_key.setdefault(case.key, []).append((case.arch, case.kernel))
+        self.assertEqual(sorted(by_key["m/anon-dirty/ar/early/host/recovery1/0"]),
+                         [("amd64", "debian-6.1"), ("arm64", "debian-6.1-arm64")], "one row, a column per arch")
+        self.assertEqual(len({case.id for case in c.cases}), 4)
+        self.assertFalse(any("@qemu=" in case.id for case in c.cases),
+                         "each arch runs one QEMU: the amd64 cases keep their ids")
+
+    def test_what_cannot_be_on_arm64_is_refused_at_its_line(self):
+        for text, line, said in (
+                ("accel = kvm\n", 3, "accel = kvm on an arm64 guest: it runs under TCG only"),
+                ("image = debian-12\n", 3, "an operator's image is an x86 guest"),
+                ("cpu = Skylake-Client\n", 3, "Skylake-Client is not a CPU model of qemu-system-aarch64"),
+                ("kernel = debian-6.1\n", 3, "kernel debian-6.1 on an arm64 guest: an x86 guest kernel"),
+                ("qemu = vmce-10.0\n", 3, "unknown Arm64 QEMU 'vmce-10.0'"),
+                ("firmware = uefi\n", 3, "'firmware' is an image's"),
+                ("[matrix m]\ninject = guest-mce-inject\n", 4, "inject = guest-mce-inject on arm64 guest arm: "
+                                                                "mce-inject is x86's"),
+                ("[matrix m]\ninject = host-real\n", 4, "no Arm64 host lab"),
+                ("[case c]\nforwarder = qemu\n", 4, "forwarder = qemu on arm64 guest arm: what "
+                                                    "qemu-system-aarch64 does by itself")):
+            with self.subTest(text=text):
+                msg = self.error(self.ARM + text + ("" if text.startswith("[") else "[case c]\n"))
+                self.assertTrue(msg.startswith(f"test.ini:{line}: "), msg)
+                self.assertIn(said, msg)
+                self.assertNotIn("\n", msg)
+
+    def test_unknown_arch(self):
+        self.assertTrue(self.error("[guest g]\narch = sparc\n[case c]\n").startswith(
+            "test.ini:2: 'sparc' is not a arch (known: amd64, arm64)"))
+
+    def test_arm64_names_on_an_amd64_guest_say_which_arch(self):
+        self.assertIn("is the Arm64 guest's kernel", self.error("[guest g]\nkernel = debian-6.1-arm64\n[case c]\n"))
+        self.assertIn("say arch = arm64", self.error("[guest g]\nqemu = vmce-10.2-arm64\n[case c]\n"))
+
+    def test_not_in_the_host_lab_nor_under_another_arch_s_names(self):
+        with self.assertRaises(SpecError) as cm:
+            self.parse(self.ARM + "[case c]\n", machine=("tcg", None))
+        self.assertIn("there is no Arm64 host lab", str(cm.exception))
+        with self.assertRaises(SpecError) as cm:
+            self.parse(self.ARM + "[case c]\n", qemus=["debian-7.2"])
+        self.assertIn("--qemus: unknown Arm64 QEMU 'debian-7.2'", str(cm.exception))
+
+    def test_errors_real_makes_no_arm64_error_real(self):
+        c = self.parse(self.ARM + "[matrix m]\n", errors="real")
+        self.assertEqual(c.cases[0].inject, "host-real")
+        self.assertIn("no Arm64 host lab", c.cases[0].not_real)
+
+    def test_a_qemu_that_cannot_tell_it_refuses(self):
+        c = self.parse(self.ARM + "qemu = debian-7.2-arm64\n[matrix m]\nkinds = ao, ar\n")
+        ao, ar = (expectation(case) for case in c.cases)
+        self.assertEqual((ao.guest, ar.guest), ("refused", "refused"))
+        self.assertIn("inject-ghes-v2-error", ao.note)
+        self.assertIn("x-vmce-inject-sea", ar.note)
+        rec = {"result": "refused", "path": "refused", "detail": "refused: no inject-ghes-v2-error"}
+        obs = dict(injected=[rec], signals=[], qemu_alive=True, guest_alive=True)
+        self.assertEqual(judge(c.cases[0], ao, obs, None)[0], "pass")
+        self.assertEqual(judge(c.cases[1], ar, dict(obs, guest_alive=False, qemu_status="paused"), None)[0], "pass")
+        self.assertEqual(judge(c.cases[1], ar, dict(obs, guest_alive=False, qemu_status="running"), None)[0],
+                         "fail", "a refused AR pauses the VM")
+        told = dict(obs, injected=[dict(rec, result="injected", path="ghes-qmp")])
+        self.assertEqual(judge(c.cases[0], ao, told, None)[0], "fail")
+
+
+class Arm64Judging(unittest.TestCase):
+    """The arm64 kernel's table (expect.py's debian-6.1-arm64), as measured
+    with run/campaigns/arm64.ini: x86 6.1's rows, and where it differs"""
+
+    obs = Judging.obs
+
+    def case(self, **kw):
+        from vmcelab import kernels
+        k = kernels.Kernel("debian-6.1-arm64", "Image", "initrd", "6.1.0-57-arm64", "debian-6.1-arm64")
+        return campaign_mod.Case("s", "arm", kernel=k, qemu=arm_qemu("vmce-10.2-arm64"), arch="arm64", **kw)
+
+    def told(self, path, **kw):
+        w = [{"pid": 10, "pids": [10], "va": "0x7f0000001000", "pfn": "0x42", "gpa": "0x42000"}]
+        return self.obs(workloads=w, injected=[{"result": "injected", "path": path, "gpa": "0x42000"}], **kw)
+
+    def test_told_through_its_path_at_its_gpa(self):
+        ao = self.case(page="anon-dirty")
+        self.assertEqual(judge(ao, expectation(ao), self.told("ghes-qmp"), None)[0], "pass")
+        verdict, why = judge(ao, expectation(ao), self.told("sea"), None)
+        self.assertEqual(verdict, "fail")
+        self.assertIn("expected injected through ghes-qmp", why[0])
+        elsewhere = self.told("ghes-qmp")
+        elsewhere["injected"][0]["gpa"] = "0x43000"
+        self.assertIn("not the workload's page", judge(ao, expectation(ao), elsewhere, None)[1][0])
+
+    def test_an_early_kill_ar_reaches_its_consumer_as_ar_or_ao(self):
+        ar = self.case(page="anon-dirty", kind="ar")
+        sig = {"pid": 10, "addr": "0x7f0000001000", "lsb": 12}
+        as_ar = self.told("sea", signals=[dict(sig, code=4)], victims_alive={"10": False})
+        self.assertEqual(judge(ar, expectation(ar), as_ar, None)[0], "pass")
+        verdict, why = judge(ar, expectation(ar), self.told("sea", signals=[dict(sig, code=5)]), None)
+        self.assertEqual(verdict, "pass", why)
+        self.assertIn("kworker", why[0])
+        late = self.case(page="anon-dirty", kind="ar", kill="late")
+        self.assertEqual(judge(late, expectation(late), self.told("sea", signals=[dict(sig, code=5)]), None)[0],
+                         "fail", "late kill: the retried load's AR only")
+
+    def test_an_ar_on_kernel_memory_oopses_mostly_in_the_idle_task(self):
+        for page in ("free", "slab", "pagetable"):
+            c = self.case(page=page, kind="ar")
+            exp = expectation(c)
+            self.assertEqual(exp.guest, "oops")
+            self.assertIn("Attempted to kill the idle task!", exp.summary)
+            panic = dict(injected=[], signals=[], qemu_alive=True, guest_alive=False, trouble=[],
+                         panic="Attempted to kill the idle task!")
+            self.assertEqual(judge(c, exp, panic, None)[0], "pass")
+            oops = dict(panic, panic=None, guest_alive=True,
+                        trouble=["Internal error: synchronous external abort: 0000000096000410 [#1] SMP"])
+            self.assertEqual(judge(c, exp, oops, None)[0], "pass")
+            self.assertEqual(judge(c, exp, dict(oops, trouble=[]), None)[0], "fail")
+        self.assertIsNone(expectation(self.case(page="free")).aftermath, "its AO recovers, as on x86")
+
+    def test_a_kernel_read_is_an_oops(self):
+        c = self.case(page="pagetable")
+        ignored = {"0x42": ("unknown page", "Ignored")}
+        oops = "Internal error: synchronous external abort: 0000000096000410 [#1] SMP"
+        obs = self.told("ghes-qmp", actions=ignored, signals=[], aftermath={"how": "exit", "crash": oops})
+        self.assertEqual(judge(c, expectation(c), obs, None)[0], "pass")
+        slab = self.case(page="slab", kill="late")
+        first = self.told("ghes-qmp", actions={"0x42": None}, signals=[], trouble=[oops], hardware_corrupted_kb=0)
+        verdict, why = judge(slab, expectation(slab), first, None)
+        self.assertEqual(verdict, "pass", why)
+        self.assertIn("GED interrupt thread", why[0])
+        self.assertEqual(judge(slab, expectation(slab), dict(first, trouble=[]), None)[0], "fail")
+
+    def test_a_touched_ksm_page_lets_the_next_workload_merge(self):
+        self.assertEqual(expectation(self.case(page="ksm")).aftermath, "ksm-merge")
+        for kw in ({"kill": "late"}, {"kind": "ar"}, {"kind": "ar", "kill": "late"}):
+            self.assertEqual(expectation(self.case(page="ksm", **kw)).aftermath, "ksm-merge-given-back", kw)
+
+
 if __name__ == "__main__":
     unittest.main(testRunner=unittest.TextTestRunner(stream=sys.stdout, verbosity=2))

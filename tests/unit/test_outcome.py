@@ -6,7 +6,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
-from vmcelab.outcome import GuestLog  # noqa: E402
+from vmcelab.outcome import GuestLog, kernel_crash  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -102,6 +102,27 @@ class Linux26(unittest.TestCase):
         log = GuestLog(["[    0.000000] Linux version 6.1.0-57-amd64", "BUG_ON is a macro"])
         self.assertEqual((log.actions, log.kills, log.panics, log.trouble), ({}, {}, [], []))
         self.assertIsNone(log.action_for(1))
+
+
+class Arm64(unittest.TestCase):
+    """Debian 12's arm64 6.1 (the Arm64 guest): its oops on an SEA taken in
+    kernel mode is a crash, as x86's BUG is (lines from run/campaigns/arm64.ini)"""
+
+    def test_sea_in_kernel_mode_is_an_oops(self):
+        log = GuestLog([
+            "[   46.976647] Memory failure: 0x79d6f: unhandlable page.",
+            "[   46.977829] Memory failure: 0x79d6f: recovery action for unknown page: Ignored",
+            "[   47.081881] Internal error: synchronous external abort: 0000000096000410 [#1] SMP",
+            "[   47.083736] CPU: 0 PID: 115 Comm: vmce-pages Tainted: G   M               6.1.0-57-arm64 #1",
+            "[   47.093299] Fixing recursive fault but reboot is needed!"])
+        self.assertEqual(log.action_for(0x79d6f), ("unknown page", "Ignored"))
+        self.assertEqual(log.panics, [])
+        self.assertEqual(kernel_crash(log), "Internal error: synchronous external abort: 0000000096000410 [#1] SMP")
+
+    def test_in_the_idle_task_it_panics(self):
+        log = GuestLog(["[    9.1] Internal error: synchronous external abort: 0000000096000410 [#1] SMP",
+                        "[    9.2] Kernel panic - not syncing: Attempted to kill the idle task!"])
+        self.assertEqual(kernel_crash(log), "Attempted to kill the idle task!")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "run", "lib"))
 
 from vmcelab.report import (OUTCOMES, classify, load, matrix_html, qemu_matrix_html,  # noqa: E402
-                            variants_section, outcome, outcome_label, render, summary_text, timeline_svg,
-                            times_svg)
+                            variants_section, outcome, outcome_label, render, side_by_side_text, summary_text,
+                            timeline_svg, times_svg)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 # recorded by `run/campaign --quick` on debian-6.1 (and a case the bench
@@ -494,6 +494,37 @@ class Images(unittest.TestCase):
         rs = [self.rec("ao", "6.1.0-50-amd64", False), self.rec("ar", "6.1.0-50-amd64", True)]
         said = summary_of(render({}, rs, []))
         self.assertIn("survives 1 of 2 error kinds; the VM resets on: anon-dirty AR", said)
+
+
+class Arches(unittest.TestCase):
+    """An amd64 and an arm64 guest over the same cases: one row each, a
+    column per architecture; a refused error is said to be one"""
+
+    def on(self, arch, kernel, **obs):
+        r = result("anon-dirty", "ar", "pass")
+        r["case"].update(arch=arch, kernel=kernel, key=r["case"]["id"], id=r["case"]["id"] + "@" + kernel)
+        r["observed"].update(trouble=[], **obs)
+        return r
+
+    def test_a_column_per_arch_and_what_differs(self):
+        refused = {"result": "refused", "path": "refused", "detail": "refused: no x-vmce-inject-sea"}
+        results = [self.on("amd64", "debian-6.1"),
+                   self.on("arm64", "debian-6.1-arm64", actions={}, signals=[], guest_alive=False,
+                           injected=[refused], qemu_status="paused")]
+        self.assertEqual(classify(results[1]), "refused")
+        html = variants_section(results)
+        self.assertIn("<th>amd64: debian-6.1</th>", html)
+        self.assertIn("<th>arm64: debian-6.1-arm64</th>", html)
+        self.assertIn("arm64: debian-6.1-arm64: <i>refused by vmced</i>", html)
+        lines = side_by_side_text(results)
+        self.assertEqual(lines[0], "Side by side (amd64: debian-6.1 | arm64: debian-6.1-arm64): 1 case(s) on each")
+        self.assertEqual(lines[1], "  differs: m/anon-dirty/ar/early/host/recovery1/0")
+        self.assertIn("arm64: debian-6.1-arm64: refused by vmced", lines[3])
+        s = summary_of(render({"name": "a"}, results, []))
+        self.assertIn("vmced cannot tell it (its QEMU has no way to) of: anon-dirty AR", s)
+        told = [self.on("amd64", "debian-6.1"), self.on("arm64", "debian-6.1-arm64")]
+        self.assertEqual(side_by_side_text(told)[1], "  every case came out the same on each")
+        self.assertEqual(side_by_side_text(told[:1]), [], "one arch: nothing to put side by side")
 
 
 if __name__ == "__main__":

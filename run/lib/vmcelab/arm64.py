@@ -23,9 +23,11 @@ ACPI tables and hides the device tree; the kernel then runs on ACPI.
 TCG only: this host is x86_64, and KVM runs only its own architecture.
 """
 import os
+import re
 import shutil
+import subprocess
 
-from . import paths, qemus
+from . import axes, kernels, paths, qemus
 
 ARCHES = ("amd64", "arm64")
 # ras=on: the HEST table and its GHES error source (QEMU 7.2 has it: "Set
@@ -46,6 +48,13 @@ INITRD = "guest-arm64.cpio.gz"
 HOW = "make image-arm64"
 AAVMF = ("/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd")
 QEMU = "qemu-system-aarch64"
+
+
+# a campaign's arm64 guest: its kernel (the only one), the QEMU it runs
+# under unless it names one, and Debian 12's own qemu-system-aarch64 by name
+KERNEL = axes.ARM64_KERNEL
+DEFAULT_QEMU = "vmce-10.2-arm64"
+DEBIAN_QEMU = "debian-7.2-arm64"
 
 
 class Arm64Error(Exception):
@@ -107,3 +116,82 @@ def machine_args(accel, cpu, code, vars_store):
     return ["-machine", MACHINE, "-accel", "tcg", "-cpu", cpu or CPU,
             "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code.replace(',', ',,')}",
             "-drive", f"if=pflash,format=raw,unit=1,file={vars_store.replace(',', ',,')}"]
+
+
+def kernel(name=KERNEL):
+    """The Arm64 guest's kernel as a campaign resolves one (kernels.Kernel),
+    judged by its own table (expect.py's debian-6.1-arm64)"""
+    if name != KERNEL:
+        what = ("an x86 guest kernel" if name in kernels.NAMES or kernels.is_spelled_as_path(name)
+                else "not a kernel vmce knows")
+        raise Arm64Error(f"kernel {name} on an arm64 guest: {what}; an arm64 guest runs Debian 12's arm64 "
+                         f"kernel, {KERNEL} (make image-arm64)")
+    image, initrd, release = boot_files()
+    return kernels.Kernel(name, image, initrd, release, name, kdir=kernel_dir())
+
+
+class ArmQemu(qemus.Qemu):
+    """A qemu-system-aarch64 as a campaign resolves one: what it can tell an
+    Arm64 guest (vmced's Arm path, decision.c), asked of the binary itself:
+    ghes, QEMU 10.2's inject-ghes-v2-error (an AO); sea, vmce's
+    x-vmce-inject-sea (an AR). Nothing is written down of what it does by
+    itself with a host error (no BEHAVIOUR table: forwarder = qemu is refused)"""
+
+    def __init__(self, name, binary, version_line, version, ghes, sea):
+        super().__init__(name, binary, version_line, version, sea, None)
+        self.ghes, self.sea = ghes, sea
+
+    def tells(self, kind):
+        return self.sea if kind == "ar" else self.ghes
+
+    def to_dict(self):
+        return dict(super().to_dict(), arch="arm64", ghes=self.ghes, sea=self.sea)
+
+
+_resolved = {}
+
+
+def resolve_qemu(spelling):
+    """The ArmQemu @spelling (a name of qemus.ARM64, or a PATH) names: its
+    version and its QMP commands, asked once per binary"""
+    if spelling in qemus.KNOWN:
+        raise Arm64Error(f"QEMU {spelling} is a qemu-system-x86_64: an arm64 guest runs under "
+                         f"{', '.join(qemus.ARM64)} or a PATH to a qemu-system-aarch64")
+    if spelling not in qemus.ARM64 and not qemus.is_spelled_as_path(spelling):
+        raise Arm64Error(f"unknown Arm64 QEMU '{spelling}' (known: {', '.join(qemus.ARM64)}, or a PATH to "
+                         "a qemu-system-aarch64)")
+    path = qemu_binary(spelling if spelling in qemus.ARM64 else os.path.abspath(spelling))
+    key = (path, os.stat(path).st_mtime_ns)
+    if key not in _resolved:
+        _resolved[key] = _probe(spelling, path)
+    return _resolved[key]
+
+
+def _probe(spelling, path):
+    try:
+        q = subprocess.run([path, "-machine", "none", "-nodefaults", "-display", "none", "-qmp", "stdio"],
+                           input='{"execute":"qmp_capabilities"}\n{"execute":"query-commands"}\n'
+                                 '{"execute":"query-target"}\n{"execute":"query-version"}\n'
+                                 '{"execute":"quit"}\n', capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Arm64Error(f"{path} is not a QEMU that runs here ({e})") from None
+    arch = re.search(r'"arch":\s*"([^"]+)"', q.stdout)
+    if not arch or arch.group(1) != "aarch64":
+        raise Arm64Error(f"{path} is not a qemu-system-aarch64"
+                         + (f" (its target is {arch.group(1)})" if arch else ""))
+    v = re.search(r'"qemu":\s*\{"micro":\s*(\d+),\s*"minor":\s*(\d+),\s*"major":\s*(\d+)', q.stdout)
+    version = (int(v.group(3)), int(v.group(2)), int(v.group(1))) if v else (0, 0, 0)
+    line = qemus.version_line(path) or f"QEMU emulator version {'.'.join(map(str, version))}"
+    return ArmQemu(spelling, path, line, version, '"inject-ghes-v2-error"' in q.stdout,
+                   '"x-vmce-inject-sea"' in q.stdout)
+
+
+_models = {}
+
+
+def cpu_models(path):
+    """The -cpu models the qemu-system-aarch64 at @path has"""
+    if path not in _models:
+        out = subprocess.run([path, "-cpu", "help"], capture_output=True, text=True, timeout=30).stdout
+        _models[path] = {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
+    return _models[path]

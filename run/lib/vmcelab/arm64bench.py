@@ -12,6 +12,10 @@
              AR (a victim reading its page) through x-vmce-inject-sea: the
              journal's latency_us, the vCPU's signal-stop to QEMU's answer
              (the record written; for an AR the abort queued on the vCPU)
+  matrix     where vmce-10.2-arm64 is built: run/campaigns/arm64.ini, the
+             judged matrix (every page type, AO and AR, early and late kill)
+             by run/campaign --fresh: its time, its cases and verdicts, and
+             the load beside
   cold       (--cold-build) what a machine without the Arm64 guest pays, in
              a scratch cache and build directory: Debian 12's arm64 kernel
              fetched (apt lists of arm64, the package, unpacked), the guest
@@ -20,6 +24,7 @@
              adds for it (QEMU, AAVMF, the cross compiler, and what they
              pull in) downloaded; installing them is apt's part
 """
+import json
 import os
 import statistics
 import subprocess
@@ -133,6 +138,35 @@ def forwarding(work, runs):
         vm.stop()
 
 
+def matrix(work):
+    """run/campaigns/arm64.ini's time and verdicts, or None where
+    vmce-10.2-arm64 is not built"""
+    try:
+        arm64.qemu_binary(arm64.DEFAULT_QEMU)
+    except arm64.Arm64Error:
+        return None
+    out = os.path.join(work, "arm64-matrix")
+    load = os.getloadavg()[0]
+    t = time.monotonic()
+    res = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run", "campaign"), "--fresh", "--out", out,
+                          os.path.join(paths.ROOT, "run", "campaigns", "arm64.ini")],
+                         capture_output=True, text=True)
+    seconds = time.monotonic() - t
+    verdicts = {}
+    try:
+        with open(os.path.join(out, "results.jsonl")) as f:
+            for rec in map(json.loads, f):
+                if rec.get("type") == "case":
+                    verdicts[rec["verdict"]] = verdicts.get(rec["verdict"], 0) + 1
+    except (OSError, ValueError):
+        pass
+    said = {"seconds": round(seconds, 1), "cases": sum(verdicts.values()), "verdicts": verdicts,
+            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
+    if res.returncode not in (0, 1) or not verdicts:
+        said["error"] = (res.stderr.strip().splitlines() or ["?"])[-1]
+    return said
+
+
 def _timed(cmd, env):
     t = time.monotonic()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -187,6 +221,14 @@ def figures(work, boots, cold, runs=20):
             s = f[kind]
             print(f"  signal-stop to acknowledged, {how:38} median {s['median']:.2f} ms, min {s['min']:.2f}, "
                   f"max {s['max']:.2f} ({s['n']} errors, path {'/'.join(f['paths'][kind])})")
+    out["matrix"] = m = matrix(work)
+    if m is None:
+        print("  matrix: skipped, vmce-10.2-arm64 is not built (make qemu-10.2-arm64)")
+    else:
+        print(f"  judged matrix (run/campaigns/arm64.ini)  {m['seconds']:.0f} s for {m['cases']} cases: "
+              + ", ".join(f"{n} {v}" for v, n in sorted(m["verdicts"].items()))
+              + f" (load {m['load_before']} before, {m['load_after']} after)"
+              + (f"; {m['error']}" if m.get("error") else ""))
     if cold:
         out["cold"] = c = cold_build(work)
         print(f"  cold build: kernel fetched {c['kernel_fetch_s']} s, guest tools cross-compiled "

@@ -8,3 +8,5 @@ kernels.py asserts they are its KNOWN.
 """
 
 KERNELS = ("debian-6.1", "vmce-6.1", "debian-6.12", "vmce-6.12", "debian-7.3", "vmce-7.3")
+# the Arm64 guest's kernel (arm64.py), which no amd64 guest runs
+ARM64_KERNEL = "debian-6.1-arm64"

@@ -307,6 +307,11 @@ def _arm64(t, d, how):
     a = d["arm64"]
     t.row("Arm64 guest (TCG, AAVMF) boot to ready, restored copy to ready (median)",
           f"{a['boot_s']['median']:.1f} s, {a['restore_s']['median']:.1f} s", how=how)
+    if a.get("matrix"):
+        m = a["matrix"]
+        t.row("Arm64 judged matrix (run/campaigns/arm64.ini, vmce-10.2-arm64): time, cases as expected",
+              f"{m['seconds']:.0f} s, {m['verdicts'].get('pass', 0)} of {m['cases']} (load {m['load_before']})",
+              how=how)
     if a.get("cold"):
         c = a["cold"]
         t.row("Arm64 guest cold build: kernel fetch, tools cross-compiled, initramfs",

@@ -6,14 +6,15 @@ A campaign file is a key file (GKeyFile/INI syntax: [section], key = value,
 
   [campaign]        name, seed, order, concurrency, repetitions, max-poisoned, reuse,
                     restore
-  [guest NAME]      mem, cpus, accel, cpu, hugepages, ksm, disk, kernel, qemu (kernel
+  [guest NAME]      arch, mem, cpus, accel, cpu, hugepages, ksm, disk, kernel, qemu (kernel
                     and qemu are lists: every case on that guest runs on each
                     kernel under each QEMU), image (a list too, instead of
                     kernel: debian-12, debian-12-cloud or a PATH; the image is
                     the whole guest, driven through qemu-guest-agent), and
                     for an image firmware (auto, uefi, bios) and disk-bus
-                    (virtio-blk, virtio-scsi)
-  [matrix NAME]     guest, pages, kinds, kill, inject, recovery, burst, repeat,
+                    (virtio-blk, virtio-scsi); arch = arm64 is the Arm64 guest
+                    (arm64.py: its own kernel, an aarch64 QEMU, TCG)
+  [matrix NAME]     guest (a list: the same cases on each guest), pages, kinds, kill, inject, recovery, burst, repeat,
                     forwarder, panic_on_unrecoverable (lists: every combination
                     is a case)
   [case NAME]       guest, page, kind, kill, inject, recovery, burst, repeat, forwarder,
@@ -39,6 +40,7 @@ import random
 import re
 from collections import namedtuple
 
+from . import arm64
 from . import images as images_mod
 from . import kernels as kernels_mod
 from . import paths
@@ -72,6 +74,18 @@ KERNEL_PAGES = ("free", "slab", "pagetable")
 NEEDS = {"hugetlb": "hugepages", "ksm": "ksm", "ksm-scan": "ksm", "swapcache": "disk", "anon-clean": "disk",
          "pagecache-clean": "disk", "pagecache-dirty": "disk", "file-hole": "disk",
          "mlock-clean": "disk"}
+
+# What an arm64 guest cannot have, (key, value) -> why (_Reader.check_arch;
+# its accel, image, cpu and the host lab: _Reader.arm64)
+ARM64_REFUSED = {
+    ("inject", "guest-mce-inject"): "mce-inject is x86's machine-check injector (arch/x86/kernel/cpu/mce/"
+                                    "inject.c); the arm64 kernel has none: use inject = host, guest-madvise "
+                                    "or guest-corrupt-pfn",
+    ("inject", "host-real"): "a real host error needs the host lab, whose L1 is an x86 guest: there is no "
+                             "Arm64 host lab (use inject = host, vmced's simulated error)",
+    ("forwarder", "qemu"): "what qemu-system-aarch64 does by itself with a host memory error under TCG is "
+                           "not measured (qemus.BEHAVIOUR is x86's): use forwarder = vmced",
+}
 
 # The campaign file's keys, section by section (SECTIONS): each key's type
 # (how its text is read, and the error when it cannot be), its default, and
@@ -123,6 +137,8 @@ SECTIONS = {
     ),
     # kernel, image and qemu: names or PATHs, each resolved once (_Reader.names)
     "guest": (
+        # arm64: the Arm64 guest, its kernel and QEMU its own (_Reader.arm64)
+        Key("arch", TEXT, "amd64", allowed=arm64.ARCHES),
         Key("accel", TEXT, "tcg", allowed=("tcg", "kvm")),
         Key("qemu", TEXT, [], each=True),
         Key("image", TEXT, [], each=True),
@@ -139,7 +155,9 @@ SECTIONS = {
     ),
     # every combination of the lists is a case
     "matrix": (
-        Key("guest", TEXT),  # default: the file's first guest
+        # default: the file's first guest; more than one: the same cases on
+        # each (an amd64 and an arm64 guest: the report's rows side by side)
+        Key("guest", TEXT, [], each=True),
         Key("pages", TEXT, ["anon-dirty"], PAGES, each=True),
         Key("kinds", TEXT, ["ao"], KINDS, each=True),
         Key("kill", TEXT, ["early"], KILLS, each=True),
@@ -270,8 +288,8 @@ def _list(value):
 
 class Guest:
     def __init__(self, name, mem="512M", cpus=1, accel="tcg", hugepages=0, ksm=False, disk=True,
-                 kernels=None, qemus=None, cpu=DEFAULT_CPU):
-        self.name, self.mem, self.cpus, self.accel = name, mem, cpus, accel
+                 kernels=None, qemus=None, cpu=DEFAULT_CPU, arch="amd64"):
+        self.name, self.mem, self.cpus, self.accel, self.arch = name, mem, cpus, accel, arch
         self.hugepages, self.ksm, self.disk, self.cpu = hugepages, ksm, disk, cpu
         # kernel and QEMU spellings (names or paths); kernel, qemu: the one
         # Kernel and Qemu a booted guest of this type runs (set by on())
@@ -287,17 +305,17 @@ class Guest:
         the default, so that its VMs, state directories and template (the
         saved first boot) are its own"""
         g = Guest(self.name, self.mem, self.cpus, self.accel, self.hugepages, self.ksm, self.disk,
-                  [kernel.name], [qemu.name], self.cpu)
+                  [kernel.name], [qemu.name], self.cpu, self.arch)
         g.kernel, g.qemu, g.image = kernel, qemu, self.image
         g.firmware, g.disk_bus = self.firmware, self.disk_bus
-        if len(self.kernels) > 1 or kernel.name != kernels_mod.DEFAULT:
+        if len(self.kernels) > 1 or kernel.name not in (kernels_mod.DEFAULT, arm64.KERNEL):
             g.name += f"-{kernel_slug(kernel.name)}"
-        if len(self.qemus) > 1 or qemu.name != qemus_mod.DEFAULT:
+        if len(self.qemus) > 1 or qemu.name not in (qemus_mod.DEFAULT, arm64.DEFAULT_QEMU):
             g.name += f"-{qemus_mod.slug(qemu.name)}"
         return g
 
     def to_dict(self):
-        return dict(name=self.name, mem=self.mem, cpus=self.cpus, accel=self.accel, cpu=self.cpu,
+        return dict(name=self.name, arch=self.arch, mem=self.mem, cpus=self.cpus, accel=self.accel, cpu=self.cpu,
                     hugepages=self.hugepages, ksm=self.ksm, disk=self.disk, kernels=self.kernels,
                     qemus=self.qemus, image=self.image, firmware=self.firmware, disk_bus=self.disk_bus)
 
@@ -311,12 +329,12 @@ def kernel_slug(spelling):
 
 class Case:
     FIELDS = ("guest", "page", "kind", "kill", "inject", "recovery", "burst", "repeat", "forwarder",
-              "kernel", "qemu", "accel", "cpu", "panic_on_unrecoverable")
+              "kernel", "qemu", "accel", "cpu", "panic_on_unrecoverable", "arch")
 
     def __init__(self, scenario, guest, page, kind="ao", kill="early", inject="host",
                  recovery=1, burst=1, repeat=False, expect=None, rep=0, kernel=None,
                  forwarder="vmced", qemu=None, accel="tcg", cpu=DEFAULT_CPU, qemu_in_id=False,
-                 not_real=None, panic_on_unrecoverable=0):
+                 not_real=None, panic_on_unrecoverable=0, arch="amd64"):
         self.scenario, self.guest, self.page, self.kind, self.kill = scenario, guest, page, kind, kill
         # set when --errors real asked for a real error this case cannot
         # have: why, for its "not run"
@@ -331,8 +349,9 @@ class Case:
         self.kernel = kernel.name if kernel else kernels_mod.DEFAULT
         self.qemu_info = qemu
         self.qemu = qemu.name if qemu else qemus_mod.DEFAULT
-        # its guest's accelerator and CPU: what QEMU does by itself depends on them
-        self.accel, self.cpu = accel, cpu
+        # its guest's accelerator and CPU: what QEMU does by itself depends on
+        # them; its architecture: the report's column (the kernel says it too)
+        self.accel, self.cpu, self.arch = accel, cpu, arch
         # the id names the QEMU when the campaign runs more than one
         self.qemu_in_id = qemu_in_id
 
@@ -453,6 +472,11 @@ class Campaign:
         # QEMU)'s guests before it boots the next one's
         kernel_order = list(dict.fromkeys(k for g in self.guests.values() for k in g.kernels))
         qemu_order = list(dict.fromkeys(q for g in self.guests.values() for q in g.qemus))
+        # the ids name the QEMU where an architecture's guests run more than
+        # one (an arm64 guest beside the amd64 ones changes none of theirs)
+        arch_qemus = {}
+        for g in self.guests.values():
+            arch_qemus.setdefault(g.arch, set()).update(g.qemus)
         for kernel, qemu in itertools.product(kernel_order, qemu_order):
             for rep in range(self.repetitions):
                 for group in scenarios:
@@ -461,7 +485,8 @@ class Campaign:
                         if kernel in g.kernels and qemu in g.qemus:
                             self.cases.append(Case(rep=rep, kernel=self.kernels[kernel],
                                                    qemu=self.qemus[qemu], accel=g.accel, cpu=g.cpu,
-                                                   qemu_in_id=len(qemu_order) > 1, **c))
+                                                   arch=g.arch, qemu_in_id=len(arch_qemus[g.arch]) > 1,
+                                                   **c))
         if not self.cases:
             raise SpecError(f"{self.path}: names no cases: add a [matrix NAME] or a [case NAME]")
         seen = {}
@@ -604,6 +629,12 @@ class _File:
         return value
 
 
+def _arch_of(resolved):
+    """The architecture of a resolved kernel or QEMU"""
+    return "arm64" if isinstance(resolved, arm64.ArmQemu) or getattr(resolved, "table", None) == arm64.KERNEL \
+        else "amd64"
+
+
 class _Reader:
     """Campaign.parse's work: the sections of @file made into @campaign's
     settings, guests and cases, with what the command line (@opts: parse's
@@ -638,6 +669,8 @@ class _Reader:
             self.c.name = os.path.splitext(os.path.basename(self.file.path))[0]
 
     def guest(self, section, v, name):
+        if v["arch"] == "arm64":
+            return self.arm64(section, v, name)
         machine = self.opts["machine"]
         accel = machine[0] if machine else self.opts["boot"].get("accel") or v["accel"]
         qemus = self.names(section, "qemu", v["qemu"])
@@ -654,6 +687,47 @@ class _Reader:
         guest.image = is_image
         self.image_boot(section, guest, v, is_image)
         return guest
+
+    def arm64(self, section, v, name):
+        """An arm64 guest (arm64.py): its own kernel and an aarch64 QEMU
+        under TCG; what cannot be on one is refused here, in one line"""
+        opts, given = self.opts, self.file.parser[section]
+        machine = opts["machine"]
+        accel = machine[0] if machine else opts["boot"].get("accel") or v["accel"]
+        if accel != "tcg":
+            self.fail(section, "accel" if "accel" in given and not machine and not opts["boot"].get("accel")
+                      else None, f"accel = {accel} on an arm64 guest: it runs under TCG only (KVM runs a guest of "
+                                 "the host's own architecture)")
+        if machine:
+            self.fail(section, "arch", "an arm64 guest in the host lab: the host lab's L1 is an x86 guest, "
+                                       "and there is no Arm64 host lab")
+        if v["image"] or opts["images"]:
+            self.fail(section, "image" if v["image"] else "arch",
+                      "an operator's image is an x86 guest: an arm64 guest boots vmce's own "
+                      f"({arm64.KERNEL}), say kernel = or leave it out")
+        for key in ("firmware", "disk-bus"):
+            if key in given:
+                self.fail(section, key, f"'{key}' is an image's: an arm64 guest boots AAVMF and its "
+                                        "data disk is on virtio-blk")
+        qemus = self.names(section, "qemu", v["qemu"], arch="arm64")
+        guest = Guest(name, mem=v["mem"] or "512M", cpus=v["cpus"], accel=accel, hugepages=v["hugepages"],
+                      ksm=v["ksm"], disk=v["disk"], arch="arm64",
+                      kernels=self.names(section, "kernel", v["kernel"], arch="arm64"), qemus=qemus,
+                      cpu=self.arm64_cpu(section, given.get("cpu"), qemus))
+        return guest
+
+    def arm64_cpu(self, section, cpu, spellings):
+        """An arm64 guest's -cpu: arm64.CPU, or a model every one of its
+        QEMUs has (an x86 model is not one)"""
+        if cpu is None:
+            return arm64.CPU
+        model = cpu.split(",")[0].strip()
+        for q in spellings:
+            if model not in arm64.cpu_models(self.c.qemus[q].binary):
+                self.fail(section, "cpu", f"cpu = {cpu} on an arm64 guest: {model} is not a CPU model of "
+                                          f"qemu-system-aarch64 ({q}); say max (the default is {arm64.CPU}), "
+                                          "neoverse-n1, cortex-a76...")
+        return cpu
 
     def image_boot(self, section, guest, v, is_image):
         """An image's firmware and disk bus: the command line's, else the
@@ -682,12 +756,12 @@ class _Reader:
             guest.accel, guest.cpu = machine[0], machine[1] or DEFAULT_CPU
         return guest
 
-    def names(self, section, key, value):
+    def names(self, section, key, value, arch="amd64"):
         """A guest's kernels, images or QEMUs (@key): the command line's, or
         the file's (@value), or the default; each name or PATH resolved once,
         before anything runs (a kernel's PATH gets its initramfs here, a
-        QEMU is asked its version and target)"""
-        what, override, default, resolve, error, cache = self.name_kinds(key)
+        QEMU is asked its version and target). @arch: the guest's"""
+        what, override, default, resolve, error, cache = self.name_kinds(key, arch)
         spellings = override or value or default
         # the command line's or the default have no line to name: where they come from instead
         at_line = key if section and value and not override else None
@@ -701,16 +775,23 @@ class _Reader:
         if len(set(spellings)) != len(spellings):
             wrong(f"{what} is named twice in '{', '.join(spellings)}'")
         for s in spellings:
-            if s not in cache:
+            # resolved for a guest of the other architecture, it is resolved
+            # again: the resolver says why it is not this one's
+            if s not in cache or _arch_of(cache[s]) != arch:
                 try:
                     cache[s] = resolve(s)
                 except error as e:
                     wrong(str(e))
         return spellings
 
-    def name_kinds(self, key):
+    def name_kinds(self, key, arch="amd64"):
         """(what one is called, the command line's list, the default list,
         how one is resolved, its error, where resolved ones are kept)"""
+        if arch == "arm64":
+            return {"qemu": ("a QEMU", self.opts["qemus"], [arm64.DEFAULT_QEMU], arm64.resolve_qemu,
+                             arm64.Arm64Error, self.c.qemus),
+                    "kernel": ("a kernel", self.opts["kernels"], [arm64.KERNEL], arm64.kernel,
+                               arm64.Arm64Error, self.c.kernels)}[key]
         if key == "qemu":
             return ("a QEMU", self.opts["qemus"], [qemus_mod.spelling()], qemus_mod.resolve,
                     qemus_mod.QemuError, self.c.qemus)
@@ -748,25 +829,29 @@ class _Reader:
 
     def scenario(self, section, kind, name):
         """The cases of a [case NAME] (one) or a [matrix NAME] (every
-        combination of its lists), as dicts of Case's arguments"""
+        combination of its lists, on each of its guests), as dicts of Case's
+        arguments"""
         v = self.file.values(section, kind)
-        guest = self.guest_of(section, v["guest"])
         if kind == "case":
+            guest = self.guest_of(section, v["guest"])
             self.needs(section, "page", guest, v["page"])
             group = [dict(scenario=name, guest=guest.name, page=v["page"], kind=v["kind"], kill=v["kill"],
                           inject=v["inject"], recovery=v["recovery"], burst=v["burst"], repeat=v["repeat"],
                           forwarder=v["forwarder"], expect=v["expect"],
                           panic_on_unrecoverable=v["panic_on_unrecoverable"])]
         else:
-            for p in v["pages"]:
+            if len(set(v["guest"])) != len(v["guest"]):
+                self.fail(section, "guest", f"a guest is named twice in '{', '.join(v['guest'])}'")
+            guests = [self.guest_of(section, g) for g in v["guest"] or [None]]
+            for guest, p in itertools.product(guests, v["pages"]):
                 self.needs(section, "pages", guest, p)
-            group = [dict(scenario=name, guest=guest.name, page=p, kind=k, kill=kl, inject=i, recovery=r,
+            group = [dict(scenario=name, guest=g.name, page=p, kind=k, kill=kl, inject=i, recovery=r,
                           burst=v["burst"], repeat=v["repeat"], forwarder=f, panic_on_unrecoverable=pu)
-                     for p, k, kl, i, r, f, pu in itertools.product(
-                         v["pages"], v["kinds"], v["kill"], v["inject"], v["recovery"], v["forwarder"],
+                     for g, p, k, kl, i, r, f, pu in itertools.product(
+                         guests, v["pages"], v["kinds"], v["kill"], v["inject"], v["recovery"], v["forwarder"],
                          v["panic_on_unrecoverable"])]
         group = [as_errors(c, self.opts["errors"]) for c in group]
-        for check in (self.check_real, self.check_selftest, self.check_forwarder):
+        for check in (self.check_arch, self.check_real, self.check_selftest, self.check_forwarder):
             for c in group:
                 check(section, kind, c)
         return group
@@ -776,6 +861,21 @@ class _Reader:
         if name not in self.c.guests:
             self.fail(section, "guest", f"no [guest {name}] in this file")
         return self.c.guests[name]
+
+    def check_arch(self, section, kind, c):
+        """What an arm64 guest cannot have (ARM64_REFUSED), refused before
+        anything runs; a host error that --errors real makes real is not
+        run, saying why, as any other that cannot be real"""
+        if self.c.guests[c["guest"]].arch != "arm64":
+            return
+        if c["inject"] == "host-real" and self.opts["errors"] == "real":
+            c["not_real"] = f"not a real error here: {ARM64_REFUSED['inject', 'host-real']}"
+            return
+        for field, value in (("inject", c["inject"]), ("forwarder", c["forwarder"]), ("page", c["page"])):
+            why = ARM64_REFUSED.get((field, value))
+            if why:
+                self.fail(section, "pages" if field == "page" and kind == "matrix" else field,
+                          f"{field} = {value} on arm64 guest {c['guest']}: {why}")
 
     def needs(self, section, key, guest, page):
         """What @page needs of @guest, which must have it"""

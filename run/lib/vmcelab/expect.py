@@ -28,6 +28,7 @@ the guest panics on what QEMU injects, that is the expectation.
 from collections import namedtuple
 
 from . import qemus
+from .outcome import OOPS
 
 # kind/result: the "recovery action for <kind>: <result>" line;
 # early: mappers with early kill get BUS_MCEERR_AO; late: a later touch gets
@@ -157,6 +158,72 @@ LINUX_7_3_NOTES.update({
 VMCE_7_3 = dict(LINUX_7_3, **VMCE_FIXES)
 VMCE_7_3_NOTES = _vmce_series_notes("7.3")
 
+# debian-6.1-arm64: Debian 12's arm64 kernel (the Arm64 guest, arm64.py),
+# told of a host error firmware-first: an AO as a GHES record through QEMU
+# 10.2's inject-ghes-v2-error, an AR as a synchronous external abort (SEA)
+# with its record (vmce's x-vmce-inject-sea). Measured with
+# run/campaigns/arm64.ini on vmce-10.2-arm64 (2026-12-07), not assumed to be
+# x86's: memory_failure() is the same source, and every page type's
+# "recovery action" line, signals, lsb and HardwareCorrupted came out as
+# debian-6.1's (the rows below are its). Where the guest differs it is in how
+# the arm64 kernel takes an abort on a page the host took away:
+# - a kernel read of the page (ksmd comparing a refused KSM page, a process's
+#   exit walking a poisoned page table, the GED interrupt thread's own
+#   kmalloc() from a poisoned slab page) is an SEA in kernel mode: do_sea()
+#   finds no user task to signal and die()s, an oops ("Internal error:
+#   synchronous external abort", arch/arm64/kernel/traps.c) of that task,
+#   not x86's machine-check panic; the guest runs on, crippled (ksmd gone,
+#   "Fixing recursive fault but reboot is needed!") -- the aftermath is an
+#   oops (outcome.OOPS), as bad for the guest, and judged so;
+# - an AR with no process to consume it (free, slab, pagetable: vmcectl
+#   poison --trigger now) is an SEA on the vCPU as it is, in the idle task:
+#   die() there panics ("Attempted to kill the idle task!"), elsewhere it is
+#   an oops of the task that ran -- ARM64_KERNEL_AR;
+# - the SEA's memory_failure() runs in a kworker (ghes.c's
+#   ghes_do_memory_failure() -> memory_failure_queue(), flags 0: no
+#   MF_ACTION_REQUIRED); the consumer retrying its load meets the hwpoison
+#   entry try_to_unmap() left and faults BUS_MCEERR_AR (seen in all 7 dirty
+#   page types here, with early kill too: x86's outcome), or, when
+#   kill_procs() is first, gets BUS_MCEERR_AO with the other early-kill
+#   mappers (e2e-arm64's vmce-victim sees that): SEA_QUEUED's alternative.
+ARM64 = "debian-6.1-arm64"
+LINUX_6_1_ARM64 = dict(LINUX_6_1)
+ARM64_NOTES = {
+    "ksm": "6.1 refuses the KSM page (\"can't handle KSM pages\"), as on x86, and leaves it mapped and in "
+           "the stable tree. Untouched (an AO, early kill), ksmd's next comparison with it is a kernel read of "
+           "the page the host took: on arm64 an SEA in kernel mode, and ksmd oopses (\"Internal error: "
+           "synchronous external abort\"), where x86 panics. Touched (late kill's touch, an AR's "
+           "consumption), the load is an SEA in user mode (\"already hardware poisoned\") and vmced, under "
+           "TCG, gives the page back so that the load completes: nothing is left to fault on, and the next "
+           "KSM workload merges with the guest living on (ARM64_KSM_TOUCHED)",
+    "pagetable": "a page table is kernel memory, refused like slab; when its process exits, the kernel "
+                 "reads it: on arm64 an SEA in kernel mode, and the exiting task oopses (\"Internal error: "
+                 "synchronous external abort\", then \"Fixing recursive fault but reboot is needed!\"), "
+                 "where x86 panics",
+}
+SEA_QUEUED = {ARM64}
+# the KSM page touched before ksmd compares against it: the next KSM
+# workload merges and the guest lives on (ARM64_NOTES["ksm"])
+ARM64_KSM_TOUCHED = "ksm-merge-given-back"
+SEA_QUEUED_WHY = ("the SEA's memory_failure() runs in a kworker without MF_ACTION_REQUIRED (ghes.c's "
+                  "memory_failure_queue()): its kill_procs() signalled the consumer BUS_MCEERR_AO with the other "
+                  "early-kill mappers before the consumer's retried load met the hwpoison entry")
+ARM64_KERNEL_AR = {
+    ARM64: "an AR with no process to consume it is an SEA on the vCPU as it is (vmcectl poison --trigger "
+           "now), in the kernel: the arm64 kernel's do_sea() die()s, an oops (\"Internal error: synchronous "
+           "external abort\") of whatever the vCPU ran: mostly the idle task, where die() panics (\"Attempted "
+           "to kill the idle task!\"), or an interrupt (\"Fatal exception in interrupt\"), or now and then "
+           "a task, which it kills (seen: vmce-agent)",
+}
+# Outcomes the arm64 kernel gives now and then instead of its row's:
+# (table, page, kind) -> why; the guest's own kernel read the page first
+OOPS_FIRST = {
+    (ARM64, "slab", "ao"): "the GHES record comes through the GED interrupt thread (irq/NN-ACPI:Ged), whose "
+                           "own kmalloc() can read the poisoned slab page before memory_failure() runs: an SEA "
+                           "in kernel mode, and that thread oopses (\"Internal error: synchronous external "
+                           "abort\" in ___slab_alloc): no \"recovery action\" line (seen once in two)",
+}
+
 # The series' kernel selftests, run in the guest as they are (page =
 # ksm-scan: tools/testing/selftests/mm/ksm_hwpoison.c of the 6.12 series):
 # table -> (the tests that show the defect, why): on a kernel with the
@@ -176,6 +243,11 @@ SELFTESTS = {
                        "6.1 refuses the KSM page (\"unmapping failed\"): it stays mapped and in the "
                        "stable tree with its rmap_items, and ksmd merges the new pages into it"),
         "vmce-6.1": (set(), "vmce's 6.1 backport of the fix (0008) keeps ksmd away from the page"),
+        # the same source as debian-6.1's, built for arm64 (run/campaigns/arm64.ini)
+        "debian-6.1-arm64": ({KSM_SCAN_MERGE, KSM_SCAN_CHAIN},
+                             "as debian-6.1 (the same mm/ksm.c and mm/memory-failure.c, built for arm64): 6.1 "
+                             "refuses the KSM page (\"unmapping failed\"): it stays mapped and in the stable "
+                             "tree with its rmap_items, and ksmd merges the new pages into it"),
         "debian-6.12": ({KSM_SCAN_CHAIN, KSM_SCAN_MERGE},
                         "6.12 unmaps the KSM page but leaves it in the stable tree: ksmd compares the "
                         "new pages with it (memcmp_pages()) and chains the new KSM page with it; "
@@ -264,10 +336,15 @@ AFTERMATH = {
             "memory: the guest panics",
     "in-use": "the slab page stays in the kernel's use: the guest is rebooted before the next "
               "case rather than wait for a panic",
+    "ksm-merge-given-back": "a second KSM workload with the same data merges: the page was touched, and "
+                            "vmced gave it back (TCG) so that the load completed; ksmd's comparison with "
+                            "it reads, and the guest lives on",
     "ksm-merge-lives": "a second KSM workload with the same data makes ksmd look for it in its "
                        "stable tree, where the poisoned page was: ksmd passes it by, merges the "
                        "new pages among themselves, and the guest lives on",
 }
+# a second KSM workload, waited for until merged: the guest must live on
+MERGE_LIVES = ("ksm-merge-lives", "ksm-merge-given-back")
 # the aftermaths that leave the guest unusable
 ENDING = ("ksm-merge", "exit", "in-use")
 
@@ -369,6 +446,9 @@ class Expectation:
             return "the VM resets: a machine check into a guest without a handler is a triple fault"
         if self.guest == "dropped":
             return "QEMU drops the machine check (MEMORY_FAILURE ignore): the guest lives on, nobody told"
+        if self.guest == "refused":
+            return ("vmced refuses it (this QEMU cannot tell an Arm64 guest): the guest is told nothing"
+                    + ("; the VM is paused" if self.case.kind == "ar" else ""))
         if self.guest == "untold":
             return "an AMD deferred error raises no machine check: the guest lives on, nobody told"
         if self.guest == "qemu-died":
@@ -380,8 +460,12 @@ class Expectation:
         if self.guest == "panic" and self.action:
             return (f"{self.action[0]}: {self.action[1]}; then the guest panics "
                     "(vm.panic_on_unrecoverable_memory_failure=1)")
+        if self.guest == "panic" and getattr(self.case, "recovery", 1):
+            return f"the guest panics: {self.note}"
         if self.guest == "panic":
             return "the guest panics (memory_failure_recovery=0)"
+        if self.guest == "oops":
+            return f"the guest kernel oopses: {self.note}"
         parts = [f"QEMU ({self.qemu_table}) forwards it itself"] if self.qemu else []
         parts += [f"{self.action[0]}: {self.action[1]}"] if self.action else []
         parts.append({"ao": "every mapper gets BUS_MCEERR_AO at its own VA",
@@ -397,7 +481,7 @@ class Expectation:
             parts.append("the data reads back right")
         if self.hc_kb:
             parts.append(f"HardwareCorrupted +{self.hc_kb} kB")
-        if self.aftermath in ("ksm-merge", "exit", "ksm-merge-lives"):
+        if self.aftermath in ("ksm-merge", "exit") + MERGE_LIVES:
             parts.append(f"then {AFTERMATH[self.aftermath]}")
         return "; ".join(parts)
 
@@ -426,12 +510,13 @@ class Expectation:
 
 # every known kernel's table and notes (a note not given is the 6.1 one)
 TABLES = {"debian-6.1": LINUX_6_1, "vmce-6.1": VMCE_6_1, "debian-6.12": LINUX_6_12,
-          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3, "vmce-7.3": VMCE_7_3}
+          "vmce-6.12": VMCE_6_12, "debian-7.3": LINUX_7_3, "vmce-7.3": VMCE_7_3, ARM64: LINUX_6_1_ARM64}
 TABLE_NOTES = {"debian-6.1": NOTES, "vmce-6.1": {**NOTES, **VMCE_6_1_NOTES},
                "debian-6.12": {**NOTES, **LINUX_6_12_NOTES}, "vmce-6.12": {**NOTES, **LINUX_6_12_NOTES,
                                                                            **VMCE_6_12_NOTES},
                "debian-7.3": {**NOTES, **LINUX_7_3_NOTES},
-               "vmce-7.3": {**NOTES, **LINUX_7_3_NOTES, **VMCE_7_3_NOTES}}
+               "vmce-7.3": {**NOTES, **LINUX_7_3_NOTES, **VMCE_7_3_NOTES},
+               ARM64: {**NOTES, **ARM64_NOTES}}
 
 
 def table_of(case):
@@ -528,13 +613,17 @@ def _kernel_expectation(case):
             exp = Expectation(case, None, "none", 12, None, guest="reset", note=NO_HANDLER_NOTE)
         exp.table = table
         return exp
+    refused = _refused(case)
+    if refused is not None:
+        refused.table, refused.nearest = table, nearest
+        return refused
     if case.page in SELFTESTS:
         failing, why = SELFTESTS[case.page][table]
         exp = Expectation(case, None, "none", 12, None, note=why)
         exp.selftest = (SELFTEST_PROGRAMS[case.page], failing)
         exp.table, exp.nearest = table, nearest
         return exp
-    exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR)
+    exp = _expectation(case, TABLES[table], TABLE_NOTES[table], table in MADVISE_IS_AR, table == ARM64)
     if exp is not None:
         exp.table, exp.nearest = table, nearest
         key = (table, case.page, case.kill)
@@ -551,10 +640,45 @@ def _kernel_expectation(case):
                 other.table, other.nearest, other.others_ao = table, nearest, False
                 other.signals = signals
                 exp.alternatives.append((why, other))
+        _arm64_alternatives(case, exp, table, nearest)
     return exp
 
 
-def _expectation(case, rows, notes, madvise_is_ar=False):
+def _arm64_alternatives(case, exp, table, nearest):
+    """The other outcomes the arm64 kernel gives (SEA_QUEUED, OOPS_FIRST)"""
+    if not case.host_side or case.recovery != 1:
+        return
+    if table in SEA_QUEUED and case.kind == "ar" and exp.signals == "ar" and exp.others_ao \
+            and case.kill in ("early", "prctl-early"):
+        other = _expectation(case, TABLES[table], {}, False)
+        other.table, other.nearest, other.signals = table, nearest, "ao"
+        exp.alternatives.append((SEA_QUEUED_WHY, other))
+    why = OOPS_FIRST.get((table, case.page, case.kind))
+    if why:
+        other = Expectation(case, None, "none", exp.lsb, None, guest="oops", note=why)
+        other.table, other.nearest = table, nearest
+        exp.alternatives.append((why, other))
+
+
+def _refused(case):
+    """An Arm64 guest's host error its QEMU has no way to tell (an ArmQemu
+    without inject-ghes-v2-error for an AO, x-vmce-inject-sea for an AR):
+    vmced refuses it, and the guest is told nothing"""
+    tells = getattr(getattr(case, "qemu_info", None), "tells", None)
+    if not case.host_side or tells is None or tells(case.kind):
+        return None
+    what = "x-vmce-inject-sea (vmce's, vmce-10.2-arm64)" if case.kind == "ar" else \
+        "inject-ghes-v2-error (QEMU 10.2)"
+    # an AR's vCPU would load from the page again and again: vmced pauses
+    # the VM (measured: debian-7.2-arm64, the guest answers no more)
+    return Expectation(case, None, "none", 12, None, guest="refused",
+                       note=f"QEMU {case.qemu_info.label} has no {what}: vmced refuses the error in one line "
+                            "and the guest is told nothing" + ("; the VM is paused, as the vCPU that consumed "
+                                                               "it would fault on the page again and again"
+                                                               if case.kind == "ar" else ""))
+
+
+def _expectation(case, rows, notes, madvise_is_ar=False, arm64=False):
     row = rows.get(case.page)
     if row is None:
         return None
@@ -566,6 +690,8 @@ def _expectation(case, rows, notes, madvise_is_ar=False):
         return Expectation(case, (row.kind, row.result), "none", row.lsb, row.hc_kb * case.burst,
                            guest="panic", note="vm.panic_on_unrecoverable_memory_failure=1: action_result() "
                                                "panics on a \"reserved kernel page\" it ignored")
+    if arm64 and case.kind == "ar" and case.host_side and case.page in ("free", "slab", "pagetable"):
+        return Expectation(case, None, "none", row.lsb, None, guest="oops", note=ARM64_KERNEL_AR[ARM64])
     early = case.kill in ("early", "prctl-early")
     if case.kind == "ar" and case.host_side:
         signals = "ar" if row.late else ("ao" if row.early and early else "none")
@@ -579,6 +705,8 @@ def _expectation(case, rows, notes, madvise_is_ar=False):
     # only host-side errors leave a page that is bad to read (guest-side
     # injection marks a page, the memory behind it is fine)
     aftermath = row.aftermath if case.host_side else None
+    if arm64 and case.page == "ksm" and aftermath and (case.kind == "ar" or not early):
+        aftermath = ARM64_KSM_TOUCHED
     # the writer can fsync only if it is alive: an AO is advice it survives,
     # an AR on its own page ends it
     fsync = case.page == "pagecache-dirty" and signals != "ar"
@@ -738,10 +866,45 @@ def _judge_untold(exp, obs):
     return "pass", [f"the guest lives on, untold: {exp.note}"]
 
 
+def _judge_refused(exp, obs):
+    """vmced is expected to refuse the error (an Arm64 guest's QEMU that
+    cannot tell it): journaled as refused, nobody signalled, QEMU running,
+    the guest too, or (an AR) paused"""
+    records = [i for i in obs.get("injected") or [] if isinstance(i, dict)]
+    fails = [f"vmced's record: result {r.get('result')}, path {r.get('path')}, expected refused"
+             + (f" ({r.get('error')})" if r.get("error") else "")
+             for r in records if r.get("result") != "refused" or r.get("path") != "refused"]
+    if not records:
+        fails.append("vmced journaled nothing")
+    if obs.get("signals"):
+        fails.append(f"the guest was told: {obs['signals']}")
+    paused = exp.case.kind == "ar"
+    if not obs["qemu_alive"]:
+        fails.append(f"QEMU died ({qemu_exit_words(obs)})")
+    elif paused and obs.get("qemu_status") != "paused":
+        fails.append(f"the VM is {obs.get('qemu_status')}, not paused")
+    elif not paused and not obs["guest_alive"]:
+        fails.append("the guest stopped answering")
+    if fails:
+        return "fail", fails
+    return "pass", [f"vmced refused it: {records[0].get('detail')}", exp.note]
+
+
+def _judge_oops(exp, obs):
+    """The guest kernel is expected to oops (read the page itself) before
+    its handler says anything"""
+    oops = obs.get("panic") or next((t for t in obs.get("trouble") or [] if t.startswith(OOPS)), None)
+    if not obs["qemu_alive"]:
+        return "fail", [f"QEMU died ({qemu_exit_words(obs)})"]
+    if not oops:
+        return "fail", ["the guest kernel did not oops"]
+    return "pass", [f"the guest kernel oopsed: {oops}"]
+
+
 # what the guest as a whole is expected to come to, where no handler's
 # word is judged
 _JUDGE_FATE = {"qemu-died": _judge_qemu_died, "dropped": _judge_dropped, "reset": _judge_reset,
-               "untold": _judge_untold}
+               "untold": _judge_untold, "refused": _judge_refused, "oops": _judge_oops}
 
 
 def _judge_handled(case, exp, obs):
@@ -754,7 +917,7 @@ def _judge_handled(case, exp, obs):
     trouble = list(obs.get("trouble") or [])
     # the kernel may read a page it still uses (ksmd's comparisons, the slab
     # allocator) before the campaign provokes it
-    crash = obs["panic"] or next((t for t in trouble if t.startswith("BUG:")), None)
+    crash = obs["panic"] or next((t for t in trouble if t.startswith(OOPS)), None)
     if crash and exp.aftermath:
         after = {"how": "the kernel read it on its own", "crash": crash}
         trouble = [t for t in trouble if t != crash]
@@ -769,6 +932,7 @@ def _judge_handled(case, exp, obs):
     elif obs["guest_alive"]:
         fails += _signal_problems(exp, obs["workloads"], obs["signals"])
     fails += _victim_problems(exp, obs)
+    fails += _journal_problems(case, obs)
     fails += _check_problems(exp, obs)
     fails += _node_stats_problems(obs)
     hc = obs.get("hardware_corrupted_kb")
@@ -807,6 +971,31 @@ def _action_problems(case, exp, obs):
     return problems
 
 
+# how vmced tells an Arm64 guest each kind (decision.c's Arm paths)
+ARM64_PATHS = {"ao": "ghes-qmp", "ar": "sea"}
+
+
+def _journal_problems(case, obs):
+    """An Arm64 guest's host error: vmced's record says it was told, by the
+    kind's path, at the workload's GPA (x86's is judged by the guest's word
+    alone: its mce line names the address)"""
+    if getattr(case, "arch", "amd64") != "arm64" or not case.host_side:
+        return []
+    problems = []
+    want = ARM64_PATHS[case.kind]
+    records = [i for i in obs.get("injected") or [] if isinstance(i, dict)]
+    for w, rec in zip(obs["workloads"], records):
+        if rec.get("result") != "injected" or rec.get("path") != want:
+            problems.append(f"vmced's record: result {rec.get('result')}, path {rec.get('path')}, expected "
+                            f"injected through {want}" + (f" ({rec.get('error') or rec.get('detail')})"
+                                                          if rec.get("error") or rec.get("detail") else ""))
+        elif w.get("gpa") and int(rec.get("gpa") or "0", 16) >> 12 != int(w["gpa"], 16) >> 12:
+            problems.append(f"vmced journaled GPA {rec.get('gpa')}, not the workload's page {w['gpa']}")
+    if not records:
+        problems.append("vmced journaled nothing")
+    return problems
+
+
 def _victim_problems(exp, obs):
     """Processes that died though nothing was to kill them"""
     if exp.signals not in ("none", "ao") or not obs["guest_alive"]:
@@ -841,7 +1030,7 @@ def _aftermath_problems(exp, obs, after):
                 return [f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"]
         elif not after.get("crash"):
             return [f"expected: {AFTERMATH[exp.aftermath]}; the guest lived on"]
-    elif exp.aftermath == "ksm-merge-lives":
+    elif exp.aftermath in MERGE_LIVES:
         if after is None or not after.get("merged"):
             if obs["guest_alive"]:
                 return [f"the aftermath was not brought about: {AFTERMATH[exp.aftermath]}"

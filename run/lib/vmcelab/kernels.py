@@ -145,6 +145,9 @@ def check_name(value):
     known = f"{', '.join(NAMES)}, or a PATH to a kernel dir or a bzImage/vmlinux"
     if value in qemus.KNOWN:
         raise KernelError(f"{value} is a QEMU, not a guest kernel (known kernels: {known})")
+    if value == axes.ARM64_KERNEL:
+        raise KernelError(f"{value} is the Arm64 guest's kernel: an amd64 guest runs {known}; "
+                          "say arch = arm64 in its [guest]")
     raise KernelError(f"unknown kernel '{value}' (known: {known})")
 
 

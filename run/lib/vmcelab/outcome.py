@@ -29,8 +29,13 @@ ALREADY = re.compile(rf"(?:Memory failure: |MCE ){_PFN}: already hardware poison
 OVERFLOW = re.compile(r"buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-f]+)")
 PANIC = re.compile(r"Kernel panic - not syncing: (?P<why>.*)")
 MCE_REPORT = re.compile(r"mce: \[Hardware Error\]: (?P<what>.*)")
-# "BUG: ", "WARNING: CPU: 0 PID: 1 at ..."; not "BUG_ON" in a symbol name
-TROUBLE = re.compile(r"(?:^|\] )(?P<what>(?:BUG|WARNING): .*)")
+# "BUG: ", "WARNING: CPU: 0 PID: 1 at ..."; not "BUG_ON" in a symbol name;
+# arm64's oops ("Internal error: synchronous external abort: 0000000096000410
+# [#1] SMP", die() in arch/arm64/kernel/traps.c: the kernel read a page a
+# host error took away, and the SEA it took in kernel mode is fatal there)
+TROUBLE = re.compile(r"(?:^|\] )(?P<what>(?:BUG|WARNING): .*|Internal error: .*)")
+# the trouble that is the kernel itself tripping: an oops
+OOPS = ("BUG:", "Internal error:")
 # a guest starting: on the console of one that has reset, a new boot (the
 # kernel's banner, or vmce's own /init, whose kernel logs at loglevel=4)
 BOOT = re.compile(r"Linux version (?P<release>\S+) \(|^vmce-guest: (?P<ready>ready)$")
@@ -133,7 +138,7 @@ def kernel_crash(log):
     oops: the kernel read a page the machine-check code had unmapped)"""
     if log.panics:
         return log.panics[0]
-    return next((t for t in log.trouble if t.startswith("BUG:")), None)
+    return next((t for t in log.trouble if t.startswith(OOPS)), None)
 
 
 TAP_RESULT = re.compile(r"^(not )?ok \d+ (.*)$")

@@ -21,7 +21,8 @@
                aarch64, the Arm guest's: its 0010 gives x-vmce-inject-sea), built
                here once per machine (`make qemu-10.2-arm64`: qemu-patches/build
                --base 10.2 --target aarch64); run/vm start --arch arm64 --qemu
-               takes the name (ARM64 below), nothing else does
+               and a campaign's arm64 guest take the name (ARM64 below), as
+               debian-7.2-arm64, Debian 12's qemu-system-aarch64
   PATH         a qemu-system-x86_64 of your own (a QEMU developer's build): its
                version is read, and it is judged by the nearest known QEMU's
                behaviour (a vmce-* one when it has the series' inject-mce), and
@@ -160,6 +161,9 @@ NAMES = tuple(KNOWN)
 ARM64 = {
     "vmce-10.2-arm64": (lambda: _cached("vmce-10.2-arm64", "build", "qemu-system-aarch64"),
                         "make qemu-10.2-arm64"),
+    # Debian 12's own (qemu-system-arm): neither command, so vmced refuses
+    # every error it catches there (a campaign's arm64 guest may name it)
+    "debian-7.2-arm64": (lambda: "/usr/bin/qemu-system-aarch64", "run/install-deps arm64"),
 }
 
 # names vmce knew once: what became of them, in one line
@@ -258,6 +262,9 @@ def _unknown(value):
     # a kernel's name is not a QEMU's: debian-7.2 is a QEMU, debian-7.3 a kernel
     if value in axes.KERNELS:
         return QemuError(f"{value} is a guest kernel, not a QEMU (known QEMUs: {known})")
+    if value in ARM64:
+        return QemuError(f"QEMU {value} is a qemu-system-aarch64, the Arm64 guest's: an amd64 guest runs "
+                         f"{known}; say arch = arm64 in its [guest]")
     return QemuError(f"unknown QEMU '{value}' (known: {known})")
 
 

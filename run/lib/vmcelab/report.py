@@ -55,6 +55,10 @@ OUTCOMES = {
               "the guest restarted at once: a machine check into a guest kernel without a "
               "handler (no CR4.MCE) is a triple fault, and the VM resets"),
     "hung": ("guest hung", "#6a1b9a", "the guest stopped answering, without a panic line"),
+    "refused": ("refused by vmced", "#37474f",
+                "vmced could not tell the guest (an Arm64 guest's QEMU without the command for it) and "
+                "journaled the error as refused: the guest was told nothing, and a refused AR leaves the "
+                "VM paused"),
     "doomed": ("guest doomed", "#880e4f",
                "the handler left a bad page the kernel itself still uses: its next read panics "
                "the guest (the campaign reboots the guest first)"),
@@ -81,7 +85,11 @@ OUTCOMES = {
                        "the case asks what this kernel does not have: nothing was run (the reason is given)"),
 }
 # what an operator counts as the guest surviving the error
-FATAL = ("qemu-died", "panicked", "reset", "hung", "doomed")
+FATAL = ("qemu-died", "panicked", "reset", "hung", "refused", "doomed")
+# the kernel's oops lines (outcome.OOPS: this file also runs on its own):
+# x86's "BUG: unable to handle page fault", arm64's "Internal error: synchronous
+# external abort"
+OOPS = ("BUG:", "Internal error:")
 # why the guest went down, by how the campaign brought the aftermath about
 WHY = {"ksm-merge": "ksmd reads the page", "exit": "at process exit",
        "in-use": "the kernel still uses the page"}
@@ -142,7 +150,7 @@ def _crash(obs):
         return after["crash"]
     if obs.get("panic"):
         return obs["panic"]
-    return next((t for t in obs.get("trouble") or [] if str(t).startswith("BUG:")), None)
+    return next((t for t in obs.get("trouble") or [] if str(t).startswith(OOPS)), None)
 
 
 def classify(r):
@@ -159,6 +167,8 @@ def classify(r):
         return "panicked"
     if obs.get("reset"):
         return "reset"
+    if any(isinstance(i, dict) and i.get("result") == "refused" for i in obs.get("injected") or []):
+        return "refused"
     if obs.get("guest_alive") is False:
         return "hung"
     after = obs.get("aftermath") or {}
@@ -370,9 +380,16 @@ def _replicated_hosts(results):
     return any(len(h) > 1 for h in seen.values())
 
 
+def arches_of(results):
+    """The guests' architectures (amd64 for a record from before arm64)"""
+    return list(dict.fromkeys(_case(r).get("arch") or "amd64" for r in results))
+
+
 def variants_of(results):
     """(variant of a result, the variants in order, their labels): a
-    variant is (kernel, QEMU, host), each None where it does not vary"""
+    variant is (kernel, QEMU, host), each None where it does not vary; its
+    label starts with its guest's architecture where that varies (a
+    kernel is one architecture's)"""
     kernels = len(kernels_of(results)) > 1
     qemus = len(qemus_of(results)) > 1
     hosts = _replicated_hosts(results)
@@ -383,6 +400,9 @@ def variants_of(results):
                 r.get("host") if hosts else None)
     order = list(dict.fromkeys(variant(r) for r in results))
     labels = {v: _variant_label(v) for v in order}
+    if len(arches_of(results)) > 1:
+        arch = {variant(r): _case(r).get("arch") or "amd64" for r in results}
+        labels = {v: f"{arch[v]}: {label}" for v, label in labels.items()}
     return variant, order, labels
 
 
@@ -505,7 +525,7 @@ def _summary_sentences(results):
             cells.setdefault((_case(r).get("page"), column_of(_case(r))), []).append(r)
         ran = {k: c for k, c in cells.items() if any(classify(r) not in ("not-run", "not-applicable")
                                                      for r in c)}
-        down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "qemu-died": []}
+        down = {"panicked": [], "doomed": [], "reset": [], "hung": [], "refused": [], "qemu-died": []}
         for c in ran.values():
             for r in c:
                 key = classify(r)
@@ -522,7 +542,9 @@ def _summary_sentences(results):
             down["reset"] = []
         for key, words in (("panicked", "it panics on"), ("doomed", "it is left to panic on"),
                            ("reset", "the VM resets on"),
-                           ("hung", "it stops answering on"), ("qemu-died", "QEMU dies on")):
+                           ("hung", "it stops answering on"),
+                           ("refused", "vmced cannot tell it (its QEMU has no way to) of"),
+                           ("qemu-died", "QEMU dies on")):
             if down[key]:
                 parts.append(f"{words}: " + ", ".join(_named(r, key) for r in down[key]))
         s += ("; " + "; ".join(parts) if parts else "" if every_reset or not ran else ": every one") + "."
@@ -730,7 +752,8 @@ def outcome(r):
     obs = r.get("observed") or {}
     actions = sorted({f"{a[0]}: {a[1]}" for a in (obs.get("actions") or {}).values() if a})
     codes = sorted({str(s.get("code_name") or s.get("code")) for s in obs.get("signals") or []})
-    parts = ["; ".join(actions) or "no recovery action"]
+    refused = any(isinstance(i, dict) and i.get("result") == "refused" for i in obs.get("injected") or [])
+    parts = ["; ".join(actions) or ("refused by vmced" if refused else "no recovery action")]
     parts.append(", ".join(codes) if codes else "no signal")
     crash = _crash(obs)
     if crash:
@@ -745,6 +768,28 @@ def _unaddressed(text):
     """@text without addresses: they differ from run to run, not between
     kernels or QEMUs"""
     return re.sub(r"\b(?=[0-9a-fx]*\d)(0x)?[0-9a-f]{4,}\b", "…", str(text))
+
+
+def side_by_side_text(results):
+    """The side-by-side table in plain text, for the end of run/campaign's
+    output where the guests' architectures vary: the cases whose outcome
+    differs between the columns, each column's outcome in words"""
+    if len(arches_of(results)) < 2:
+        return []
+    variant, order, labels = variants_of(results)
+    by_key = {}
+    for r in results:
+        by_key.setdefault(_key(r), {})[variant(r)] = r
+    both = {k: c for k, c in by_key.items() if len(c) == len(order)}
+    lines = [f"Side by side ({' | '.join(labels[v] for v in order)}): {len(both)} case(s) on each"]
+    for key, cells in sorted(both.items()):
+        said = [(labels[v], outcome_label(cells[v]), outcome(cells[v])) for v in order]
+        if len({(label, words) for _, label, words in said}) > 1:
+            lines.append(f"  differs: {key}")
+            lines += [f"    {who}: {label} ({words})" for who, label, words in said]
+    if len(lines) == 1:
+        lines.append("  every case came out the same on each")
+    return lines
 
 
 def variants_section(results):

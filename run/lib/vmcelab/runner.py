@@ -5,6 +5,7 @@ and appended to results.jsonl as it finishes.
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -14,12 +15,14 @@ from . import paths
 from . import qga
 from .agent import AgentError
 from .daemon import Vmced
-from .expect import ENDING, NO_HANDLER, NOT_APPLICABLE, PANIC_ON_UNRECOVERABLE, expectation, judge
+from .expect import ENDING, MERGE_LIVES, NO_HANDLER, NOT_APPLICABLE, PANIC_ON_UNRECOVERABLE, expectation, judge
 from .outcome import GuestLog, kernel_crash, parse_tap
 from .qemus import amd_cpu
 from .vm import Vm
 
 ACTION_TIMEOUT_S = 30
+# images/init's word when vmce-agent dies
+AGENT_DIED = re.compile(r"vmce-agent on \S+ exited with status")
 SIGNAL_TIMEOUT_S = 10
 SHM = "/dev/shm"
 
@@ -33,9 +36,11 @@ def slow(seconds):
 def _ends_guest(case):
     """The case leaves its guest unusable: QEMU dies, the guest panics, or
     a poisoned page the guest's kernel still uses (an error it was never
-    told of, untold: its next touch of the page resets it)"""
+    told of, untold or refused: its next touch of the page resets it, or,
+    an Arm64 guest's, pauses it)"""
     exp = expectation(case)
-    return bool(exp and (exp.guest in ("panic", "qemu-died", "untold") or exp.aftermath in ENDING))
+    return bool(exp and (exp.guest in ("panic", "oops", "qemu-died", "untold", "refused")
+                         or exp.aftermath in ENDING))
 
 
 def _not_applicable(case, exp, booted=False):
@@ -147,7 +152,7 @@ class GuestVm:
                       disk=self.spec.disk, append="vmce.disk=later" if later else "",
                       incoming=template, qemu=qemu.binary if qemu else None,
                       cpu_model=self.spec.cpu, image=image,
-                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus,
+                      firmware=self.spec.firmware, disk_bus=self.spec.disk_bus, arch=self.spec.arch,
                       mem_file=os.path.join(SHM, f"vmce-{self.name}.{n}.ram") if self.ram_file else None)
         try:
             if template:
@@ -379,7 +384,12 @@ class CaseRun:
                 # touched before vmced has taken the page away, it would read fine
                 _wait(lambda: self._armed() > armed_before or proc.poll() is not None, 5, 0.01)
                 self.t_consumed = time.monotonic()
-                self._touch(w)
+                if self.exp and self.exp.guest == "refused":
+                    # vmced refuses it and pauses the VM (the vCPU would
+                    # fault on the page again and again): no answer comes
+                    self.agent.send("pages-touch", pid=w["pid"], only=1)
+                else:
+                    self._touch(w)
                 out, err = proc.communicate(timeout=60)
                 return json.loads(out) if out.startswith("{") else {"error": err.strip()}
             trigger = ["--trigger", "now"] if case.kind == "ar" else []
@@ -439,11 +449,15 @@ class CaseRun:
                 raise
 
     def _went_down(self, grace=5):
-        """The agent's connection closed: whether QEMU died or the guest
-        reset. A QEMU killed by its own SIGBUS closes its sockets before it
-        is a zombie, and stays one until vmced, its tracer, has reaped it:
-        the answer may take a moment (seen: one run in five)"""
-        return bool(_wait(lambda: not self.vm.alive() or self.reset(), grace, 0.05))
+        """The agent's connection closed: whether QEMU died, the guest
+        reset, or its kernel panicked (run() set agent.alive: a consumed
+        error with recovery off panics the guest under the touch). A QEMU
+        killed by its own SIGBUS closes its sockets before it is a zombie,
+        and stays one until vmced, its tracer, has reaped it: the answer may
+        take a moment (seen: one run in five)"""
+        gone = self.agent.alive
+        return bool(_wait(lambda: not self.vm.alive() or self.reset() or (gone is not None and not gone()),
+                          grace, 0.05))
 
     def reset(self):
         """The guest restarted during the case (where a kernel without a
@@ -469,9 +483,13 @@ class CaseRun:
         self.reset_mark = self.vm.reset_mark()
 
         def guest_alive():
-            # a panic, not any BUG: an oops leaves a guest that still answers
-            log = GuestLog(self.vm.console()[console_len:].splitlines())
-            return self.vm.alive() and not log.panics and not self.reset()
+            # a panic, not any BUG: an oops leaves a guest that still answers,
+            # unless it killed vmce's agent (an Arm64 guest's SEA in kernel
+            # mode in the agent's own kmalloc(): init restarts it, and this
+            # connection is gone)
+            console = self.vm.console()[console_len:]
+            log = GuestLog(console.splitlines())
+            return self.vm.alive() and not log.panics and not self.reset() and not AGENT_DIED.search(console)
         # the bad page may be read by the guest's kernel at any moment of the
         # case: then no call waits for an answer that will not come
         self.agent.alive = guest_alive
@@ -548,7 +566,10 @@ class CaseRun:
             if lines:
                 seen[:] = lines
             log.__init__((lines or seen) + console)
-            if log.panics or not vm.alive() or self.reset():
+            # refused (an Arm64 guest's QEMU that cannot tell it), or an
+            # Arm64 guest's oops (its kernel read the page first): nothing
+            # more for the guest's handler to say
+            if log.panics or not vm.alive() or self.reset() or self._refused() or self._oopsed(log):
                 return True
             # a kernel without the handler says nothing: QEMU's word is what
             # there is (a reset shows on the console a moment later)
@@ -587,20 +608,36 @@ class CaseRun:
         obs = self._observed(workloads, injected, log, statuses, checks, alive, t0, ms_to_action,
                              ms_to_signal)
         obs["reset"] = reset = reset or self.reset()
+        if self._refused() and vm.alive():
+            # a refused AR leaves the VM paused (vmced's word on it)
+            with vm.qmp() as q:
+                obs["qemu_status"] = q.execute("query-status")["status"]
         if reset and self.exp and self.exp.guest == "reset":
             obs["after_reset"] = self._after_reset()
             return obs
+        if alive:
+            self._after_alive(workloads, hc_before, obs, console_len, log)
+        return obs
+
+    def _after_alive(self, workloads, hc_before, obs, console_len, log):
+        """_after(), for a guest that may go down under it: then the log says how"""
         try:
-            if alive:
-                self._after(workloads, hc_before, obs, console_len)
+            self._after(workloads, hc_before, obs, console_len)
         except AgentError:
-            if agent.alive():
+            if self.agent.alive():
                 raise
             obs["guest_alive"] = False
-            log.__init__(vm.console()[console_len:].splitlines())
+            log.__init__(self.vm.console()[console_len:].splitlines())
             obs["panic"] = log.panics[0] if log.panics else None
             obs["trouble"] = log.trouble[:10]
-        return obs
+
+    def _refused(self):
+        return bool(self.exp and self.exp.guest == "refused")
+
+    def _oopsed(self, log):
+        """An Arm64 guest's kernel oopsed on the page (an SEA in kernel mode,
+        expect.OOPS_FIRST): the record it was handling is never handled"""
+        return getattr(self.case, "arch", "amd64") == "arm64" and kernel_crash(log) is not None
 
     def _inject_all(self, workloads):
         """The case's error on every workload's page (twice with repeat):
@@ -703,8 +740,8 @@ class CaseRun:
         how = self.exp.aftermath
         if how == "in-use":
             return {"how": how, "crash": None}
-        if how == "ksm-merge-lives":
-            return self._ksm_merge_again(console_len)
+        if how in MERGE_LIVES:
+            return dict(self._ksm_merge_again(console_len), how=how)
         try:
             # no waiting for the answer: the guest goes down under the request
             if how == "exit":
@@ -998,9 +1035,12 @@ class Runner:
                 gvm.dead = obs.get("panic") or "the guest stopped answering"
             elif after:
                 gvm.dead = after.get("crash") or "a poisoned kernel page is still in use"
-            elif expected and expected.guest == "untold":
-                # seen: the next case's set-up touched it, a real AR reset the guest
+            elif expected and expected.guest in ("untold", "refused"):
+                # seen: the next case's set-up touched it, a real AR reset
+                # the guest (an Arm64 guest's refused AR paused it)
                 gvm.dead = "a poisoned page its kernel was never told of is still in use"
+            elif expected and expected.guest == "oops":
+                gvm.dead = "its kernel oopsed"
         except NotRun as e:
             why_not = str(e)
         except Exception as e:  # a case that could not be carried out is not a pass
