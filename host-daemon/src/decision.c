@@ -413,12 +413,16 @@ vmce_decide (const VmceFacts *f, VmceDecision *d)
    * good, is replaced by a zeroed one (the guest is told the page is bad
    * and never reads it again). */
   if (!f->kvm && d->kind == VMCE_MCE_KIND_AR) {
+    /* an Arm64 vCPU takes an SEA, not a machine check (0010's
+     * CPU_INTERRUPT_SEA, taken at the same point) */
+    const gchar *takes = f->arch == VMCE_ARCH_ARM64 ? "its synchronous external abort" : "the machine check";
+
     d->free_tcg_vcpu = TRUE;
-    vmce_decision_say (d, g_strdup (f->simulated
+    vmce_decision_say (d, g_strdup_printf (f->simulated
         ? "TCG: the simulated page is given back so the vCPU's load completes; the vCPU "
-          "takes the machine check as it leaves its translation block"
+          "takes %s as it leaves its translation block"
         : "TCG: the poisoned host page is replaced by a zeroed one so the vCPU's load "
-          "completes; the vCPU takes the machine check as it leaves its translation block"));
+          "completes; the vCPU takes %s as it leaves its translation block", takes));
   }
   if (!vmce_decide_stuck (f, d))
     return;

@@ -458,12 +458,12 @@ test_decision_arm_path (void)
 }
 
 static void
-arm_decide (const VmceArmQemu *arm, VmceMceKind kind, VmceDecision *d)
+arm_decide_on (const VmceArmQemu *arm, VmceMceKind kind, gboolean kvm, VmceDecision *d)
 {
   VmceFacts f = {
     .kind = kind,
     .policy = VMCE_POLICY_FORWARD,
-    .kvm = TRUE,
+    .kvm = kvm,
     .cpu_model = &cpu_models[C_ANY], /* an Arm CPU: no vendor, no MCA */
     .where = VMCE_WHERE_RAM,
     .vcpu_index = kind == VMCE_MCE_KIND_AR ? VCPU_INDEX : -1,
@@ -473,6 +473,12 @@ arm_decide (const VmceArmQemu *arm, VmceMceKind kind, VmceDecision *d)
   };
 
   vmce_decide (&f, d);
+}
+
+static void
+arm_decide (const VmceArmQemu *arm, VmceMceKind kind, VmceDecision *d)
+{
+  arm_decide_on (arm, kind, TRUE, d);
 }
 
 /* The whole decision for an Arm64 guest: told through GHES where the
@@ -516,6 +522,16 @@ test_decision_arm (void)
     g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_SEA);
     g_assert_true (d.hold);
     g_assert_cmpuint (d.cpu, ==, VCPU_INDEX);
+    g_assert_false (d.free_tcg_vcpu);
+  }
+  {
+    /* under TCG the vCPU takes an abort, not a machine check */
+    g_auto(VmceDecision) d = { 0 };
+    arm_decide_on (&patched, VMCE_MCE_KIND_AR, FALSE, &d);
+    g_assert_cmpint (d.path, ==, VMCE_ARM_PATH_SEA);
+    g_assert_true (d.free_tcg_vcpu);
+    g_assert_nonnull (strstr (d.detail, "takes its synchronous external abort as it leaves"));
+    g_assert_null (strstr (d.detail, "machine check"));
   }
 }
 
