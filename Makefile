@@ -12,7 +12,7 @@ export VMCE_BUILD_DIR := $(abspath $(BUILD))
 
 KERNELS_DIR := $(BUILD)/kernels
 
-.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemu-10.2-arm64 qemus-check qemu-debian-10.0 qemu-debian-11.1 qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
+.PHONY: all deps deb host-root rasdaemon-13 fuzz kernel image-arm64 kernel-src kernel-src-6.12 kernel-src-7.3 kernel-6.12 kernel-7.3 kernels kernels-all guest-image build image qemu qemu-10.0 qemu-10.2 qemu-10.2-arm64 qemus-check qemu-debian-10.0 qemu-debian-11.1 armlab-qemus armlab qemus demo check check-all unit e2e hostlab hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full bench bench-campaign bench-kernels bench-storm bench-libvirt bench-libvirt-restarts bench-hostlab bench-table campaign install clean help
 
 all: build image
 
@@ -23,8 +23,8 @@ help:
 	@echo "              again under ASan and UBSan; the Arm64 guest on vmce-10.2-arm64), but suite"
 	@echo "              check-all (what needs vmce-10.2)"
 	@echo "make check-all  make check and suite check-all (the QEMU series' checks and end-to-end"
-	@echo "              runs on vmce-10.2), with every QEMU and kernel built (make qemus,"
-	@echo "              make kernels-all)"
+	@echo "              runs on vmce-10.2, the Arm64 lab), with every QEMU and kernel built (make qemus,"
+	@echo "              make kernels-all, make armlab-qemus)"
 	@echo "make build    vmced, vmcectl, the guest tools and the tests (meson, in $(MESON_DIR))"
 	@echo "make image    Debian's guest kernel, the guest initramfs and the data disk (make with no"
 	@echo "              goal: build and image)"
@@ -36,7 +36,12 @@ help:
 	@echo "              (hostlab-matrix); a live migration after a real error, TCG and KVM L2"
 	@echo "              in both L1s (hostlab-migrate); a lost huge page salvaged (hostlab-salvage);"
 	@echo "              an operator's image under KVM L2 (hostlab-image); and full.ini real vs"
-	@echo "              simulated on every guest kernel, and under KVM L2 (hostlab-full)"
+	@echo "              simulated on every guest kernel, and under KVM L2 (hostlab-full); and the"
+	@echo "              Arm64 lab: QEMU's own Arm64 behaviour under real KVM (armlab)"
+	@echo "make armlab   QEMU's own answer to real host memory errors on Arm64 under KVM: an"
+	@echo "              emulated Arm64 L1 host (TCG) whose KVM runs the Arm64 guest, under"
+	@echo "              Debian 12's, Debian 13's and trixie-backports' arm64 QEMUs, AO and AR"
+	@echo "make armlab-qemus  those arm64 QEMUs, each with its own libraries (cached per machine)"
 	@echo "make hostlab-migrate  run/hostlab --migrate in both L1s, TCG and KVM L2: the poisoned page"
 	@echo "              carried (UFFDIO_POISON on 6.12, PROT_NONE on 6.1) or refused (KVM on 6.1)"
 	@echo "make hostlab-salvage  run/hostlab --backing hugetlb-2M|hugetlb-1G --hugepage salvage, TCG and"
@@ -222,6 +227,20 @@ qemu-debian-11.1: deps
 # has no room for (its tests do not ask for it)
 qemus-check: qemu-debian-10.0 qemu-10.0 qemu-debian-11.1
 
+# Debian's arm64 QEMUs, each with its own libraries, for the Arm64 host
+# lab's L1 (run/armlab): Debian 12's 7.2, Debian 13's 10.0,
+# trixie-backports' 11.1 (arm64 binaries: nothing here runs them but L1)
+armlab-qemus: deps
+	@run/install-deps arm64
+	@qemu-patches/fetch --arch arm64 --suite bookworm --out $(BUILD)/qemus/debian-7.2-arm64 >/dev/null
+	@qemu-patches/fetch --arch arm64 --suite trixie --out $(BUILD)/qemus/debian-10.0-arm64 >/dev/null
+	@qemu-patches/fetch --arch arm64 --suite trixie-backports --out $(BUILD)/qemus/debian-11.1-arm64 >/dev/null
+
+# QEMU's own answer to real host errors on Arm64 under KVM: an emulated
+# Arm64 L1 whose KVM runs the Arm64 guest, each Debian QEMU, AO and AR
+armlab: image-arm64 armlab-qemus
+	@run/armlab
+
 qemus: qemus-check qemu-10.2
 
 demo: image
@@ -237,7 +256,7 @@ demo: image
 check: kernels qemus-check qemu-10.2-arm64 guest-image image-arm64 host-root rasdaemon-13 deb
 	meson test -C $(MESON_DIR) --print-errorlogs --no-suite check-all $(TESTFLAGS)
 
-check-all: kernels-all qemus qemu-10.2-arm64 guest-image image-arm64 host-root rasdaemon-13 deb
+check-all: kernels-all qemus qemu-10.2-arm64 guest-image image-arm64 host-root rasdaemon-13 deb armlab-qemus
 	meson test -C $(MESON_DIR) --print-errorlogs $(TESTFLAGS)
 
 # FUZZ_RUNS=N for more or fewer
@@ -251,7 +270,7 @@ unit: build
 e2e: image
 	meson test -C $(MESON_DIR) --print-errorlogs --suite e2e
 
-hostlab: hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full
+hostlab: hostlab-matrix hostlab-migrate hostlab-salvage hostlab-image hostlab-full armlab
 
 # and the rows of Debian 13's L1 (6.12, its own QEMU 10.0) beside them
 hostlab-matrix: image qemus kernel-6.12 host-root rasdaemon-13

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """The Arm64 guest's QEMU command line and what it needs
 (run/lib/vmcelab/arm64.py): virt with ras=on (QEMU's HEST and GHES) under
-AAVMF, TCG only, the VM's own variable store; each missing piece named with
-what makes it. Vm.start builds that command line (a QEMU that records its
-arguments stands in for QEMU)."""
+AAVMF, TCG on this host (KVM only on an Arm64 one: the Arm64 host lab's
+L1), the VM's own variable store; each missing piece named with what makes
+it. Vm.start builds that command line (a QEMU that records its arguments
+stands in for QEMU). The Arm64 host lab's parts that run here: the script
+that runs an arm64 QEMU with its own libraries (qemu-patches/
+own-libs-wrapper arm64), and run/armlab's and images/host/mkarmlabimage's
+one-line refusals of what they cannot take."""
 import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +52,20 @@ class MachineArgs(unittest.TestCase):
 
     def test_kvm_is_refused_saying_why(self):
         for accel in ("kvm", "auto"):
-            with self.assertRaisesRegex(arm64.Arm64Error, "TCG only.*host's own architecture"):
-                arm64.machine_args(accel, None, "c", "v")
+            with mock.patch("os.uname", return_value=os.uname_result(("Linux", "h", "6.1", "#1", "x86_64"))):
+                with self.assertRaisesRegex(arm64.Arm64Error, "TCG only.*host's own architecture"):
+                    arm64.machine_args(accel, None, "c", "v")
+
+    def test_kvm_on_an_arm64_host_takes_its_cpu(self):
+        # the Arm64 host lab's L1: its own KVM, the host's CPU (KVM takes
+        # no pauth-impdef, a TCG property)
+        with mock.patch("os.uname", return_value=os.uname_result(("Linux", "l1", "6.1", "#1", "aarch64"))):
+            args = arm64.machine_args("kvm", None, "c", "v")
+            self.assertEqual(option(args, "-accel"), ["kvm"])
+            self.assertEqual(option(args, "-cpu"), ["host"])
+            self.assertEqual(option(args, "-machine"), [arm64.MACHINE], "ras=on: QEMU's HEST under KVM too")
+            with self.assertRaisesRegex(arm64.Arm64Error, "not auto"):
+                arm64.machine_args("auto", None, "c", "v")
 
 
 class WhatItNeeds(unittest.TestCase):
@@ -151,6 +168,90 @@ class VmStart(unittest.TestCase):
     def test_unknown_arch_is_refused(self):
         with self.assertRaisesRegex(ValueError, "arch riscv64"):
             vm.Vm.start("x", arch="riscv64")
+
+
+TOP = os.path.join(HERE, "..", "..")
+
+
+class OwnLibsWrapperArm64(unittest.TestCase):
+    """qemu-patches/fetch --arch arm64's script: the arm64 root's loader,
+    libraries and binary, found from the script's own place"""
+
+    def test_arm64_paths(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "qemu-system-aarch64")
+            subprocess.run([os.path.join(TOP, "qemu-patches", "own-libs-wrapper"), script, "a test QEMU", "arm64"],
+                           check=True)
+            with open(script) as f:
+                text = f.read()
+            self.assertIn("/usr/lib/ld-linux-aarch64.so.1", text)
+            self.assertIn("lib=$root/usr/lib/aarch64-linux-gnu", text)
+            self.assertIn('"$root/usr/bin/qemu-system-aarch64" "$@"', text)
+            self.assertNotIn("x86_64", text)
+
+    def test_unknown_arch_is_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = subprocess.run([os.path.join(TOP, "qemu-patches", "own-libs-wrapper"), os.path.join(tmp, "q"),
+                                  "x", "riscv64"], capture_output=True, text=True)
+            self.assertEqual(res.returncode, 1)
+            self.assertEqual(res.stderr.strip(), "own-libs-wrapper: ARCH is amd64 or arm64, not 'riscv64'")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "q")))
+
+
+class ArmlabRefusals(unittest.TestCase):
+    """What run/armlab and mkarmlabimage cannot take: one line, exit 2 (1
+    for mkarmlabimage, as mkhostimage), before anything boots"""
+
+    def armlab(self, *args, build=None):
+        with tempfile.TemporaryDirectory() as empty:
+            env = dict(os.environ, VMCE_BUILD_DIR=build or empty)
+            res = subprocess.run([os.path.join(TOP, "run", "armlab"), *args], capture_output=True, text=True,
+                                 env=env)
+        return res.returncode, res.stderr.strip().splitlines()
+
+    def test_unknown_qemu(self):
+        rc, err = self.armlab("--qemus", "debian-7.2")
+        self.assertEqual((rc, len(err)), (2, 1))
+        self.assertIn("no Arm64 QEMU named 'debian-7.2'", err[0])
+
+    def test_unknown_kind(self):
+        rc, err = self.armlab("--kinds", "ao,sea")
+        self.assertEqual((rc, err), (2, ["armlab: error: --kinds takes ao and ar, not 'sea'"]))
+
+    def test_missing_guest_names_the_make_goal(self):
+        with tempfile.TemporaryDirectory() as build:
+            rc, err = self.armlab(build=build)
+            self.assertEqual((rc, len(err)), (2, 1))
+            self.assertRegex(err[0], r"debian-6.1-arm64/Image is missing: run `make image-arm64`")
+
+    def test_missing_qemu_names_the_make_goal(self):
+        with tempfile.TemporaryDirectory() as build:
+            kdir = os.path.join(build, "kernels", "debian-6.1-arm64")
+            os.makedirs(kdir)
+            os.makedirs(os.path.join(build, "images"))
+            os.makedirs(os.path.join(build, "meson-arm64", "images", "host"))
+            for path in (os.path.join(kdir, "Image"), os.path.join(build, "images", arm64.INITRD),
+                         os.path.join(build, "meson-arm64", "images", "host", "vmce-poison")):
+                open(path, "w").close()
+            rc, err = self.armlab("--qemus", "debian-10.0-arm64", build=build)
+            if rc == 2 and ("is not installed" in err[0] or "AAVMF" in err[0]):
+                self.skipTest(f"this host lacks the Arm64 lab's L0 parts: {err[0]}")
+            self.assertEqual((rc, len(err)), (2, 1))
+            self.assertIn("QEMU debian-10.0-arm64 is not fetched: `make armlab-qemus`", err[0])
+
+    def test_mkarmlabimage_refuses_an_x86_poisoner(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            kdir = os.path.join(tmp, "k")
+            os.makedirs(kdir)
+            for f in ("Image", "release", "guest.cpio.gz"):
+                open(os.path.join(kdir, f), "w").close()
+            res = subprocess.run([os.path.join(TOP, "images", "host", "mkarmlabimage"), "--kernel-dir", kdir,
+                                  "--guest", os.path.join(kdir, "guest.cpio.gz"), "--poison", "/bin/true",
+                                  "--out", os.path.join(tmp, "out.cpio"), "--qemu", "q=/nonexistent"],
+                                 capture_output=True, text=True)
+            self.assertEqual(res.returncode, 1)
+            self.assertEqual(res.stderr.strip(), "mkarmlabimage: /bin/true is not an Arm64 binary")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out.cpio")))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ ACPI tables and hides the device tree; the kernel then runs on ACPI.
              with inject-ghes-v2-error and x-vmce-inject-sea)
   CPU        max with pauth-impdef=on (CPU below)
 
-TCG only: this host is x86_64, and KVM runs only its own architecture.
+TCG on this x86_64 host: KVM runs only its own architecture. Under KVM
+only on an Arm64 host: the Arm64 host lab's L1 (run/armlab), an emulated
+Arm64 host whose own KVM runs the guest (cpu host: KVM takes no TCG-only
+property such as pauth-impdef).
 """
 import os
 import re
@@ -42,6 +45,7 @@ MACHINE = "virt,ras=on,gic-version=3"
 # instruction by instruction: a boot to ready takes about 5.5 s with it,
 # 15.5 s without (cortex-a57: 5.9 s)
 CPU = "max,pauth-impdef=on"
+KVM_CPU = "host"
 CONSOLE = "ttyAMA0"
 KERNEL_DIR = os.path.join("kernels", "debian-6.1-arm64")
 INITRD = "guest-arm64.cpio.gz"
@@ -110,10 +114,12 @@ def firmware():
 def machine_args(accel, cpu, code, vars_store):
     """QEMU's machine, accelerator, CPU and firmware for an Arm64 guest:
     AAVMF's code read-only and shared, the variable store the VM's own copy"""
-    if accel != "tcg":
+    if accel == "kvm" and os.uname().machine == "aarch64":
+        cpu = cpu or KVM_CPU
+    elif accel != "tcg":
         raise Arm64Error(f"the Arm64 guest runs under TCG only, not {accel}: KVM runs a guest of "
                          "the host's own architecture")
-    return ["-machine", MACHINE, "-accel", "tcg", "-cpu", cpu or CPU,
+    return ["-machine", MACHINE, "-accel", accel, "-cpu", cpu or CPU,
             "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code.replace(',', ',,')}",
             "-drive", f"if=pflash,format=raw,unit=1,file={vars_store.replace(',', ',,')}"]
 

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from . import labcampaign, overhead, rasdaemon
+from . import arm64, labcampaign, overhead, rasdaemon
 from .procfs import pagemap_entry, process_reads, thread_states
 from . import qemus as qemus_mod
 from .daemon import Vmced
@@ -50,10 +50,17 @@ HUGE_2M = 2 << 20
 L2_MEM_MB = 512
 BUS_CODES = {4: "BUS_MCEERR_AR", 5: "BUS_MCEERR_AO"}
 PANIC = re.compile(r"Kernel panic|Fatal machine check|MCE: Killing .* because of")
+# an Arm64 guest (run/armlab's L2) reads the error from GHES: "{1}[Hardware
+# Error]: Hardware error from APEI Generic Hardware Error Source: 0", or
+# takes an SEA it cannot place ("Synchronous External Abort")
 GUEST_MCE = re.compile(r"mce: \[Hardware Error\]|Memory failure:|mce: Uncorrected|"
-                       r"Machine check events logged|Kernel panic")
+                       r"Machine check events logged|Kernel panic|\[Hardware Error\]|"
+                       r"Synchronous External Abort|Internal error:")
 FIRST_MCE = re.compile(r"Machine Check Exception|Machine check events logged|Memory failure:|"
-                       r"Uncorrected hardware memory error|Fatal machine check")
+                       r"Uncorrected hardware memory error|Fatal machine check|"
+                       r"Hardware error from APEI|Synchronous External Abort")
+# the L1 this runs in: an x86 one (run/hostlab) or an Arm64 one (run/armlab)
+ARCH = "arm64" if os.uname().machine == "aarch64" else "amd64"
 
 
 class LabError(Exception):
@@ -305,6 +312,12 @@ class L2:
             self.ram = os.path.join(SHM, f"{name}.ram")
         work = os.path.join("/run/vmce/lab", name)
         cpu = "EPYC" if accel == "kvm" else "Skylake-Client"
+        boot = {}
+        if ARCH == "arm64":
+            # virt,ras=on under AAVMF, L2's kernel and image where the
+            # Arm64 L1 has them (l1_environment)
+            cpu = arm64.KVM_CPU if accel == "kvm" else arm64.CPU
+            boot = dict(arch="arm64", kernel=os.environ["VMCE_KERNEL"], initrd=os.environ["VMCE_INITRD"])
         if accel == "kvm" and q.get("succor"):
             # a QEMU that can give an AMD guest MCA recovery (9.1, or
             # qemu-patches/ 0004: qemus has('succor')) does so only when asked
@@ -312,10 +325,11 @@ class L2:
         self.cpu_model = cpu
         t = time.monotonic()
         self.vm = Vm.start(name, mem=f"{self.mem_mb}M", accel=accel, cpu_model=cpu, qemu=q["binary"],
-                           state_dir=os.path.join(work, "vm"), mem_file=self.ram)
+                           state_dir=os.path.join(work, "vm"), mem_file=self.ram, **boot)
         try:
-            # a KVM L2 boots in about 10 s: one that has not in 60 is stuck
-            self.vm.wait_ready(timeout=600 if accel == "tcg" else 60)
+            # a KVM L2 boots in about 10 s: one that has not in 60 is stuck;
+            # an Arm64 one boots AAVMF first, under nested KVM in TCG
+            self.vm.wait_ready(timeout=600 if accel == "tcg" or ARCH == "arm64" else 60)
         except Exception as e:
             said = [] if self.vm.alive() else self.vm.qemu_log().strip().splitlines()
             self.vm.stop()
@@ -329,8 +343,9 @@ class L2:
         self.boot_profile = boot_profile(self.vm)
         # an AMD guest finds a deferred error (an AO) only when it polls its
         # banks, every 5 minutes by default: poll every second
-        self.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
-                           value=1)
+        if ARCH == "amd64":
+            self.vm.agent.call("sysfs", path="/sys/devices/system/machinecheck/machinecheck0/check_interval",
+                               value=1)
         self.daemon = None
         if forwarder == "vmced":
             self.daemon = Vmced(os.path.join(work, "vmced"),
@@ -1428,7 +1443,7 @@ def l1_environment():
     os.environ.setdefault("VMCE_INITRD", next(p for p in ("/lab/l2/guest.cpio", "/lab/l2/guest.cpio.gz")
                                               if os.path.exists(p)))
     if "VMCE_KERNEL" not in os.environ:
-        os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz")
+        os.environ["VMCE_KERNEL"] = next(p for p in ("/lab/l2/vmlinux", "/lab/l2/vmlinuz", "/lab/l2/Image")
                                          if os.path.exists(p))
 
 
