@@ -906,11 +906,13 @@ def after_the_error(l2, sc, victim, sig, elapsed_ms, result):
     the guest now; a guest that did not recover is not used again, and
     the scenario's reboot comes last"""
     if sig is not None:
+        # its own page: an AR's address is the load's, which may lie
+        # anywhere in the page (an Arm64 guest's late kill, armlab)
+        own = int(sig["addr"], 16) & ~0xfff == int(victim["va"], 16) & ~0xfff
         result["signal"] = {"code": sig["code"], "code_name": BUS_CODES.get(sig["code"], "other"),
-                            "addr": sig["addr"], "lsb": sig.get("lsb"),
-                            "own_va": int(sig["addr"], 16) == int(victim["va"], 16)}
+                            "addr": sig["addr"], "lsb": sig.get("lsb"), "own_va": own}
         result["ms_to_sigbus"] = round(elapsed_ms, 1)
-        if sig["code"] in BUS_CODES and int(sig["addr"], 16) == int(victim["va"], 16):
+        if sig["code"] in BUS_CODES and own:
             result["outcome"] = "recovered"
     # (vmced lets go of a QEMU that died: nothing to ask then)
     vm_info = l2.daemon.ctl_json("vm", l2.name, check=False) if l2.daemon is not None and l2.daemon.alive() else None
