@@ -815,7 +815,7 @@ class Arm64(Files):
                 ("firmware = uefi\n", 3, "'firmware' is an image's"),
                 ("[matrix m]\ninject = guest-mce-inject\n", 4, "inject = guest-mce-inject on arm64 guest arm: "
                                                                 "mce-inject is x86's"),
-                ("[matrix m]\ninject = host-real\n", 4, "no Arm64 host lab"),
+                ("[matrix m]\ninject = host-real\n", 4, "the Arm64 lab's (run/armlab) has no vmced"),
                 ("[case c]\nforwarder = qemu\n", 4, "forwarder = qemu on arm64 guest arm: what "
                                                     "qemu-system-aarch64 does by itself")):
             with self.subTest(text=text):
@@ -843,7 +843,7 @@ class Arm64(Files):
     def test_errors_real_makes_no_arm64_error_real(self):
         c = self.parse(self.ARM + "[matrix m]\n", errors="real")
         self.assertEqual(c.cases[0].inject, "host-real")
-        self.assertIn("no Arm64 host lab", c.cases[0].not_real)
+        self.assertIn("the Arm64 lab's (run/armlab) has no vmced", c.cases[0].not_real)
 
     def test_a_qemu_that_cannot_tell_it_refuses(self):
         c = self.parse(self.ARM + "qemu = debian-7.2-arm64\n[matrix m]\nkinds = ao, ar\n")

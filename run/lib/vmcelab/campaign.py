@@ -81,10 +81,12 @@ ARM64_REFUSED = {
     ("inject", "guest-mce-inject"): "mce-inject is x86's machine-check injector (arch/x86/kernel/cpu/mce/"
                                     "inject.c); the arm64 kernel has none: use inject = host, guest-madvise "
                                     "or guest-corrupt-pfn",
-    ("inject", "host-real"): "a real host error needs the host lab, whose L1 is an x86 guest: there is no "
-                             "Arm64 host lab (use inject = host, vmced's simulated error)",
+    ("inject", "host-real"): "a real host error needs a host lab whose L1 runs vmced: the host lab's L1 is "
+                             "an x86 guest, and the Arm64 lab's (run/armlab) has no vmced, whose "
+                             "remote-syscall.c knows x86_64 alone (use inject = host, vmced's simulated error)",
     ("forwarder", "qemu"): "what qemu-system-aarch64 does by itself with a host memory error under TCG is "
-                           "not measured (qemus.BEHAVIOUR is x86's): use forwarder = vmced",
+                           "abort (run/armlab --accel tcg: kvm_on_sigbus() outside KVM, every Debian QEMU), "
+                           "nothing to judge; its answer under KVM is run/armlab's: use forwarder = vmced",
 }
 
 # The campaign file's keys, section by section (SECTIONS): each key's type
