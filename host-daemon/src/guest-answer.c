@@ -46,6 +46,7 @@ typedef struct {
   gatomicrefcount ref;
   VmceVm *vm; /* not a reference: the session holds this state */
   guint64 since;
+  guint boot;         /* the guest's resets seen: a read from before one moves no cursor */
   GHashTable *timers; /* VmceGuestQuery waiting for its next read -> NULL */
 } VmceGuestAnswerState;
 
@@ -55,6 +56,7 @@ typedef struct {
   guint64 gpa;
   gchar *path;
   guint64 since;
+  guint boot;
   guint tries;
   gint64 start_us;
   guint timer;
@@ -252,7 +254,8 @@ vmce_guest_answer_read_cb (GObject *source, GAsyncResult *res, gpointer user_dat
   if (answer != NULL) {
     texts = vmce_guest_kmsg_lines (answer, &next);
     kind = vmce_guest_answer_judge ((const gchar *const *) texts->pdata, texts->len, q->gpa, kept);
-    st->since = MAX (st->since, next);
+    if (q->boot == st->boot)
+      st->since = MAX (st->since, next);
     if (!vmce_guest_answer_final (kind, kept) && vmce_guest_answer_waits_ms[q->tries] != 0) {
       vmce_guest_query_wait (q);
       return;
@@ -317,6 +320,7 @@ vmce_guest_answer_on_event (VmceVm *vm, const VmceMceEvent *ev)
   q->gpa = ev->gpa;
   q->path = g_strdup (ev->path);
   q->since = st->since;
+  q->boot = st->boot;
   q->start_us = g_get_monotonic_time ();
   vmce_guest_query_wait (q);
 }
@@ -327,6 +331,8 @@ vmce_guest_answer_on_reset (VmceVm *vm)
   VmceGuestAnswerState *st = vmce_vm_get_layer_data (vm, vmce_guest_answer_quark ());
 
   /* the guest's next boot numbers its log from 0 again */
-  if (st != NULL)
+  if (st != NULL) {
     st->since = 0;
+    st->boot++;
+  }
 }
