@@ -74,8 +74,7 @@ def domain_xml(name, state_dir, mem="512M", cpus=1, accel="tcg", disk=None, mem_
     extra = ""
     if qmp_socket:
         extra = ("<qemu:commandline>"
-                 f"<qemu:arg value='-chardev'/><qemu:arg value={q(f'socket,id=vmce-qmp,path={qmp_socket},server=on,wait=off')}/>"
-                 "<qemu:arg value='-mon'/><qemu:arg value='chardev=vmce-qmp,mode=control'/>"
+                 f"<qemu:arg value='-qmp'/><qemu:arg value={q(f'unix:{qmp_socket},server=on,wait=off')}/>"
                  "</qemu:commandline>")
     return f"""<domain type={q('kvm' if accel == 'kvm' else 'qemu')} xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{name}</name>

@@ -278,10 +278,10 @@ class Vm:
             "-nodefaults", "-no-user-config", "-display", "none",
             *_boot_args(kernel, initrd, append, shell, image, arm64.CONSOLE if arch == "arm64" else "ttyS0"),
             "-serial", f"file:{vm.console_path}",
-            "-chardev", f"socket,id=qmp,path={vm.qmp_path},server=on,wait=off",
-            "-mon", "chardev=qmp,mode=control",
-            "-chardev", f"socket,id=qmp-vmced,path={vm.vmced_qmp_path},server=on,wait=off",
-            "-mon", "chardev=qmp-vmced,mode=control",
+            # -qmp, not -chardev and -mon: the same monitor, and QEMU 11.1
+            # says -mon is deprecated on every start
+            "-qmp", f"unix:{vm.qmp_path},server=on,wait=off",
+            "-qmp", f"unix:{vm.vmced_qmp_path},server=on,wait=off",
             "-device", "virtio-serial-pci,id=vser0",
         ]
         args += vm._agent_args(image, firmware, disk_bus)
