@@ -167,6 +167,13 @@ class L1Hosts(BuildDir):
         with self.assertRaisesRegex(l1hosts.L1Error, r"debian-13 L1's kernel is missing .*make kernel-6.12"):
             l1hosts.resolve("debian-13")
 
+    def test_not_made_is_enough_to_name_it(self):
+        # run/hostlab --list: nothing built yet, nothing booted
+        h = l1hosts.resolve("debian-13", made=False)
+        self.assertEqual((h.name, h.own_qemu), ("debian-13", "debian-10.0"))
+        with self.assertRaises(l1hosts.L1Error):
+            l1hosts.resolve("debian-14", made=False)
+
     def test_root_missing_says_how(self):
         self.kernel("kernels", "debian-6.12")
         with self.assertRaises(l1hosts.L1Error) as e:

@@ -105,13 +105,17 @@ KNOWN = {h.name: h for h in (
 NAMES = tuple(KNOWN)
 
 
-def resolve(name=None):
+def resolve(name=None, made=True):
     """The L1 named @name (None: the default), its kernel and root checked:
-    L1Error, one line, when it is unknown or not made"""
+    L1Error, one line, when it is unknown or not made. made=False: only
+    its name (what it carries is known without building it: run/hostlab
+    --list answers in a clone that has not run `make image`)"""
     name = name or DEFAULT
     if name not in KNOWN:
         raise L1Error(f"unknown L1 '{name}' (known: {', '.join(NAMES)})")
     h = KNOWN[name]
+    if not made:
+        return h
     if not os.path.exists(os.path.join(h.kernel_dir, "release")) or not os.path.exists(h.kernel):
         raise L1Error(f"the {name} L1's kernel is missing at {h.kernel_dir}: run `{h.how_kernel}`")
     if h.root and not os.access(os.path.join(h.root, "usr", "bin", "qemu-system-x86_64"), os.X_OK):
