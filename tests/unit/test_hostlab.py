@@ -106,6 +106,34 @@ class Refusal(unittest.TestCase):
         self.assertIn("QEMU has no page", lab.thp_refusal("anon", None, None))
 
 
+class RebootHang(unittest.TestCase):
+    """lab.reboot_hang(): a guest that did not come back from its reboot,
+    the lab's nested-SVM trouble (reset once more) or the scenario's result"""
+    RESET = [1700000000.5]
+    VMCED_RESET = [{"type": "reset", "pages": []}]
+
+    def hang(self, **kw):
+        facts = dict(held=[], resets=self.RESET, new_boot=[], vmced=True, reset_records=self.VMCED_RESET)
+        return lab.reboot_hang(**dict(facts, **kw))
+
+    def test_hung_on_its_way_down(self):
+        self.assertIn("no RESET", self.hang(resets=[], reset_records=[]))
+
+    def test_firmware_of_the_new_boot(self):
+        self.assertIn("never printed a line", self.hang())
+        self.assertIn("never printed a line", self.hang(vmced=False, reset_records=[]))
+
+    def test_a_thread_held_under_ptrace_is_not_the_lab(self):
+        self.assertIsNone(self.hang(held=[4242]))
+        self.assertIsNone(self.hang(held=[4242], resets=[], reset_records=[]))
+
+    def test_vmced_recorded_no_reset(self):
+        self.assertIsNone(self.hang(reset_records=[]))
+
+    def test_the_new_boot_ran(self):
+        self.assertIsNone(self.hang(new_boot=["[    0.000000] Linux version 6.1.0"]))
+
+
 class Backings(unittest.TestCase):
     def test_guest_memory_per_backing(self):
         self.assertEqual(lab.l2_mem_mb("file"), lab.L2_MEM_MB)

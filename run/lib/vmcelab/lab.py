@@ -605,20 +605,73 @@ def reboot_steps(l2, sc, events, steps):
         else:
             how = "qmp"
     if how == "qmp":
-        try:
-            # on @events: QEMU serves one client per monitor socket
-            events.execute("system_reset")
-            if events.execute("query-status")["status"] == "paused":
-                events.execute("cont")
-        except Exception as e:  # noqa: BLE001 - recorded
-            # QEMU itself may die of the reset: rom_reset() writes the
-            # -kernel image back, onto the page if it is still poisoned
-            back, detail = False, f"QMP system_reset: {type(e).__name__}: {e}"
+        detail = qmp_reset(events)
+        back = detail is None
     progress(f"{sc['name']}: the guest reboots ("
              + {"guest": "itself", "qmp": "QMP system_reset", "unasked": "it had already, unasked"}[how] + ")")
+    hang = None
     if back:
-        back, detail = wait_rebooted(l2, console_len, l2.boot, 600 if sc["accel"] == "tcg" else 60)
-    return found, how, back, detail, console_len, journal_len, t
+        limit = 600 if sc["accel"] == "tcg" else 60
+        back, detail = wait_rebooted(l2, console_len, l2.boot, limit)
+        hang = None if back else lab_hang(l2, events, steps["reboot asked"], console_len, journal_len)
+        if hang:
+            # as boot_l2()'s second try: the lab's trouble gets one more
+            # reset, the operator's (QMP system_reset), and vmced's part in
+            # that one is judged as it would have been in the first
+            progress(f"{sc['name']}: {hang}; the lab resets it (QMP system_reset)")
+            steps["lab reset"] = time.time()
+            detail = qmp_reset(events)
+            if detail is None:
+                back, detail = wait_rebooted(l2, console_len, l2.boot, limit)
+    return found, how, back, detail, console_len, journal_len, t, hang
+
+
+def qmp_reset(events):
+    """QMP system_reset (and cont, if QEMU paused the guest), as an operator
+    resets a guest that does not answer; None, or why it could not"""
+    try:
+        # on @events: QEMU serves one client per monitor socket
+        events.execute("system_reset")
+        if events.execute("query-status")["status"] == "paused":
+            events.execute("cont")
+    except Exception as e:  # noqa: BLE001 - recorded
+        # QEMU itself may die of the reset: rom_reset() writes the -kernel
+        # image back, onto the page if it is still poisoned
+        return f"QMP system_reset: {type(e).__name__}: {e}"
+    return None
+
+
+def lab_hang(l2, events, asked, console_len, journal_len):
+    """reboot_hang() of what a guest that did not come back left behind"""
+    if not l2.vm.alive():
+        return None
+    held = held_threads(l2.vm.pid)
+    records = l2.daemon.journal_records()[journal_len:] if l2.daemon else []
+    return reboot_hang(held=held, resets=[ts for ts, _ in reset_times(events) if ts >= asked],
+                       new_boot=new_boot_lines(l2.vm, console_len), vmced=l2.daemon is not None,
+                       reset_records=[r for r in records if r["type"] == "reset"])
+
+
+def reboot_hang(held, resets, new_boot, vmced, reset_records):
+    """Why a guest that did not come back from the reboot it was asked for
+    hung by the lab's own trouble, or None: the scenario's result. Nested
+    SVM under TCG now and then leaves an L2 vCPU that never runs again
+    (boot_l2()); it can strike as the guest goes down, or in the firmware
+    of its new boot, and nothing of the error is in either:
+      held        QEMU threads stopped under ptrace: whoever traces QEMU
+                  froze the guest (vmced must never leave one so): None
+      resets      QEMU's RESETs since the request: none, the guest hung on
+                  its way down, before anything of vmced's reset ran
+      new_boot    the new boot's console lines: it ran, and says why it stopped
+      reset_records  vmced's reset records since: QEMU reset the guest and
+                  vmced recorded nothing, that is vmced's failure"""
+    if held or new_boot:
+        return None
+    if not resets:
+        return "the guest never reset after its reboot() (no RESET): it hung on its way down"
+    if vmced and not reset_records:
+        return None
+    return "QEMU reset the guest, but its new boot never printed a line (its firmware hangs)"
 
 
 def reboot_after(l2, sc, result):
@@ -635,7 +688,7 @@ def reboot_after(l2, sc, result):
     events = l2.vm.qmp()
     steps = {}
     try:
-        found, how, back, detail, console_len, journal_len, t = reboot_steps(l2, sc, events, steps)
+        found, how, back, detail, console_len, journal_len, t, hang = reboot_steps(l2, sc, events, steps)
         resets = reset_times(events)
     finally:
         events.close()
@@ -648,6 +701,8 @@ def reboot_after(l2, sc, result):
         # (QEMU 7.2 maps the same file page again), or punched out
         "file_page": file_page(l2.ram, offset) if result.get("ram_offset") else None,
         "how": how, "back": back, "detail": detail,
+        # the lab's own trouble, met and reset once more (reboot_hang())
+        "lab_hang": hang,
         "boot_s": round(time.monotonic() - t, 1),
         # "mce: Machine check injector initialized" is mce-inject.ko loading
         "guest_mce_log": [ln for ln in lines
@@ -697,7 +752,44 @@ def reboot_after(l2, sc, result):
                 l2.history.append(f"rebooted clean after {sc['name']}")
     else:
         l2.healthy = False
-        result["after_reboot"]["console_tail"] = l2.vm.console().splitlines()[-15:]
+        result["after_reboot"].update(not_back(l2))
+
+
+def not_back(l2):
+    """What says why a guest did not come back from its reboot: the
+    console's end, QEMU's threads and vmced's log"""
+    facts = {"console_tail": l2.vm.console().splitlines()[-15:]}
+    # a guest frozen by whoever traces QEMU, not hung by itself
+    facts["held_threads"] = held_threads(l2.vm.pid)
+    facts["qemu_threads"] = thread_waits(l2.vm.pid)
+    if l2.daemon:
+        # whether vmced saw the reset, and what it held meanwhile
+        facts["vmced_log"] = l2.daemon.log_text().splitlines()[-40:]
+    return facts
+
+
+def held_threads(pid):
+    """QEMU @pid's threads stopped under ptrace (state t) in both of two
+    looks a second apart: held, not passing through a stop"""
+    held = {t for t, st in thread_states(pid).items() if st == "t"}
+    time.sleep(1)
+    return sorted(held & {t for t, st in thread_states(pid).items() if st == "t"})
+
+
+def thread_waits(pid):
+    """Each thread of QEMU @pid: its name, state and where in the kernel
+    it waits (wchan): a vCPU spinning in KVM_RUN (R) tells a guest that
+    hangs under nested SVM from one whose vCPU nobody lets run"""
+    out = {}
+    for tid, st in sorted(thread_states(pid).items()):
+        def read(leaf):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/{leaf}") as f:
+                    return f.read().strip()
+            except OSError:
+                return "?"
+        out[str(tid)] = f"{read('comm')} {st} {read('wchan') or '-'}"
+    return out
 
 
 def resync(agent):
