@@ -156,6 +156,48 @@ def load_hostlab():
     return module
 
 
+class Wedges(unittest.TestCase):
+    """run_scenarios(): an L1 that wedges is replaced by a fresh one, which
+    starts at the scenario the old one was on; a second wedged on that same
+    scenario before finishing any ends the run"""
+
+    def run_with(self, l1s):
+        """Runs five scenarios over L1s that each finish @l1s[i] of what
+        they are given, then wedge (None: finish all); returns the results,
+        or the exit status"""
+        hostlab = load_hostlab()
+        boots = iter(l1s)
+
+        def run_l1(spec, *args, **kw):
+            n = next(boots)
+            done = spec["scenarios"] if n is None else spec["scenarios"][:n]
+            if n is None:
+                return {"kernel": "6.1"}, done, False
+            raise hostlab.L1Wedged({"kernel": "6.1"}, done, "no progress for 300 s")
+        hostlab.run_l1 = run_l1
+        hostlab.say = lambda text: None
+        work = tempfile.mkdtemp(prefix="test-hostlab-")
+        try:
+            _, results = hostlab.run_scenarios({"scenarios": list(range(5))}, [], 60, "4G", work)
+            return results
+        except SystemExit as e:
+            return e.code
+        finally:
+            shutil.rmtree(work)
+
+    def test_a_fresh_l1_carries_on(self):
+        self.assertEqual(self.run_with([2, None]), [0, 1, 2, 3, 4])
+
+    def test_progress_between_wedges(self):
+        # the second L1 wedged at once, the third after two: each scenario
+        # ran once, in order
+        self.assertEqual(self.run_with([0, 2, None]), [0, 1, 2, 3, 4])
+
+    def test_the_same_scenario_twice(self):
+        self.assertEqual(self.run_with([2, 0, None]), 1)
+        self.assertEqual(self.run_with([0, 0, None]), 1)
+
+
 class BuildDir(unittest.TestCase):
     """A build directory of its own (VMCE_BUILD_DIR)"""
 
