@@ -949,7 +949,12 @@ vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
      * its first line, and not all of it if it is garbage */
     g_autofree gchar *first = g_strndup (line, strcspn (line, "\r\n"));
     g_autofree gchar *shown = g_utf8_substring (first, 0, MIN (g_utf8_strlen (first, -1), 200));
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+    /* RAM in the layout read a moment ago, nothing now: the firmware
+     * programs the PAM registers early in a boot (memory_region_find() of
+     * a range PAM sends to PCI finds nothing); BUSY: read it all again */
+    g_set_error (error, G_IO_ERROR,
+                 g_str_has_prefix (first, "No memory is mapped at address") ? G_IO_ERROR_BUSY
+                                                                            : G_IO_ERROR_INVALID_DATA,
                  "unexpected gpa2hva answer: '%s'", g_strstrip (shown));
     return FALSE;
   }
@@ -974,9 +979,11 @@ vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
   }
   e = &g_array_index (self->ranges, VmceRamRangeEntry, idx);
   if (g_strcmp0 (name, e->blk->name) != 0) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+    /* the guest remapped it between the two reads (SeaBIOS's PAM setup
+     * turns 0xc0000 from pc.rom into pc.ram early in every boot): BUSY */
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
                  "gpa2hva says 0x%" G_GINT64_MODIFIER "x is in %s, the layout says %s "
-                 "(did the guest remap it?)", gpa, name, e->blk->name);
+                 "(the guest remapped it)", gpa, name, e->blk->name);
     return FALSE;
   }
   offset = e->pub.offset + (gpa - e->pub.gpa);

@@ -53,7 +53,8 @@ gboolean vmce_ram_layout_probe_gpa (VmceRamLayout *self, const gchar *block, gui
 /* Parse a `gpa2hva` answer (as returned by human-monitor-command, trailing
  * CR LF allowed) for @gpa and set the block's base HVA. The GPA and block
  * name in the answer must match the layout. Error answers of QEMU ("... is
- * not RAM") become a GError carrying QEMU's text. */
+ * not RAM") become a GError carrying QEMU's text; G_IO_ERROR_BUSY when the
+ * guest remapped the address since the layout was read (read it again). */
 gboolean vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
                                                guint64 gpa,
                                                const gchar *answer,

@@ -175,7 +175,9 @@ typedef struct {
   GPtrArray *blocks; /* still without a host address */
   guint next;
   guint64 probe_gpa;
+  guint reads; /* of the whole layout: the guest may remap it meanwhile */
 } VmceLayoutLoad;
+
 
 static void
 vmce_layout_load_free (VmceLayoutLoad *load)
@@ -187,6 +189,7 @@ vmce_layout_load_free (VmceLayoutLoad *load)
 }
 
 static void vmce_vm_layout_probe_next (GTask *task);
+static void vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data);
 
 /* A newer QEMU may print what vmced does not know: said once per VM */
 static void
@@ -214,10 +217,22 @@ vmce_vm_layout_gpa2hva_cb (GObject *source, GAsyncResult *res, gpointer user_dat
   g_autofree gchar *text = NULL;
 
   text = vmce_qmp_client_hmp_finish (VMCE_QMP_CLIENT (source), res, NULL, &error);
-  if (text == NULL ||
-      !vmce_ram_layout_set_hva_from_gpa2hva (load->layout, load->probe_gpa, text, &error)) {
+  if (text != NULL && !vmce_ram_layout_set_hva_from_gpa2hva (load->layout, load->probe_gpa, text, &error) &&
+      g_error_matches (error, G_IO_ERROR, G_IO_ERROR_BUSY) && ++load->reads < VMCE_VM_LAYOUT_READS) {
+    g_debug ("vm %s: %s: reading the RAM layout again", load->vm->name, error->message);
+    g_clear_pointer (&load->layout, vmce_ram_layout_free);
+    g_clear_pointer (&load->blocks, g_ptr_array_unref);
+    load->layout = vmce_ram_layout_new ();
+    load->next = 0;
+    vmce_qmp_client_hmp_async (load->vm->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb,
+                               g_steal_pointer (&task));
+    return;
+  }
+  if (error != NULL) {
     g_prefix_error (&error, "cannot learn where RAM block %s is mapped: ",
                     (const gchar *) g_ptr_array_index (load->blocks, load->next));
+    if (load->reads >= VMCE_VM_LAYOUT_READS)
+      g_prefix_error (&error, "the guest remapped its memory on each of %u reads: ", load->reads);
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }

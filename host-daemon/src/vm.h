@@ -115,6 +115,11 @@ const VmceVcpu *vmce_vm_find_vcpu (VmceVm *self, guint index);
 /* "main", "vcpu 0", or the thread's comm */
 gchar *vmce_vm_describe_thread (VmceVm *self, pid_t tid);
 void vmce_vm_refresh_layout (VmceVm *self);
+/* Without query-ram-layout the layout is `info mtree -f` and then `gpa2hva`
+ * per block: a guest that remaps its memory in between (the firmware's PAM
+ * setup, early in every boot) makes them disagree, and the layout is read
+ * again, this many times in all */
+#define VMCE_VM_LAYOUT_READS 8
 
 /* Called once a layout read after this call is in (or the wait, bounded by
  * VMCE_LAYOUT_WAIT_MS, is over, or the VM is going: check vm->state). For

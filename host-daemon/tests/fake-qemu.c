@@ -5,6 +5,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "fake-qemu.h"
+#include "vm.h"
 
 /* one RAM range, as `info mtree -f` prints it */
 static const gchar *fake_qemu_mtree =
@@ -25,15 +26,14 @@ fake_qemu_script_attach_tail (FakeQmp *fake)
   fake_qmp_expect (fake, "migrate-set-capabilities", "{}");
 }
 
-void
-fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_reply, const gchar *mtree,
-                         gboolean kvm)
+/* What vmced asks before the layout: the QEMU, its accelerator and CPU */
+static void
+fake_qemu_script_attach_head (FakeQmp *fake, TestChild *child, gboolean kvm)
 {
   g_autofree gchar *cpus = g_strdup_printf (
       "[{\"cpu-index\": 0, \"thread-id\": %d, \"qom-path\": \"/machine/unattached/device[0]\", "
       "\"target\": \"x86_64\"}]",
       child->pid);
-  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", mtree != NULL ? mtree : fake_qemu_mtree);
 
   fake_qmp_expect (fake, "query-name", "{\"name\": \"fake-qemu\"}");
   fake_qmp_expect (fake, "query-version",
@@ -53,6 +53,15 @@ fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_re
     fake_qmp_expect (fake, "qom-get", "94");
     fake_qmp_expect (fake, "qom-get", "error:Property 'x86_64-cpu.succor' not found");
   }
+}
+
+void
+fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_reply, const gchar *mtree,
+                         gboolean kvm)
+{
+  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", mtree != NULL ? mtree : fake_qemu_mtree);
+
+  fake_qemu_script_attach_head (fake, child, kvm);
   /* a QEMU with qemu-patches/: vmced will inject through QMP */
   if (layout_reply == NULL) {
     fake_qmp_expect (fake, "query-commands", "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
@@ -64,6 +73,26 @@ fake_qemu_script_attach (FakeQmp *fake, TestChild *child, const gchar *layout_re
     fake_qmp_expect (fake, "query-ram-layout", layout_reply);
   }
   fake_qemu_script_attach_tail (fake);
+}
+
+void
+fake_qemu_script_attach_remapped (FakeQmp *fake, TestChild *child, guint remaps)
+{
+  g_autofree gchar *mtree_reply = g_strdup_printf ("\"%s\"", fake_qemu_mtree);
+
+  fake_qemu_script_attach_head (fake, child, FALSE);
+  fake_qmp_expect (fake, "query-commands", "[{\"name\": \"query-status\"}, {\"name\": \"inject-mce\"}]");
+  for (guint i = 0; i < MIN (remaps + 1, VMCE_VM_LAYOUT_READS); i++) {
+    fake_qmp_expect (fake, "human-monitor-command", mtree_reply);
+    /* the two answers QEMU gives for a range PAM moved: ROM now, or
+     * nothing (sent to PCI) */
+    fake_qmp_expect (fake, "human-monitor-command",
+                     i == remaps ? "\"Host virtual address for 0x0 (pc.ram) is 0x7f0000000000\\r\\n\""
+                     : i % 2 == 0 ? "\"Host virtual address for 0x0 (pc.rom) is 0x7f0000000000\\r\\n\""
+                                  : "\"No memory is mapped at address 0x0\\r\\n\"");
+  }
+  if (remaps < VMCE_VM_LAYOUT_READS)
+    fake_qemu_script_attach_tail (fake);
 }
 
 void

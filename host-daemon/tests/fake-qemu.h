@@ -22,6 +22,11 @@ void fake_qemu_script_attach (FakeQmp *fake,
                               const gchar *layout_reply,
                               const gchar *mtree,
                               gboolean kvm);
+/* As fake_qemu_script_attach() without query-ram-layout, where the guest
+ * remaps its memory between `info mtree -f` and `gpa2hva` @remaps times
+ * in a row: vmced reads the layout again each time, up to
+ * VMCE_VM_LAYOUT_READS reads (@remaps that many or more: it gives up) */
+void fake_qemu_script_attach_remapped (FakeQmp *fake, TestChild *child, guint remaps);
 /* An Arm64 QEMU 10.2.2 (query-cpus-fast's target "aarch64"): TCG, one
  * vCPU, @commands query-commands' answer (with query-ram-layout, whose
  * answer is @layout_reply), the virt machine's ras (@ras) and QOM type

@@ -193,6 +193,49 @@ test_vm_mtree_unknown (Fixture *fx, gconstpointer data)
   g_assert_nonnull (strstr (journal, "view header lines ' Dispatch"));
 }
 
+/* The guest remaps its memory between `info mtree -f` and `gpa2hva` (the
+ * firmware's PAM setup, early in a boot: seen attaching to a domain libvirt
+ * had just started): vmced reads the layout again and attaches */
+static void
+test_vm_remapped_while_read (Fixture *fx, gconstpointer data)
+{
+  guint64 hva = 0;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fake_qemu_script_attach_remapped (fx->fake, fx->child, 2);
+  attach (fx);
+  g_assert_no_error (fx->error);
+  g_assert_nonnull (fx->vm);
+  g_assert_true (vmce_ram_layout_gpa_to_hva (vmce_vm_get_layout (fx->vm), 0x1000, &hva, NULL));
+  g_assert_cmphex (hva, ==, G_GUINT64_CONSTANT (0x7f0000001000));
+}
+
+/* ... on every read: one clear error saying so, the process let go */
+static void
+test_vm_remapped_every_read (Fixture *fx, gconstpointer data)
+{
+  g_autofree gchar *want = g_strdup_printf ("the guest remapped its memory on each of %u reads: ",
+                                            VMCE_VM_LAYOUT_READS);
+  pid_t pid = fx->child->pid;
+
+  if (!test_ptrace_allowed ()) {
+    g_test_skip ("ptrace is not allowed here (not root, or yama ptrace_scope)");
+    return;
+  }
+  fake_qemu_script_attach_remapped (fx->fake, fx->child, VMCE_VM_LAYOUT_READS);
+  attach (fx);
+  g_assert_null (fx->vm);
+  g_assert_nonnull (fx->error);
+  g_assert_nonnull (strstr (fx->error->message, want));
+  g_assert_nonnull (strstr (fx->error->message, "cannot learn where RAM block pc.ram is mapped"));
+  g_assert_cmpuint (vmce_daemon_get_vms (fx->daemon)->len, ==, 0);
+  g_assert_cmpint (test_proc_status_int (pid, pid, "TracerPid"), ==, 0);
+  g_assert_true (test_child_command (fx->child, 'p'));
+}
+
 /* query-ram-layout answers nonsense: one clear error, the process let go */
 static void
 test_vm_layout_qmp_bad (Fixture *fx, gconstpointer data)
@@ -889,6 +932,10 @@ main (int argc, char **argv)
   g_test_add ("/vm/process-exits", Fixture, NULL, fixture_setup, test_vm_process_exits,
               fixture_teardown);
   g_test_add ("/vm/layout-qmp", Fixture, NULL, fixture_setup, test_vm_layout_qmp, fixture_teardown);
+  g_test_add ("/vm/remapped-while-read", Fixture, NULL, fixture_setup, test_vm_remapped_while_read,
+              fixture_teardown);
+  g_test_add ("/vm/remapped-every-read", Fixture, NULL, fixture_setup, test_vm_remapped_every_read,
+              fixture_teardown);
   g_test_add ("/vm/mtree-unknown", Fixture, NULL, fixture_setup, test_vm_mtree_unknown,
               fixture_teardown);
   g_test_add ("/vm/reset-unreplaceable", Fixture, NULL, fixture_setup,
