@@ -780,16 +780,14 @@ def thread_waits(pid):
     """Each thread of QEMU @pid: its name, state and where in the kernel
     it waits (wchan): a vCPU spinning in KVM_RUN (R) tells a guest that
     hangs under nested SVM from one whose vCPU nobody lets run"""
-    out = {}
-    for tid, st in sorted(thread_states(pid).items()):
-        def read(leaf):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/{leaf}") as f:
-                    return f.read().strip()
-            except OSError:
-                return "?"
-        out[str(tid)] = f"{read('comm')} {st} {read('wchan') or '-'}"
-    return out
+    def read(tid, leaf):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/{leaf}") as f:
+                return f.read().strip()
+        except OSError:
+            return "?"
+    return {str(tid): f"{read(tid, 'comm')} {st} {read(tid, 'wchan') or '-'}"
+            for tid, st in sorted(thread_states(pid).items())}
 
 
 def resync(agent):
