@@ -949,12 +949,15 @@ vmce_ram_layout_set_hva_from_gpa2hva (VmceRamLayout *self,
      * its first line, and not all of it if it is garbage */
     g_autofree gchar *first = g_strndup (line, strcspn (line, "\r\n"));
     g_autofree gchar *shown = g_utf8_substring (first, 0, MIN (g_utf8_strlen (first, -1), 200));
-    /* RAM in the layout read a moment ago, nothing now: the firmware
-     * programs the PAM registers early in a boot (memory_region_find() of
-     * a range PAM sends to PCI finds nothing); BUSY: read it all again */
-    g_set_error (error, G_IO_ERROR,
-                 g_str_has_prefix (first, "No memory is mapped at address") ? G_IO_ERROR_BUSY
-                                                                            : G_IO_ERROR_INVALID_DATA,
+    /* RAM in the layout read a moment ago, not RAM now: the firmware
+     * programs the PAM registers early in a boot, and a range PAM sends
+     * to PCI is nothing or not RAM (QEMU 7.2 to 11.1 say these two); BUSY:
+     * read it all again */
+    gboolean moved = vmce_ram_layout_find_gpa (self, gpa) >= 0 &&
+                     (g_str_has_prefix (first, "No memory is mapped at address") ||
+                      (g_str_has_prefix (first, "Memory at address") && g_str_has_suffix (first, "is not RAM")));
+
+    g_set_error (error, G_IO_ERROR, moved ? G_IO_ERROR_BUSY : G_IO_ERROR_INVALID_DATA,
                  "unexpected gpa2hva answer: '%s'", g_strstrip (shown));
     return FALSE;
   }

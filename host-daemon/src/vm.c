@@ -178,7 +178,6 @@ typedef struct {
   guint reads; /* of the whole layout: the guest may remap it meanwhile */
 } VmceLayoutLoad;
 
-
 static void
 vmce_layout_load_free (VmceLayoutLoad *load)
 {
@@ -189,7 +188,7 @@ vmce_layout_load_free (VmceLayoutLoad *load)
 }
 
 static void vmce_vm_layout_probe_next (GTask *task);
-static void vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void vmce_vm_layout_read_mtree (GTask *task);
 
 /* A newer QEMU may print what vmced does not know: said once per VM */
 static void
@@ -220,12 +219,7 @@ vmce_vm_layout_gpa2hva_cb (GObject *source, GAsyncResult *res, gpointer user_dat
   if (text != NULL && !vmce_ram_layout_set_hva_from_gpa2hva (load->layout, load->probe_gpa, text, &error) &&
       g_error_matches (error, G_IO_ERROR, G_IO_ERROR_BUSY) && ++load->reads < VMCE_VM_LAYOUT_READS) {
     g_debug ("vm %s: %s: reading the RAM layout again", load->vm->name, error->message);
-    g_clear_pointer (&load->layout, vmce_ram_layout_free);
-    g_clear_pointer (&load->blocks, g_ptr_array_unref);
-    load->layout = vmce_ram_layout_new ();
-    load->next = 0;
-    vmce_qmp_client_hmp_async (load->vm->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb,
-                               g_steal_pointer (&task));
+    vmce_vm_layout_read_mtree (g_steal_pointer (&task));
     return;
   }
   if (error != NULL) {
@@ -284,6 +278,19 @@ vmce_vm_layout_mtree_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vmce_vm_layout_probe_next (task);
 }
 
+/* (Again:) the flat view, from scratch */
+static void
+vmce_vm_layout_read_mtree (GTask *task)
+{
+  VmceLayoutLoad *load = g_task_get_task_data (task);
+
+  g_clear_pointer (&load->layout, vmce_ram_layout_free);
+  g_clear_pointer (&load->blocks, g_ptr_array_unref);
+  load->layout = vmce_ram_layout_new ();
+  load->next = 0;
+  vmce_qmp_client_hmp_async (load->vm->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb, task);
+}
+
 static void
 vmce_vm_layout_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -315,9 +322,8 @@ vmce_vm_load_layout_async (VmceVm *self, GAsyncReadyCallback callback, gpointer 
   }
   load = g_new0 (VmceLayoutLoad, 1);
   load->vm = vmce_vm_ref (self);
-  load->layout = vmce_ram_layout_new ();
   g_task_set_task_data (task, load, (GDestroyNotify) vmce_layout_load_free);
-  vmce_qmp_client_hmp_async (self->qmp, "info mtree -f", NULL, vmce_vm_layout_mtree_cb, task);
+  vmce_vm_layout_read_mtree (task);
 }
 
 typedef struct {

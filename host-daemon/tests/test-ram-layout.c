@@ -944,6 +944,7 @@ test_ram_layout_bad_gpa2hva (void)
     { 0x100000, "\r\n", G_IO_ERROR_INVALID_DATA },
     /* RAM in the layout, not mapped now: remapped since (PAM) */
     { 0x100000, "No memory is mapped at address 0x100000\r\n", G_IO_ERROR_BUSY },
+    { 0x100000, "Memory at address 0x100000 is not RAM\r\n", G_IO_ERROR_BUSY },
     { 0x100000, "Host virtual address for 0x100000 (pc.ram) is (nil)\r\n", G_IO_ERROR_INVALID_DATA },
     { 0x100000, "Host virtual address for 0x100000 (pc.ram) is 0x\r\n", G_IO_ERROR_INVALID_DATA },
     { 0x100000, "Host virtual address for 0x100000 (pc.ram) is 0x17f00000000000000\r\n", G_IO_ERROR_INVALID_DATA },
